@@ -1,0 +1,52 @@
+"""Development sessions: tests per backend, lint, typecheck, docs, benchmarks."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests_trio", "tests_asyncio", "lint", "typecheck", "docs"]
+
+
+@nox.session
+def tests_trio(session: nox.Session) -> None:
+    """The whole suite on the trio backend (autojump MockClock)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "--backend", "trio", *session.posargs)
+
+
+@nox.session
+def tests_asyncio(session: nox.Session) -> None:
+    """The whole suite on the asyncio backend (virtual-clock event loop)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "--backend", "asyncio", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, with the async rules and the asyncio import ban."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the library, tests, benchmarks and examples."""
+    session.install("-e", ".[test,lint]")
+    session.run("mypy")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation; any warning fails the build."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "build/site")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Every benchmark script; each prints its ratio against a bare baseline."""
+    session.install("-e", ".")
+    for script in sorted(__import__("pathlib").Path("benchmarks").glob("bench_*.py")):
+        session.run("python", str(script))

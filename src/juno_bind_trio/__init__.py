@@ -1,0 +1,23 @@
+"""juno-bind-trio: a Trio-native agent harness.
+
+The subpackages mirror the TypeScript package's subpaths: ``completion``,
+``loop``, ``run``, ``routing``, ``plugins``, ``transcript``, ``schema``, plus
+``providers.openai`` (the real SDK adapter) and ``testing`` (fakes for your own
+tests). This top level re-exports the exception tree only; import everything
+else from its subpackage.
+"""
+
+from ._errors import JunoBindError as JunoBindError
+from ._errors import TurnStreamUsageError as TurnStreamUsageError
+from ._errors import UsageError as UsageError
+from ._errors import WireFormatError as WireFormatError
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "JunoBindError",
+    "TurnStreamUsageError",
+    "UsageError",
+    "WireFormatError",
+    "__version__",
+]

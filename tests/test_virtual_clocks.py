@@ -1,0 +1,47 @@
+"""The test harness itself: both backends really run on a virtual clock."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from conftest import run_on
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_sleep_jumps_the_clock_exactly() -> None:
+    start = anyio.current_time()
+    await anyio.sleep(3600)
+    assert anyio.current_time() - start == 3600
+
+
+async def test_deadline_fires_at_its_virtual_time() -> None:
+    start = anyio.current_time()
+    with anyio.move_on_after(2.5) as scope:
+        await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert anyio.current_time() - start == 2.5
+
+
+async def test_concurrent_sleepers_wake_in_order() -> None:
+    woke: list[tuple[str, float]] = []
+    start = anyio.current_time()
+
+    async def sleeper(name: str, delay: float) -> None:
+        await anyio.sleep(delay)
+        woke.append((name, anyio.current_time() - start))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper, "b", 2)
+        tg.start_soon(sleeper, "a", 1)
+    assert woke == [("a", 1), ("b", 2)]
+
+
+def test_run_on_gives_each_run_a_fresh_clock(backend: str) -> None:
+    async def elapsed() -> float:
+        await anyio.sleep(10)
+        return anyio.current_time()
+
+    assert run_on(backend, elapsed) == 10
+    assert run_on(backend, elapsed) == 10
