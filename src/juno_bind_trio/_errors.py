@@ -27,8 +27,16 @@ them from their own ``__init__``.
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
+    "ABORTED_TOOL_CALL_MESSAGE",
+    "INTERRUPTED_TOOL_CALL_MESSAGE",
+    "AbortedToolCallError",
+    "InterruptedToolCallError",
     "JunoBindError",
+    "StreamStallError",
+    "ToolCallError",
     "TurnStreamUsageError",
     "UsageError",
     "WireFormatError",
@@ -49,3 +57,92 @@ class TurnStreamUsageError(UsageError):
 
 class WireFormatError(JunoBindError, ValueError):
     """A wire event could not be parsed; the message names the field and the value."""
+
+
+# --- tool calls the harness refused or lost (juno_bind_trio.run) -------------
+
+ABORTED_TOOL_CALL_MESSAGE = (
+    "This call was never started, so nothing happened and nothing changed. "
+    "The run is ending — do not retry it and do not report it as a failure."
+)
+"""The message a refused call carries into the transcript, and so into the model's next turn.
+
+The TypeScript package's exact sentence. Shared by both refusal sites (the
+pool and the loop's serial phase) because to the only reader they are the
+same fact, and two literals for one fact drift. It names no batch, worker or
+claim (internals the model cannot act on), does not repeat the call id (the
+tool message's own ``tool_call_id`` carries it), and leads with the fact that
+matters: nothing happened.
+"""
+
+INTERRUPTED_TOOL_CALL_MESSAGE = (
+    "This call was started, but the run was cancelled before it finished, so it "
+    "is unknown whether it took effect. Check its effect before repeating it."
+)
+"""The message a call cut off by a hard cancel carries into the transcript.
+
+This port's addition. Unlike a refused call, an interrupted one may have done
+some or all of its work (a write, an email, a POST), so the actionable fact is
+"unknown, check first", the opposite of the refusal's "nothing happened".
+"""
+
+
+class ToolCallError(JunoBindError):
+    """A tool call the harness itself refused or lost, as opposed to one that ran and failed.
+
+    Carried as ``outcome.Error(...)`` in a batch's results and turned into a
+    tool message; raised only if the caller unwraps that outcome.
+    """
+
+    tool_call_id: str
+
+    def __init__(self, tool_call_id: str, message: str) -> None:
+        super().__init__(message)
+        self.tool_call_id = tool_call_id
+
+    def __reduce__(self) -> tuple[type[ToolCallError], tuple[str]]:
+        return (type(self), (self.tool_call_id,))
+
+
+class AbortedToolCallError(ToolCallError):
+    """A call the batch refused because the stop fired before any worker claimed it.
+
+    The id is a **field**, not part of the message, so a rejection observer
+    or an operator log can filter on it.
+    """
+
+    def __init__(self, tool_call_id: str) -> None:
+        super().__init__(tool_call_id, ABORTED_TOOL_CALL_MESSAGE)
+
+
+class InterruptedToolCallError(ToolCallError):
+    """A call that was claimed and running when a hard cancel cut it off: its effect is unknown."""
+
+    def __init__(self, tool_call_id: str) -> None:
+        super().__init__(tool_call_id, INTERRUPTED_TOOL_CALL_MESSAGE)
+
+
+# --- provider streams (juno_bind_trio.completion) -----------------------------
+
+
+class StreamStallError(JunoBindError):
+    """A provider stream went silent for longer than one of the watchdog's budgets.
+
+    ``budget`` says which: ``"time_to_first_token"`` (nothing usable arrived
+    in time) or ``"inter_chunk"`` (the stream stopped mid-way). ``timeout`` is
+    that budget in seconds. Routing treats it as a failure of the endpoint.
+    """
+
+    budget: Literal["time_to_first_token", "inter_chunk"]
+    timeout: float
+
+    def __init__(
+        self, budget: Literal["time_to_first_token", "inter_chunk"], timeout: float
+    ) -> None:
+        what = "first token" if budget == "time_to_first_token" else "next chunk"
+        super().__init__(f"provider stream stalled: no {what} within {timeout:g}s ({budget})")
+        self.budget = budget
+        self.timeout = timeout
+
+    def __reduce__(self) -> tuple[type[StreamStallError], tuple[str, float]]:
+        return (type(self), (self.budget, self.timeout))

@@ -1,0 +1,68 @@
+"""Pins each subpackage's public surface: ``__all__`` complete, resolvable and sorted."""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+
+SUBPACKAGES = [
+    "juno_bind_trio",
+    "juno_bind_trio.completion",
+    "juno_bind_trio.loop",
+    "juno_bind_trio.run",
+    "juno_bind_trio.routing",
+    "juno_bind_trio.plugins",
+    "juno_bind_trio.transcript",
+    "juno_bind_trio.schema",
+    "juno_bind_trio.providers.openai",
+    "juno_bind_trio.testing",
+]
+
+
+def isort_key(name: str) -> tuple[int, str]:
+    """CONSTANTS, then Classes, then functions: the order ruff's RUF022 keeps."""
+    if name.isupper() or (name.startswith("__") and name.endswith("__")):
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_all_is_sorted_and_has_no_duplicates(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert len(set(exported)) == len(exported)
+    assert exported == sorted(exported, key=isort_key)
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_every_exported_name_resolves(name: str) -> None:
+    module = importlib.import_module(name)
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_every_public_name_is_exported(name: str) -> None:
+    """A public attribute missing from ``__all__`` is an export that drifted."""
+    module = importlib.import_module(name)
+    public = {
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and attr != "annotations"
+    }
+    assert public - set(module.__all__) == set()
+
+
+def test_exceptions_are_one_tree() -> None:
+    """Every exception the package defines descends from JunoBindError."""
+    from juno_bind_trio import _errors
+
+    for value in vars(_errors).values():
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert issubclass(value, _errors.JunoBindError), value
