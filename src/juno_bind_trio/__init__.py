@@ -7,7 +7,13 @@ tests). This top level re-exports the exception tree only; import everything
 else from its subpackage.
 """
 
+from ._errors import ABORTED_TOOL_CALL_MESSAGE as ABORTED_TOOL_CALL_MESSAGE
+from ._errors import INTERRUPTED_TOOL_CALL_MESSAGE as INTERRUPTED_TOOL_CALL_MESSAGE
+from ._errors import AbortedToolCallError as AbortedToolCallError
+from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
+from ._errors import StreamStallError as StreamStallError
+from ._errors import ToolCallError as ToolCallError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
@@ -15,9 +21,15 @@ from ._errors import WireFormatError as WireFormatError
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ABORTED_TOOL_CALL_MESSAGE",
+    "INTERRUPTED_TOOL_CALL_MESSAGE",
+    "__version__",
+    "AbortedToolCallError",
+    "InterruptedToolCallError",
     "JunoBindError",
+    "StreamStallError",
+    "ToolCallError",
     "TurnStreamUsageError",
     "UsageError",
     "WireFormatError",
-    "__version__",
 ]

@@ -39,4 +39,5 @@ __all__ = [
     "TurnTextView",
     "WireFormatError",
     "event_from_wire",
+    "open_memory_sink",
 ]
