@@ -23,7 +23,7 @@ SUBPACKAGES = [
 
 def isort_key(name: str) -> tuple[int, str]:
     """CONSTANTS, then Classes, then functions: the order ruff's RUF022 keeps."""
-    if name.isupper() or (name.startswith("__") and name.endswith("__")):
+    if name.isupper():
         return (0, name)
     if name[:1].isupper():
         return (1, name)

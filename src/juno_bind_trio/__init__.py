@@ -23,7 +23,6 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
     "INTERRUPTED_TOOL_CALL_MESSAGE",
-    "__version__",
     "AbortedToolCallError",
     "InterruptedToolCallError",
     "JunoBindError",
@@ -32,4 +31,5 @@ __all__ = [
     "TurnStreamUsageError",
     "UsageError",
     "WireFormatError",
+    "__version__",
 ]
