@@ -10,6 +10,7 @@ else from its subpackage.
 from ._errors import ABORTED_TOOL_CALL_MESSAGE as ABORTED_TOOL_CALL_MESSAGE
 from ._errors import INTERRUPTED_TOOL_CALL_MESSAGE as INTERRUPTED_TOOL_CALL_MESSAGE
 from ._errors import AbortedToolCallError as AbortedToolCallError
+from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import StreamStallError as StreamStallError
@@ -24,6 +25,7 @@ __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
     "INTERRUPTED_TOOL_CALL_MESSAGE",
     "AbortedToolCallError",
+    "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
     "StreamStallError",

@@ -33,6 +33,7 @@ __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
     "INTERRUPTED_TOOL_CALL_MESSAGE",
     "AbortedToolCallError",
+    "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
     "StreamStallError",
@@ -146,3 +147,24 @@ class StreamStallError(JunoBindError):
 
     def __reduce__(self) -> tuple[type[StreamStallError], tuple[str, float]]:
         return (type(self), (self.budget, self.timeout))
+
+
+class CompletionDefectError(JunoBindError):
+    """A completion that arrived but cannot be used as it is.
+
+    ``kind`` names the defect (for example ``"empty"``, ``"truncated"``,
+    ``"no_finish_reason"``, ``"unparseable_tool_arguments"``,
+    ``"content_filtered"``, ``"structured_output"``); ``detail`` says what was
+    seen. Routing retries the same endpoint within the defect budget.
+    """
+
+    kind: str
+    detail: str
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"completion defect ({kind}): {detail}")
+        self.kind = kind
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[CompletionDefectError], tuple[str, str]]:
+        return (type(self), (self.kind, self.detail))
