@@ -36,6 +36,7 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "RunTimeoutError",
     "StreamStallError",
     "ToolCallError",
     "TurnStreamUsageError",
@@ -168,3 +169,26 @@ class CompletionDefectError(JunoBindError):
 
     def __reduce__(self) -> tuple[type[CompletionDefectError], tuple[str, str]]:
         return (type(self), (self.kind, self.detail))
+
+
+# --- the run's own time budget (juno_bind_trio.run) ---------------------------
+
+
+class RunTimeoutError(JunoBindError, TimeoutError):
+    """The run's own deadline (a :class:`~juno_bind_trio.run.RunDeadline`) ran out.
+
+    Raised where the deadline's scope ends, never for a cancellation that came
+    from outside it: a timeout and a cancellation are different outcomes, and
+    a host stores them differently (:func:`~juno_bind_trio.run.classify_run_failure`).
+    ``seconds`` is the budget that ran out. A ``TimeoutError``, so code that
+    already handles timeouts generically keeps working.
+    """
+
+    seconds: float
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the run's deadline expired: its budget of {seconds:g}s ran out")
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[type[RunTimeoutError], tuple[float]]:
+        return (type(self), (self.seconds,))
