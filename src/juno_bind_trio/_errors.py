@@ -6,6 +6,9 @@ Whose fault an error is shows in where it hangs::
     ├── UsageError (RuntimeError)      you: the caller broke a lifetime or call-order rule
     │   └── TurnStreamUsageError       observe() before begin_attempt()
     ├── WireFormatError (ValueError)   them: a peer sent an event this protocol cannot parse
+    ├── TranscriptError (ValueError)   you: a message heal_transcript cannot read (names its index)
+    ├── SchemaError (ValueError)       you: a tool schema that is invalid or cannot be expressed
+    │                                  in the target dialect (names the JSON pointer)
     ├── ToolCallError                  a tool call the harness refused or lost (a *result*
     │   │                              in the transcript, raised only inside outcome.Error)
     │   ├── AbortedToolCallError       never claimed: the soft stop fired first
@@ -37,8 +40,10 @@ __all__ = [
     "InterruptedToolCallError",
     "JunoBindError",
     "RunTimeoutError",
+    "SchemaError",
     "StreamStallError",
     "ToolCallError",
+    "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",
     "WireFormatError",
@@ -192,3 +197,43 @@ class RunTimeoutError(JunoBindError, TimeoutError):
 
     def __reduce__(self) -> tuple[type[RunTimeoutError], tuple[float]]:
         return (type(self), (self.seconds,))
+
+
+# --- transcripts and tool schemas (juno_bind_trio.transcript / .schema) -------
+
+
+class TranscriptError(JunoBindError, ValueError):
+    """A transcript message :func:`~juno_bind_trio.transcript.heal_transcript` cannot read.
+
+    ``index`` is the position of the offending message in the list you passed,
+    so a host that loads transcripts from storage can log or quarantine exactly
+    that record. Healing repairs a transcript's *shape* (which answers go where);
+    it never guesses what a malformed message meant.
+    """
+
+    index: int
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+    def __reduce__(self) -> tuple[type[TranscriptError], tuple[str, int]]:
+        return (type(self), (str(self), self.index))
+
+
+class SchemaError(JunoBindError, ValueError):
+    """A tool schema that is invalid, or valid but impossible to express in the target dialect.
+
+    ``pointer`` is the JSON pointer (RFC 6901) of the offending node **in the
+    schema you passed** (``""`` is the root, ``"/properties/tags"`` a
+    property), so the fix can be made where the schema is written.
+    """
+
+    pointer: str
+
+    def __init__(self, message: str, pointer: str) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+    def __reduce__(self) -> tuple[type[SchemaError], tuple[str, str]]:
+        return (type(self), (str(self), self.pointer))
