@@ -15,6 +15,9 @@ Whose fault an error is shows in where it hangs::
     │   └── InterruptedToolCallError   claimed, then cut off by a cancel: effect unknown
     ├── StreamStallError               them: a provider stream went silent past a budget
     ├── CompletionDefectError          them: a completion that cannot be used as it is
+    │   ├── ToolCallAssemblyError      streamed tool-call deltas that contradict each other
+    │   ├── ToolCallArgumentsError     tool-call arguments that are not a JSON object
+    │   └── StructuredOutputError      no parseable structured output within the retry budget
     ├── RoutingError                   them: every route failed (carries the whole trail)
     └── RunTimeoutError (TimeoutError) the run's own deadline expired
 
@@ -42,6 +45,9 @@ __all__ = [
     "RunTimeoutError",
     "SchemaError",
     "StreamStallError",
+    "StructuredOutputError",
+    "ToolCallArgumentsError",
+    "ToolCallAssemblyError",
     "ToolCallError",
     "TranscriptError",
     "TurnStreamUsageError",
@@ -135,8 +141,9 @@ class InterruptedToolCallError(ToolCallError):
 class StreamStallError(JunoBindError):
     """A provider stream went silent for longer than one of the watchdog's budgets.
 
-    ``budget`` says which: ``"time_to_first_token"`` (nothing usable arrived
-    in time) or ``"inter_chunk"`` (the stream stopped mid-way). ``timeout`` is
+    ``budget`` says which: ``"time_to_first_token"`` (no *answer* token, content
+    or tool call, arrived in time: reasoning does not count) or
+    ``"inter_chunk"`` (the stream went silent between chunks). ``timeout`` is
     that budget in seconds. Routing treats it as a failure of the endpoint.
     """
 
@@ -174,6 +181,65 @@ class CompletionDefectError(JunoBindError):
 
     def __reduce__(self) -> tuple[type[CompletionDefectError], tuple[str, str]]:
         return (type(self), (self.kind, self.detail))
+
+
+class ToolCallAssemblyError(CompletionDefectError):
+    """Streamed tool-call deltas that cannot belong to one call, or a call left incomplete.
+
+    ``kind`` is ``"inconsistent_tool_call_delta"`` (a delta gave an index a
+    second id or name, or a malformed field) or ``"incomplete_tool_call"`` (the
+    stream ended with a call that has no id or no name). ``index`` is the
+    call's position in the stream, or ``None`` when the delta had none.
+    """
+
+    index: int | None
+
+    def __init__(self, kind: str, detail: str, index: int | None = None) -> None:
+        super().__init__(kind, detail)
+        self.index = index
+
+    def __reduce__(  # type: ignore[override]
+        self,
+    ) -> tuple[type[ToolCallAssemblyError], tuple[str, str, int | None]]:
+        return (type(self), (self.kind, self.detail, self.index))
+
+
+class ToolCallArgumentsError(CompletionDefectError):
+    """A tool call's arguments are not a JSON object: malformed JSON, or another JSON value.
+
+    ``kind`` is always ``"unparseable_tool_arguments"``; ``arguments`` is the
+    raw string as the model sent it (the message shows a shortened copy).
+    """
+
+    arguments: str
+
+    def __init__(self, detail: str, arguments: str) -> None:
+        super().__init__("unparseable_tool_arguments", detail)
+        self.arguments = arguments
+
+    def __reduce__(self) -> tuple[type[ToolCallArgumentsError], tuple[str, str]]:
+        return (type(self), (self.detail, self.arguments))
+
+
+class StructuredOutputError(CompletionDefectError):
+    """Every attempt of a structured-output retry loop returned output that does not parse.
+
+    ``kind`` is always ``"structured_output"``; ``attempts`` counts the
+    completions that were asked for, and ``content`` is the last one's text.
+    """
+
+    attempts: int
+    content: str | None
+
+    def __init__(self, detail: str, attempts: int, content: str | None) -> None:
+        super().__init__("structured_output", detail)
+        self.attempts = attempts
+        self.content = content
+
+    def __reduce__(  # type: ignore[override]
+        self,
+    ) -> tuple[type[StructuredOutputError], tuple[str, int, str | None]]:
+        return (type(self), (self.detail, self.attempts, self.content))
 
 
 # --- the run's own time budget (juno_bind_trio.run) ---------------------------
