@@ -69,8 +69,7 @@ attempt that was thrown away.
 from __future__ import annotations
 
 import math
-import operator
-from typing import Final, Literal, final
+from typing import Any, Final, Literal, final
 
 import attrs
 
@@ -94,9 +93,9 @@ _set_seq: Final = TextEvent.__dict__["seq"].__set__
 _set_text: Final = TextEvent.__dict__["text"].__set__
 
 
-def _check_max_resets(value: object) -> int | None:
+def _check_max_resets(_self: object, _attr: object, value: Any) -> None:
     if value is None:
-        return None
+        return
     # bool is an int subclass and `True` is never a count someone meant; a float
     # (1.5, and above all nan) is refused outright: nan compares false against
     # everything, so an unchecked non-finite cap reads as "unbounded", the exact
@@ -104,39 +103,34 @@ def _check_max_resets(value: object) -> int | None:
     if isinstance(value, (bool, float)):
         shown = repr(value) if math.isfinite(value) else str(value)
         raise TypeError(f"TurnTextStream: max_resets must be a non-negative integer, got {shown}")
-    try:
-        count = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"TurnTextStream: max_resets must be a non-negative integer, got {value!r}"
-        ) from None
-    if count < 0:
+    if not isinstance(value, int):
+        raise TypeError(f"TurnTextStream: max_resets must be a non-negative integer, got {value!r}")
+    if value < 0:
         raise ValueError(
-            f"TurnTextStream: max_resets must be a non-negative integer, got {count!r}"
+            f"TurnTextStream: max_resets must be a non-negative integer, got {value!r}"
         )
-    return count
 
 
-def _check_turn_id(value: object) -> str:
+def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
     # Every plausible way to get here (`turn_id=msg.id or ""`) collapses every
     # turn of a run into one scope on the client, the bug the field exists to stop.
     if not isinstance(value, str) or value == "":
         raise TypeError(f"TurnTextStream: turn_id must be a non-empty string, got {value!r}")
-    return value
 
 
-def _check_sink(value: object) -> TurnStreamSink:
+def _check_sink(_self: object, _attr: object, value: Any) -> None:
+    # `retractable` is deliberately not touched here: it is read exactly once,
+    # in __attrs_post_init__, and a probe would be a second read.
     emit = getattr(value, "emit", None)
-    if not callable(emit) or not hasattr(value, "retractable"):
+    if not callable(emit):
         raise TypeError(
             "TurnTextStream: sink must have a bool `retractable` and a callable `emit(event)`, "
             f"got {value!r}"
         )
-    return value  # type: ignore[return-value]
 
 
 @final
-@attrs.define(eq=False, repr=False)
+@attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
 class TurnTextStream:
     """Streams one turn's assistant text to a sink and repairs it across retries.
 
@@ -163,10 +157,10 @@ class TurnTextStream:
     checkpoint, so it is safe to call from inside a cancel scope at any point.
     """
 
-    _sink: TurnStreamSink = attrs.field(converter=_check_sink, alias="sink")
-    _turn_id: str = attrs.field(converter=_check_turn_id, alias="turn_id")
+    _sink: TurnStreamSink = attrs.field(validator=_check_sink, alias="sink")
+    _turn_id: str = attrs.field(validator=_check_turn_id, alias="turn_id")
     _max_resets: int | None = attrs.field(
-        default=None, converter=_check_max_resets, alias="max_resets"
+        default=None, validator=_check_max_resets, alias="max_resets"
     )
     # Snapshotted, never re-read: see TurnStreamSink.retractable.
     _retractable: bool = attrs.field(init=False)
@@ -195,7 +189,13 @@ class TurnTextStream:
     _external_effect: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
-        retractable = self._sink.retractable
+        try:
+            retractable = self._sink.retractable
+        except AttributeError:
+            raise TypeError(
+                "TurnTextStream: sink must have a bool `retractable` and a callable "
+                f"`emit(event)`, got {self._sink!r}"
+            ) from None
         if not isinstance(retractable, bool):
             raise TypeError(f"TurnTextStream: sink.retractable must be a bool, got {retractable!r}")
         self._retractable = retractable

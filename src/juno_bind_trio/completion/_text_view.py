@@ -32,7 +32,7 @@ completed assistant message lands.
 
 from __future__ import annotations
 
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -44,20 +44,18 @@ DEFAULT_MAX_HELD = 256
 """How many early events a :class:`TurnTextView` holds before it asks for a resync."""
 
 
-def _check_max_held(value: object) -> int:
+def _check_max_held(_self: object, _attr: object, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"TurnTextView: max_held must be a positive integer, got {value!r}")
-    return value
 
 
-def _check_turn_id(value: object) -> str:
+def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
     if not isinstance(value, str) or value == "":
         raise TypeError(f"TurnTextView: turn_id must be a non-empty string, got {value!r}")
-    return value
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class TurnTextView:
     """Reassembles one turn's text from events delivered in any order, any number of times.
 
@@ -67,9 +65,9 @@ class TurnTextView:
     rendered, whatever the delivery order and however many duplicates.
     """
 
-    _turn_id: str = attrs.field(converter=_check_turn_id, alias="turn_id")
+    _turn_id: str = attrs.field(validator=_check_turn_id, alias="turn_id")
     _max_held: int = attrs.field(
-        default=DEFAULT_MAX_HELD, converter=_check_max_held, alias="max_held", kw_only=True
+        default=DEFAULT_MAX_HELD, validator=_check_max_held, alias="max_held", kw_only=True
     )
     # `last_seq` starts at -1: seq starts at 0, so seeding it with 0 would drop
     # the first delta of every turn, on the single-attempt path that is almost
