@@ -1,3 +1,56 @@
-"""juno_bind_trio.testing: see DESIGN (filled in by its issue)."""
+"""Test doubles for your own tests: a fault-injecting OpenAI-compatible server.
 
-__all__: list[str] = []
+Point the real ``openai.AsyncOpenAI`` at :func:`open_fake_openai_server` and
+script what each request gets: text, reasoning and tool-call deltas, usage,
+and the faults a provider really produces (refused connections, error
+statuses, a connection dropped mid-stream, an error event, a malformed chunk,
+a body that ends without ``[DONE]``, stalls). Every delay runs on the event
+loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
+instant and its times are exact. Runs on both anyio backends.
+"""
+
+from ._script import CloseBeforeResponse as CloseBeforeResponse
+from ._script import CompletionResponse as CompletionResponse
+from ._script import Disconnect as Disconnect
+from ._script import ErrorEvent as ErrorEvent
+from ._script import ErrorResponse as ErrorResponse
+from ._script import FakeResponse as FakeResponse
+from ._script import Finish as Finish
+from ._script import MalformedChunk as MalformedChunk
+from ._script import Pause as Pause
+from ._script import RawEvent as RawEvent
+from ._script import ReasoningDelta as ReasoningDelta
+from ._script import StreamEvent as StreamEvent
+from ._script import StreamResponse as StreamResponse
+from ._script import TextDelta as TextDelta
+from ._script import ToolCallDelta as ToolCallDelta
+from ._script import Usage as Usage
+from ._server import FakeOpenAIServer as FakeOpenAIServer
+from ._server import RecordedRequest as RecordedRequest
+from ._server import Script as Script
+from ._server import open_fake_openai_server as open_fake_openai_server
+from ._server import serve_fake_openai as serve_fake_openai
+
+__all__ = [
+    "CloseBeforeResponse",
+    "CompletionResponse",
+    "Disconnect",
+    "ErrorEvent",
+    "ErrorResponse",
+    "FakeOpenAIServer",
+    "FakeResponse",
+    "Finish",
+    "MalformedChunk",
+    "Pause",
+    "RawEvent",
+    "ReasoningDelta",
+    "RecordedRequest",
+    "Script",
+    "StreamEvent",
+    "StreamResponse",
+    "TextDelta",
+    "ToolCallDelta",
+    "Usage",
+    "open_fake_openai_server",
+    "serve_fake_openai",
+]

@@ -1,0 +1,479 @@
+"""A fault-injecting OpenAI-compatible server on loopback, for tests and demos.
+
+Why a real server rather than a mock transport: the faults worth testing live
+below the SDK's object model. A connection that closes halfway through a
+chunked body, a body that ends cleanly without ``[DONE]``, a stall between two
+SSE events: a mock of ``AsyncOpenAI`` cannot produce them, and a mock of the
+HTTP client (respx) does not intercept the SDK's own ``httpx2`` client. Bytes
+on a socket can, and the SDK's real parsing then decides what each fault
+becomes, which is the very thing a test of error classification must not fake.
+
+Why in the caller's task group: every delay here is an ``anyio.sleep``, so
+the server runs on the test's clock. On Trio's autojump ``MockClock`` (or the
+project's virtual asyncio loop) a ten-minute stall costs nothing and the
+client's read timeout fires at an exact virtual time. It is written on anyio's
+socket streams and h11, so it runs under both backends.
+
+What it records: every request (:class:`RecordedRequest`), with the virtual
+time it arrived, when its answer started and ended, and, when the client
+hung up before the answer was complete, the time it went away. That last
+field is what a cancellation test asserts on: cancelling a run must close its
+connection *at once*, and "at once" is an exact virtual time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final, NoReturn, TypeAlias, final
+
+import anyio
+import anyio.abc
+import attrs
+import h11
+
+from ._script import (
+    FAKE_RESPONSE_TYPES,
+    CloseBeforeResponse,
+    CompletionResponse,
+    Disconnect,
+    ErrorResponse,
+    FakeResponse,
+    Pause,
+    StreamResponse,
+    encode_completion,
+    encode_event,
+)
+
+__all__ = [
+    "FakeOpenAIServer",
+    "RecordedRequest",
+    "Script",
+    "open_fake_openai_server",
+    "serve_fake_openai",
+]
+
+Script: TypeAlias = (
+    Sequence[FakeResponse]
+    | Mapping[str, Sequence[FakeResponse]]
+    | Callable[["RecordedRequest"], FakeResponse]
+    | None
+)
+"""How the server picks an answer.
+
+* a sequence: one response per request, in arrival order;
+* a mapping from model name to a sequence: per requested ``model``, in order;
+* a callable: called with each :class:`RecordedRequest`, returns its answer;
+* ``None``: nothing scripted yet (use :meth:`FakeOpenAIServer.push`).
+
+A request with nothing left to answer it gets a 500 whose message says so,
+so a script that is one response short fails loudly instead of hanging.
+"""
+
+_CHAT_PATH: Final = "/v1/chat/completions"
+_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
+_RECEIVE_SIZE: Final = 65536
+# Errors that mean "the client is gone", from either backend's socket layer.
+_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+
+
+@final
+@attrs.define(eq=False)
+class RecordedRequest:
+    """One request the server received, and what became of its answer.
+
+    The times are ``anyio.current_time()`` readings, so on a virtual clock
+    they are exact.
+    """
+
+    index: int
+    """0-based arrival order across the whole server."""
+    connection: int
+    """0-based ordinal of the TCP connection it came on (keep-alive reuses one)."""
+    method: str
+    target: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    received_at: float
+    response: FakeResponse | None = None
+    """The scripted answer it was given."""
+    first_byte_at: float | None = None
+    """When the status line went out (``None``: never)."""
+    events_sent: int = 0
+    """SSE ``data:`` events written for a streamed answer, ``[DONE]`` excluded."""
+    completed_at: float | None = None
+    """When the whole answer had been written (``None``: it never was)."""
+    client_gone_at: float | None = None
+    """When the client hung up before the answer was complete (``None``: it did not)."""
+
+    @property
+    def json(self) -> Any:
+        """The body parsed as JSON, or ``None`` when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    @property
+    def model(self) -> str | None:
+        """The request's ``model`` field."""
+        body = self.json
+        model = body.get("model") if isinstance(body, dict) else None
+        return model if isinstance(model, str) else None
+
+    @property
+    def stream(self) -> bool:
+        """Whether the request asked for a streamed answer."""
+        body = self.json
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def header(self, name: str) -> str | None:
+        """The first header called *name* (case-insensitive), or ``None``."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k == wanted), None)
+
+
+def _check_response(value: object, where: str) -> FakeResponse:
+    if not isinstance(value, FAKE_RESPONSE_TYPES):
+        raise TypeError(f"{where}: not a scripted response: {value!r}")
+    return value
+
+
+def _compile_script(
+    script: object,
+) -> tuple[dict[str | None, deque[FakeResponse]], Callable[[RecordedRequest], FakeResponse] | None]:
+    if script is None:
+        return {None: deque()}, None
+    if callable(script):
+        return {}, script
+    if isinstance(script, Mapping):
+        queues: dict[str | None, deque[FakeResponse]] = {}
+        for model, responses in script.items():
+            if not isinstance(model, str):
+                raise TypeError(
+                    f"open_fake_openai_server: script keys must be model names, got {model!r}"
+                )
+            queues[model] = deque(_check_response(r, "open_fake_openai_server") for r in responses)
+        return queues, None
+    if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):
+        raise TypeError(
+            "open_fake_openai_server: script must be a sequence of responses, a mapping of "
+            f"model to responses, or a callable, got {script!r}"
+        )
+    return {None: deque(_check_response(r, "open_fake_openai_server") for r in script)}, None
+
+
+async def _sleep(seconds: float) -> None:
+    if math.isinf(seconds):
+        await anyio.sleep_forever()
+    else:
+        await anyio.sleep(seconds)
+
+
+@final
+@attrs.define(eq=False)
+class FakeOpenAIServer:
+    """A running fake server, from :func:`open_fake_openai_server` or :func:`serve_fake_openai`.
+
+    Point the real SDK at it with
+    ``openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)``.
+    """
+
+    port: int
+    """The ephemeral port it listens on (127.0.0.1)."""
+    refused_port: int
+    """A port held bound but not listening for the server's lifetime: connecting is refused."""
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    """Every request received, in arrival order."""
+    _queues: dict[str | None, deque[FakeResponse]] = attrs.field(factory=dict, alias="queues")
+    _respond: Callable[[RecordedRequest], FakeResponse] | None = attrs.field(
+        default=None, alias="respond"
+    )
+    _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``: the SDK's ``base_url``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def refused_base_url(self) -> str:
+        """A ``base_url`` whose every connection is refused: the connection-refused fault."""
+        return f"http://127.0.0.1:{self.refused_port}/v1"
+
+    def push(self, *responses: FakeResponse, model: str | None = None) -> None:
+        """Append answers to the script (to *model*'s queue when the script is per model)."""
+        if self._respond is not None:
+            raise TypeError("FakeOpenAIServer.push: the script is a callable; push has no queue")
+        checked = [_check_response(r, "FakeOpenAIServer.push") for r in responses]
+        self._queues.setdefault(model, deque()).extend(checked)
+
+    def pending(self, model: str | None = None) -> int:
+        """How many scripted answers are still queued (for *model*, when per model)."""
+        return len(self._queues.get(model, ()))
+
+    # -- the connection ---------------------------------------------------------
+
+    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+        ordinal = next(self._connections)
+        async with stream:
+            while True:
+                try:
+                    received = await self._read_request(stream, conn)
+                except (*_GONE, h11.RemoteProtocolError):
+                    return
+                if received is None:
+                    return
+                head, body = received
+                record = RecordedRequest(
+                    index=len(self.requests),
+                    connection=ordinal,
+                    method=head.method.decode(),
+                    target=head.target.decode(),
+                    headers=tuple((k.decode(), v.decode()) for k, v in head.headers),
+                    body=body,
+                    received_at=anyio.current_time(),
+                )
+                self.requests.append(record)
+                if not await self._answer(stream, conn, record):
+                    return
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()
+
+    @staticmethod
+    async def _read_request(
+        stream: anyio.abc.SocketStream, conn: h11.Connection
+    ) -> tuple[h11.Request, bytes] | None:
+        head: h11.Request | None = None
+        body = bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                try:
+                    data = await stream.receive(_RECEIVE_SIZE)
+                except anyio.EndOfStream:
+                    data = b""
+                conn.receive_data(data)
+            elif isinstance(event, h11.Request):
+                head = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                assert head is not None
+                return head, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+
+    def _pick(self, record: RecordedRequest) -> FakeResponse:
+        if record.method != "POST" or record.target.split("?")[0] != _CHAT_PATH:
+            return ErrorResponse(404, f"fake server: no route for {record.method} {record.target}")
+        if not isinstance(record.json, dict):
+            return ErrorResponse(400, "fake server: the request body is not a JSON object")
+        if self._respond is not None:
+            return _check_response(self._respond(record), "open_fake_openai_server script")
+        key = record.model if record.model in self._queues else None
+        queue = self._queues.get(key)
+        if not queue:
+            return ErrorResponse(
+                500,
+                f"fake server: no scripted response left for request #{record.index} "
+                f"(model {record.model!r})",
+            )
+        return queue.popleft()
+
+    async def _answer(
+        self, stream: anyio.abc.SocketStream, conn: h11.Connection, record: RecordedRequest
+    ) -> bool:
+        """Play the scripted answer while watching for the client to hang up.
+
+        Returns whether the connection may carry another request.
+        """
+        response = self._pick(record)
+        record.response = response
+        keep_open = True
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_client, stream, conn, record, tg.cancel_scope)
+            try:
+                keep_open = await self._play(stream, conn, record, response)
+            except _GONE:
+                record.client_gone_at = anyio.current_time()
+                keep_open = False
+            finally:
+                tg.cancel_scope.cancel()
+        return keep_open and record.client_gone_at is None
+
+    @staticmethod
+    async def _watch_client(
+        stream: anyio.abc.SocketStream,
+        conn: h11.Connection,
+        record: RecordedRequest,
+        scope: anyio.CancelScope,
+    ) -> None:
+        # A client that gives up (a cancelled scope, a read timeout) closes its
+        # socket; a server that only ever writes would notice at its next send,
+        # which during a stall may be never. Reading while answering is how a
+        # hang-up gets its exact time. A well-behaved HTTP/1.1 client sends
+        # nothing else until the answer is complete, but anything that does
+        # arrive is handed to h11 for the next cycle rather than lost.
+        while True:
+            try:
+                data = await stream.receive(_RECEIVE_SIZE)
+            except _GONE:
+                if record.completed_at is None:
+                    record.client_gone_at = anyio.current_time()
+                scope.cancel()
+                return
+            conn.receive_data(data)
+
+    async def _play(
+        self,
+        stream: anyio.abc.SocketStream,
+        conn: h11.Connection,
+        record: RecordedRequest,
+        response: FakeResponse,
+    ) -> bool:
+        async def send(event: h11.Event) -> None:
+            data = conn.send(event)
+            if data:
+                await stream.send(data)
+
+        completion_id = f"chatcmpl-fake-{record.index}"
+        request_id = f"req_fake_{record.index}"
+        if isinstance(response, CloseBeforeResponse):
+            await _sleep(response.delay)
+            return False
+        if isinstance(response, ErrorResponse):
+            await _sleep(response.delay)
+            payload = response.body()
+            headers = [
+                ("content-type", "application/json"),
+                ("content-length", str(len(payload))),
+                ("x-request-id", request_id),
+            ]
+            if response.retry_after is not None:
+                headers.append(("retry-after", f"{response.retry_after:g}"))
+            headers.extend(response.headers)
+            record.first_byte_at = anyio.current_time()
+            await send(
+                h11.Response(status_code=response.status, headers=headers, reason=response.reason)
+            )
+            await send(h11.Data(data=payload))
+        elif isinstance(response, CompletionResponse):
+            await _sleep(response.delay)
+            model = response.model or record.model or "fake-model"
+            payload = encode_completion(response, completion_id=completion_id, model=model)
+            headers = [
+                ("content-type", "application/json"),
+                ("content-length", str(len(payload))),
+                ("x-request-id", request_id),
+            ]
+            record.first_byte_at = anyio.current_time()
+            await send(h11.Response(status_code=200, headers=headers))
+            await send(h11.Data(data=payload))
+        else:
+            if not await self._play_stream(send, record, response, completion_id, request_id):
+                return False
+        await send(h11.EndOfMessage())
+        record.completed_at = anyio.current_time()
+        return True
+
+    @staticmethod
+    async def _play_stream(
+        send: Callable[[h11.Event], Any],
+        record: RecordedRequest,
+        response: StreamResponse,
+        completion_id: str,
+        request_id: str,
+    ) -> bool:
+        await _sleep(response.first_byte_delay)
+        headers = [
+            ("content-type", "text/event-stream"),
+            ("cache-control", "no-cache"),
+            ("transfer-encoding", "chunked"),
+            ("x-request-id", request_id),
+        ]
+        record.first_byte_at = anyio.current_time()
+        await send(h11.Response(status_code=200, headers=headers))
+        model = response.model or record.model or "fake-model"
+        first = True
+        for event in response.events:
+            if isinstance(event, Pause):
+                await _sleep(event.seconds)
+                continue
+            if isinstance(event, Disconnect):
+                # Returning False closes the socket with the chunked body
+                # unfinished: the client sees the connection drop mid-stream.
+                return False
+            data = encode_event(event, completion_id=completion_id, model=model, first=first)
+            assert data is not None
+            if not first and response.chunk_delay:
+                await _sleep(response.chunk_delay)
+            await send(h11.Data(data=data))
+            record.events_sent += 1
+            first = False
+        if response.done:
+            await send(h11.Data(data=b"data: [DONE]\n\n"))
+        return True
+
+
+async def serve_fake_openai(
+    script: Script = None,
+    *,
+    task_status: anyio.abc.TaskStatus[FakeOpenAIServer] = anyio.TASK_STATUS_IGNORED,
+) -> NoReturn:
+    """Run a fake server until cancelled; ``await task_group.start(serve_fake_openai, script)``.
+
+    Reports the :class:`FakeOpenAIServer` through *task_status* once it is
+    listening on 127.0.0.1 at an ephemeral port.
+    """
+    queues, respond = _compile_script(script)
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    # A bound socket that never listens: the kernel refuses every connection to
+    # its port, and holding it keeps the port from being handed to anyone else,
+    # so "connection refused" cannot turn into "connected to a stranger".
+    refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with refusing:
+        refusing.bind(("127.0.0.1", 0))
+        async with listener:
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            server = FakeOpenAIServer(
+                port=port,
+                refused_port=refusing.getsockname()[1],
+                queues=queues,
+                respond=respond,
+            )
+            task_status.started(server)
+            await listener.serve(server._serve_connection)
+    raise AssertionError("unreachable: serve() returns only by raising")  # pragma: no cover
+
+
+@asynccontextmanager
+async def open_fake_openai_server(script: Script = None) -> AsyncIterator[FakeOpenAIServer]:
+    """Start a fake OpenAI-compatible server for the body of an ``async with``.
+
+    ``async with open_fake_openai_server([StreamResponse.of_text("hi")]) as server:``
+    The server runs in a task group of its own inside the caller's task;
+    leaving the block cancels it and closes every connection.
+    """
+    # The body's own exception is re-raised bare, outside the task group: a
+    # test that expects ``openai.RateLimitError`` should not have to dig it out
+    # of an exception group only because the server happens to run as a task.
+    _compile_script(script)  # refuse a bad script here, bare, not from inside the task group
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        server: FakeOpenAIServer = await tg.start(serve_fake_openai, script)
+        try:
+            yield server
+        except Exception as exc:
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
