@@ -18,7 +18,9 @@ Whose fault an error is shows in where it hangs::
     │   ├── ToolCallAssemblyError      streamed tool-call deltas that contradict each other
     │   ├── ToolCallArgumentsError     tool-call arguments that are not a JSON object
     │   └── StructuredOutputError      no parseable structured output within the retry budget
-    ├── RoutingError                   them: every route failed (carries the whole trail)
+    ├── RoutingError                   them: no route answered (carries the whole trail)
+    │   ├── AllRoutesFailedError       every attempt failed: one error, every attempt in it
+    │   └── NoViableEndpointError      circuit breakers left nothing to try
     └── RunTimeoutError (TimeoutError) the run's own deadline expired
 
 Argument validation at a public boundary raises the builtin that means the
@@ -33,15 +35,21 @@ them from their own ``__init__``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from juno_bind_trio.routing import AttemptRecord, SkippedCandidate
 
 __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
     "INTERRUPTED_TOOL_CALL_MESSAGE",
     "AbortedToolCallError",
+    "AllRoutesFailedError",
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "NoViableEndpointError",
+    "RoutingError",
     "RunTimeoutError",
     "SchemaError",
     "StreamStallError",
@@ -240,6 +248,105 @@ class StructuredOutputError(CompletionDefectError):
         self,
     ) -> tuple[type[StructuredOutputError], tuple[str, int, str | None]]:
         return (type(self), (self.detail, self.attempts, self.content))
+
+
+# --- provider routing (juno_bind_trio.routing) ---------------------------------
+
+
+class RoutingError(JunoBindError):
+    """Routing ended without an answer. ``attempts`` is the whole trail, ``skipped``
+    the candidates a circuit breaker refused.
+
+    Not an exception group, though shaped like one (:attr:`exceptions`): a
+    plan with one candidate that fails once would otherwise raise a group of
+    one, and ``except*`` would start matching SDK errors inside a routing
+    failure.
+    """
+
+    attempts: tuple[AttemptRecord[Any], ...]
+    skipped: tuple[SkippedCandidate, ...]
+
+    def __init__(
+        self,
+        message: str,
+        attempts: tuple[AttemptRecord[Any], ...] = (),
+        skipped: tuple[SkippedCandidate, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.attempts = tuple(attempts)
+        self.skipped = tuple(skipped)
+
+    @property
+    def exceptions(self) -> tuple[Exception, ...]:
+        """Every failed attempt's exception, in order."""
+        return tuple(e for e in (record.error for record in self.attempts) if e is not None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.attempts, self.skipped))
+
+
+class AllRoutesFailedError(RoutingError):
+    """Every attempt routing was allowed to make failed. The message lists each one.
+
+    Its ``__cause__`` is the last attempt's exception, so a traceback ends at
+    the failure that exhausted the plan. :attr:`retry_after` is the shortest
+    wait any server asked for (the earliest moment one said it would take
+    traffic again), or ``None``.
+    """
+
+    def __init__(
+        self,
+        attempts: tuple[AttemptRecord[Any], ...],
+        skipped: tuple[SkippedCandidate, ...] = (),
+        message: str | None = None,
+    ) -> None:
+        if message is None:
+            lines = [f"all routes failed after {len(attempts)} attempt(s):"]
+            for record in attempts:
+                cursor, error = record.cursor, record.error
+                action = record.action.value if record.action is not None else "-"
+                lines.append(
+                    f"  [{cursor.attempt}] {record.candidate.endpoint} (model {cursor.model!r}): "
+                    f"{type(error).__name__}: {error} -> {action}"
+                )
+            if skipped:
+                refused = ", ".join(s.candidate.endpoint for s in skipped)
+                lines.append(f"  circuit breaker open, not tried: {refused}")
+            message = "\n".join(lines)
+        super().__init__(message, attempts, skipped)
+        if attempts and attempts[-1].error is not None:
+            self.__cause__ = attempts[-1].error
+
+    @property
+    def retry_after(self) -> float | None:
+        """The shortest ``retry_after`` among the failures, or ``None`` if none sent one."""
+        hints = [
+            record.outcome.error.retry_after
+            for record in self.attempts
+            if hasattr(record.outcome, "error") and record.outcome.error.retry_after is not None
+        ]
+        return min(hints) if hints else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.attempts, self.skipped, str(self)))
+
+
+class NoViableEndpointError(RoutingError):
+    """Nothing was attempted: the circuit breaker refused every candidate of the plan.
+
+    A different fact from :class:`AllRoutesFailedError` (everything tried
+    failed): here no endpoint was even asked, so the useful reaction is to
+    wait for a breaker to half-open, not to investigate the request.
+    """
+
+    def __init__(self, skipped: tuple[SkippedCandidate, ...], message: str | None = None) -> None:
+        if message is None:
+            refused = ", ".join(dict.fromkeys(s.candidate.endpoint for s in skipped))
+            message = f"no viable endpoint: the circuit breaker is open for {refused or 'nothing'}"
+        super().__init__(message, (), skipped)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.skipped, str(self)))
 
 
 # --- the run's own time budget (juno_bind_trio.run) ---------------------------

@@ -1,0 +1,282 @@
+"""What routing may try, in which order: plans, stages, candidates, and the cursor.
+
+A plan is data, validated once when it is built, so that a typo in a
+deployment's configuration fails at start-up with a message naming the value,
+not at three in the morning on the first 503 that reaches the second stage.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Final
+
+import attrs
+
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_MAX_RETRY_WAIT",
+    "Candidate",
+    "RouteCursor",
+    "RoutePlan",
+    "RouteStage",
+]
+
+DEFAULT_MAX_RETRIES: Final = 2
+"""Same-endpoint retries a candidate gets after its first attempt, unless it says otherwise.
+
+Two, the seed's completion-defect budget: with it a plan of three stages of
+three candidates may make 27 attempts, which is the arithmetic behind the
+seed's warning that a retractable surface "can legally wipe the screen more
+than twenty times".
+"""
+
+DEFAULT_MAX_RETRY_WAIT: Final = 10.0
+"""The longest ``retry_after`` (seconds) the executor waits out before a same-endpoint retry.
+
+A longer one is not waited for: routing moves to the next candidate instead,
+because another provider that can answer now beats a turn that sits silent.
+"""
+
+
+def _check_name(owner: str, field: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{owner}: {field} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_optional_name(owner: str, field: str, value: object) -> str | None:
+    return None if value is None else _check_name(owner, field, value)
+
+
+def _check_count(owner: str, field: str, value: object) -> int:
+    # bool is an int, and `True` is never a retry count somebody meant; a float
+    # (nan above all: it compares false with everything) is refused rather than
+    # truncated, because the one job of this number is to bound something.
+    if isinstance(value, (bool, float)):
+        raise TypeError(f"{owner}: {field} must be a non-negative integer, got {value!r}")
+    try:
+        count = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{owner}: {field} must be a non-negative integer, got {value!r}") from None
+    if count < 0:
+        raise ValueError(f"{owner}: {field} must be a non-negative integer, got {count!r}")
+    return count
+
+
+def _check_seconds(owner: str, field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{owner}: {field} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(
+            f"{owner}: {field} must be a finite, non-negative number of seconds, got {value!r}"
+        )
+    return seconds
+
+
+def _candidate_max_retries(value: object) -> int | None:
+    return None if value is None else _check_count("Candidate", "max_retries", value)
+
+
+def _candidate_options(value: object) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"Candidate: options must be a mapping, got {value!r}")
+    # Copied and frozen: a plan is shared by every turn that routes through it,
+    # and one turn mutating a candidate's options would change the others'.
+    return MappingProxyType(dict(value))
+
+
+def _provider(value: object) -> str:
+    return _check_name("Candidate", "provider", value)
+
+
+def _base_url(value: object) -> str | None:
+    return _check_optional_name("Candidate", "base_url", value)
+
+
+def _candidate_model(value: object) -> str | None:
+    return _check_optional_name("Candidate", "model", value)
+
+
+def _endpoint(value: object) -> str:
+    return _check_name("Candidate", "endpoint", value)
+
+
+def _stage_model(value: object) -> str:
+    return _check_name("RouteStage", "model", value)
+
+
+def _plan_max_retries(value: object) -> int:
+    return _check_count("RoutePlan", "max_retries", value)
+
+
+def _plan_max_retry_wait(value: object) -> float:
+    return _check_seconds("RoutePlan", "max_retry_wait", value)
+
+
+def _default_endpoint(self: Candidate) -> str:
+    return f"{self.provider}|{self.base_url}" if self.base_url else str(self.provider)
+
+
+@attrs.frozen
+class Candidate:
+    """One provider endpoint that may serve a stage's model.
+
+    ``Candidate("openai", base_url=None, model=None, endpoint=None, max_retries=None, options={})``
+
+    *provider* names who serves it (``"openai"``, ``"azure-eu"``, ``"openrouter"``);
+    *base_url* where, for OpenAI-compatible clients. *model* overrides the
+    stage's model name on this provider only, for providers that spell the same
+    model differently (``"gpt-4o"`` against ``"openai/gpt-4o"``); the attempt
+    function reads the name to send from :attr:`RouteCursor.model`.
+
+    *endpoint* is the key the :class:`CircuitBreaker` counts failures under,
+    ``provider|base_url`` (or just *provider*) unless given. Two candidates in
+    different stages with the same endpoint share one breaker: if the host is
+    down, it is down for every model it serves.
+
+    *max_retries* overrides the plan's same-endpoint retry budget for this
+    candidate. *options* is free-form data for your attempt function (a
+    deployment name, extra headers); it is copied and read-only, and left out
+    of the hash.
+    """
+
+    provider: str = attrs.field(converter=_provider)
+    base_url: str | None = attrs.field(
+        default=None,
+        kw_only=True,
+        converter=_base_url,
+    )
+    model: str | None = attrs.field(
+        default=None,
+        kw_only=True,
+        converter=_candidate_model,
+    )
+    endpoint: str = attrs.field(
+        default=attrs.Factory(_default_endpoint, takes_self=True),
+        kw_only=True,
+        converter=_endpoint,
+    )
+    max_retries: int | None = attrs.field(
+        default=None, kw_only=True, converter=_candidate_max_retries
+    )
+    options: Mapping[str, object] = attrs.field(
+        factory=dict, kw_only=True, converter=_candidate_options, hash=False
+    )
+
+
+def _stage_candidates(value: object) -> tuple[Candidate, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"RouteStage: candidates must be a sequence of Candidate, got {value!r}")
+    candidates = tuple(value)
+    for item in candidates:
+        if not isinstance(item, Candidate):
+            raise TypeError(f"RouteStage: candidates must hold Candidate objects, got {item!r}")
+    if not candidates:
+        raise ValueError("RouteStage: candidates must not be empty, got ()")
+    return candidates
+
+
+@attrs.frozen
+class RouteStage:
+    """One model and the provider endpoints that may serve it, in the order to try them.
+
+    ``RouteStage(model, candidates)``. A plan's first stage is the model you
+    want; later stages are its fallback models.
+    """
+
+    model: str = attrs.field(converter=_stage_model)
+    candidates: tuple[Candidate, ...] = attrs.field(converter=_stage_candidates)
+
+    def __attrs_post_init__(self) -> None:
+        # The same endpoint serving the same model twice in one stage is a
+        # configuration slip, never a strategy: it only doubles the attempts a
+        # dead endpoint costs. (Retries belong in max_retries.)
+        seen: set[tuple[str, str]] = set()
+        for candidate in self.candidates:
+            key = (candidate.endpoint, candidate.model or self.model)
+            if key in seen:
+                raise ValueError(
+                    f"RouteStage: endpoint {candidate.endpoint!r} serves model {key[1]!r} "
+                    "twice in one stage; use Candidate(max_retries=...) for retries"
+                )
+            seen.add(key)
+
+
+def _plan_stages(value: object) -> tuple[RouteStage, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"RoutePlan: stages must be a sequence of RouteStage, got {value!r}")
+    stages = tuple(value)
+    for item in stages:
+        if not isinstance(item, RouteStage):
+            raise TypeError(f"RoutePlan: stages must hold RouteStage objects, got {item!r}")
+    if not stages:
+        raise ValueError("RoutePlan: stages must not be empty, got ()")
+    return stages
+
+
+@attrs.frozen
+class RoutePlan:
+    """Everything routing may try for one request, in order.
+
+    ``RoutePlan(stages, max_retries=2, max_retry_wait=10.0)``
+
+    *stages* run in order, and each stage's candidates in order; see
+    :func:`execute_route_plan` for the traversal. *max_retries* is the
+    same-endpoint retry budget of every candidate that does not set its own.
+    *max_retry_wait* is the longest server-requested wait (``retry_after``)
+    the executor sits out before a same-endpoint retry; a longer one sends it
+    to the next candidate at once.
+
+    Immutable and hashable, so one plan can be built at start-up and shared by
+    every concurrent turn.
+    """
+
+    stages: tuple[RouteStage, ...] = attrs.field(converter=_plan_stages)
+    max_retries: int = attrs.field(
+        default=DEFAULT_MAX_RETRIES,
+        kw_only=True,
+        converter=_plan_max_retries,
+    )
+    max_retry_wait: float = attrs.field(
+        default=DEFAULT_MAX_RETRY_WAIT,
+        kw_only=True,
+        converter=_plan_max_retry_wait,
+    )
+
+    def retry_budget(self, candidate: Candidate) -> int:
+        """Same-endpoint retries *candidate* gets after its first attempt."""
+        return self.max_retries if candidate.max_retries is None else candidate.max_retries
+
+    def max_attempts(self) -> int:
+        """The most attempts this plan can make, if every one fails and may be retried."""
+        return sum(1 + self.retry_budget(c) for stage in self.stages for c in stage.candidates)
+
+
+@attrs.frozen
+class RouteCursor:
+    """Where in the plan an attempt is. Passed to the attempt function and the classifier.
+
+    Indices count from 0, attempt numbers from 1: the first attempt of a turn
+    is ``RouteCursor(stage_index=0, candidate_index=0, candidate_attempt=1,
+    attempt=1, model=...)``.
+    """
+
+    stage_index: int
+    """Which stage (0 is the primary model)."""
+    candidate_index: int
+    """Which candidate within the stage."""
+    candidate_attempt: int
+    """The attempt number on this candidate: 1, then 2 and up for same-endpoint retries."""
+    attempt: int
+    """The attempt number across the whole plan."""
+    model: str
+    """The model name to send: the candidate's own ``model`` if set, else the stage's."""
+
+    @property
+    def is_retry(self) -> bool:
+        """Whether this is a same-endpoint retry (``candidate_attempt > 1``)."""
+        return self.candidate_attempt > 1
