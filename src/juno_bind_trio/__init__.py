@@ -14,6 +14,9 @@ from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import StreamStallError as StreamStallError
+from ._errors import StructuredOutputError as StructuredOutputError
+from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
+from ._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from ._errors import ToolCallError as ToolCallError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
@@ -29,6 +32,9 @@ __all__ = [
     "InterruptedToolCallError",
     "JunoBindError",
     "StreamStallError",
+    "StructuredOutputError",
+    "ToolCallArgumentsError",
+    "ToolCallAssemblyError",
     "ToolCallError",
     "TurnStreamUsageError",
     "UsageError",
