@@ -1,3 +1,24 @@
-"""juno_bind_trio.schema: see DESIGN (filled in by its issue)."""
+"""Tool-schema sanitization: one JSON schema, rewritten per provider dialect.
 
-__all__: list[str] = []
+See :func:`sanitize_tool_schema`, and the explanation page "Tool-schema
+sanitization" for why each rewrite is the one it is.
+"""
+
+from juno_bind_trio._errors import SchemaError as SchemaError
+
+from ._sanitize import SCHEMA_DIALECTS as SCHEMA_DIALECTS
+from ._sanitize import SanitizeResult as SanitizeResult
+from ._sanitize import SchemaChange as SchemaChange
+from ._sanitize import SchemaChangeAction as SchemaChangeAction
+from ._sanitize import SchemaDialect as SchemaDialect
+from ._sanitize import sanitize_tool_schema as sanitize_tool_schema
+
+__all__ = [
+    "SCHEMA_DIALECTS",
+    "SanitizeResult",
+    "SchemaChange",
+    "SchemaChangeAction",
+    "SchemaDialect",
+    "SchemaError",
+    "sanitize_tool_schema",
+]
