@@ -18,6 +18,7 @@ from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
 from ._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from ._errors import ToolCallError as ToolCallError
+from ._errors import ToolFailureError as ToolFailureError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
@@ -36,6 +37,7 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallError",
+    "ToolFailureError",
     "TurnStreamUsageError",
     "UsageError",
     "WireFormatError",

@@ -13,6 +13,8 @@ Whose fault an error is shows in where it hangs::
     │   │                              in the transcript, raised only inside outcome.Error)
     │   ├── AbortedToolCallError       never claimed: the soft stop fired first
     │   └── InterruptedToolCallError   claimed, then cut off by a cancel: effect unknown
+    ├── ToolFailureError               a tool's own failure, with its ToolFailureKind (raised
+    │                                  by tools; becomes a result, never leaves the pool)
     ├── StreamStallError               them: a provider stream went silent past a budget
     ├── CompletionDefectError          them: a completion that cannot be used as it is
     │   ├── ToolCallAssemblyError      streamed tool-call deltas that contradict each other
@@ -38,6 +40,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from juno_bind_trio.plugins import ToolFailureKind
     from juno_bind_trio.routing import AttemptRecord, SkippedCandidate
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallError",
+    "ToolFailureError",
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",
@@ -141,6 +145,42 @@ class InterruptedToolCallError(ToolCallError):
 
     def __init__(self, tool_call_id: str) -> None:
         super().__init__(tool_call_id, INTERRUPTED_TOOL_CALL_MESSAGE)
+
+
+class ToolFailureError(JunoBindError):
+    """A tool's own failure, raised by the tool with an explicit ``kind``.
+
+    ``ToolFailureError(kind, message)``: *kind* is a
+    :data:`~juno_bind_trio.plugins.ToolFailureKind` (``"validation"``,
+    ``"not_found"``, …) so the loop's envelope can say what kind of failure
+    it was without matching on the message, which is brittle and
+    locale-dependent; ``str(error)`` is *message* alone.
+
+    :raises ValueError: *kind* is not a ToolFailureKind.
+    :raises TypeError: *message* is not a string.
+    """
+
+    kind: ToolFailureKind
+    message: str
+
+    def __init__(self, kind: ToolFailureKind, message: str) -> None:
+        # Imported here, not at the top: juno_bind_trio.plugins imports this module.
+        from juno_bind_trio.plugins._tool import TOOL_FAILURE_KINDS
+
+        given: object = kind
+        if not isinstance(given, str) or given not in TOOL_FAILURE_KINDS:
+            raise ValueError(
+                f"ToolFailureError: kind must be one of {sorted(TOOL_FAILURE_KINDS)}, got {kind!r}"
+            )
+        text: object = message
+        if not isinstance(text, str):
+            raise TypeError(f"ToolFailureError: message must be a string, got {message!r}")
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[ToolFailureError], tuple[ToolFailureKind, str]]:
+        return (type(self), (self.kind, self.message))
 
 
 # --- provider streams (juno_bind_trio.completion) -----------------------------

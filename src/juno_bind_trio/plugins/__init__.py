@@ -1,3 +1,27 @@
-"""juno_bind_trio.plugins: see DESIGN (filled in by its issue)."""
+"""The tool vocabulary: tool definitions, failure kinds and their envelope, the suspend directive.
 
-__all__: list[str] = []
+The TypeScript package's ``@juno-ai/bind/plugins`` subpath.
+"""
+
+from juno_bind_trio._errors import ToolFailureError as ToolFailureError
+
+from ._suspend import SuspendDirective as SuspendDirective
+from ._tool import TOOL_FAILURE_KINDS as TOOL_FAILURE_KINDS
+from ._tool import ToolDef as ToolDef
+from ._tool import ToolFailureKind as ToolFailureKind
+from ._tool import ToolHandler as ToolHandler
+from ._tool import kind_for_error as kind_for_error
+from ._tool import tool_failure_content as tool_failure_content
+from ._tool import tool_failure_message as tool_failure_message
+
+__all__ = [
+    "TOOL_FAILURE_KINDS",
+    "SuspendDirective",
+    "ToolDef",
+    "ToolFailureError",
+    "ToolFailureKind",
+    "ToolHandler",
+    "kind_for_error",
+    "tool_failure_content",
+    "tool_failure_message",
+]
