@@ -13,11 +13,13 @@ from ._errors import AbortedToolCallError as AbortedToolCallError
 from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
+from ._errors import SchemaError as SchemaError
 from ._errors import StreamStallError as StreamStallError
 from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
 from ._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from ._errors import ToolCallError as ToolCallError
+from ._errors import TranscriptError as TranscriptError
 from ._errors import ToolFailureError as ToolFailureError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
@@ -32,11 +34,13 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "SchemaError",
     "StreamStallError",
     "StructuredOutputError",
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallError",
+    "TranscriptError",
     "ToolFailureError",
     "TurnStreamUsageError",
     "UsageError",
