@@ -19,8 +19,8 @@ from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
 from ._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from ._errors import ToolCallError as ToolCallError
-from ._errors import TranscriptError as TranscriptError
 from ._errors import ToolFailureError as ToolFailureError
+from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
@@ -40,8 +40,8 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallError",
-    "TranscriptError",
     "ToolFailureError",
+    "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",
     "WireFormatError",
