@@ -1,0 +1,844 @@
+"""The tool-calling turn kernel: call the model, run the tools it asks for, repeat.
+
+One iteration
+-------------
+
+1. **Before the model call**: end the run if the soft stop fired
+   (``"stopped"``), if ``max_iterations`` model calls were made, or if the
+   host's ``should_stop`` says so. Otherwise drain the interrupts channel into
+   the transcript, so the turn about to start sees what the user just said.
+2. **The model call**: ``call_model(ModelTurn)``, with a fresh
+   :class:`~juno_bind_trio.completion.TurnTextStream` when the loop has a
+   sink, finished by the loop however the call ended. The assistant message
+   is appended as soon as it returns.
+3. **No tool calls**: the turn would end. ``on_turn_would_end`` may ask for
+   another (it usually appended a nudge); otherwise the iteration is
+   persisted and the run is ``"completed"``.
+4. **The batch**: calls ``runs_serially`` picks run first, one at a time, in
+   order, each checking the stop when it is claimed; the rest go through the
+   pool (:class:`~juno_bind_trio.run.ToolBatch`), which checks it too. Every
+   call is answered, in call order, in one synchronous append.
+5. **The arms**, in this order: activations; the stop (``"stopped"``, before
+   anything below); a suspension (``"suspended"``); compaction (a tool asked,
+   or ``needs_compaction`` says the context is too big); persist
+   (``save_session``).
+
+Three ways to end early, one meaning each
+------------------------------------------
+
+*Hard cancel* (the scope around ``run()``): whatever is awaiting stops at its
+next checkpoint and ``Cancelled`` propagates. Before it leaves, with no
+checkpoint, every call of the last assistant message is answered: from its
+real result if it finished, ``kind: "not_run"`` if it never started,
+``kind: "interrupted"`` if it was cut off. No call starts and nothing is
+persisted after the cancel. *Soft stop*: see step 5; nothing in flight is
+touched. *Suspension*: a tool's directive, after the whole batch.
+
+The same "every call answered" rule holds for any other exception leaving
+``run()`` (a fatal tool error, a host port that raised): the transcript an
+exception leaves behind is always one a provider accepts, so a host can keep
+or discard it but never has to heal it.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, cast, final
+
+import anyio
+import anyio.lowlevel
+import attrs
+import outcome
+import trio
+
+from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
+from juno_bind_trio.completion import TurnTextStream
+from juno_bind_trio.plugins import SuspendDirective, kind_for_error, tool_failure_message
+from juno_bind_trio.run import ToolBatch, tool_call_arguments, tool_call_id, tool_call_name
+
+from ._events import (
+    AssistantMessageEvent,
+    Interrupt,
+    InterruptReceivedEvent,
+    StatusEvent,
+    ThinkingEvent,
+    ToolCallRejectedEvent,
+)
+from ._results import LoopEndReason, LoopResult, ModelTurnResult, RunStats, ToolCallOutcome
+from ._turn import ModelTurn
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from juno_bind_trio.completion import TurnStreamSink
+    from juno_bind_trio.run import StopSignal, ToolCallLike
+
+    from ._events import LoopEvent
+    from ._results import SupportsMessages
+
+__all__ = ["ToolLoop", "ToolLoopStatistics"]
+
+_Value: Final = outcome.Value
+_Error: Final = outcome.Error
+
+# An interrupts channel is empty (or done) when receive_nowait raises one of these.
+# Both libraries' classes: a trio host may hand the loop a trio channel.
+_EMPTY: Final = (anyio.WouldBlock, trio.WouldBlock)
+_DONE: Final = (
+    anyio.EndOfStream,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    trio.EndOfChannel,
+    trio.ClosedResourceError,
+    trio.BrokenResourceError,
+)
+
+
+def _cancelled_now() -> bool:
+    """Whether this task sits in a cancelled scope, checked without a checkpoint."""
+    return anyio.current_effective_deadline() == -math.inf
+
+
+async def _checkpoint_if_cancelled() -> None:
+    if trio.lowlevel.in_trio_run():
+        await trio.lowlevel.checkpoint_if_cancelled()
+    else:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+
+
+# --- construction-time checks ----------------------------------------------------------
+
+
+def _required_callable(name: str) -> Any:
+    def check(_instance: object, _attribute: object, value: object) -> None:
+        if not callable(value):
+            raise TypeError(f"ToolLoop: {name} must be callable, got {value!r}")
+
+    return check
+
+
+def _optional_callable(name: str) -> Any:
+    def check(_instance: object, _attribute: object, value: object) -> None:
+        if value is not None and not callable(value):
+            raise TypeError(f"ToolLoop: {name} must be callable or None, got {value!r}")
+
+    return check
+
+
+def _check_state(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(getattr(value, "messages", None), list):
+        raise TypeError(f"ToolLoop: state must have a `messages` list, got {value!r}")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"ToolLoop: {name} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"ToolLoop: {name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_max_iterations(value: object) -> int:
+    return _positive_int("max_iterations", value)
+
+
+def _check_per_tool_limit(value: object) -> int:
+    return _positive_int("per_tool_limit", value)
+
+
+def _check_stop(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(getattr(value, "cancel_called", None), bool):
+        raise TypeError(
+            "ToolLoop: stop must be None or have a bool `cancel_called` "
+            f"(a trio or anyio CancelScope), got {value!r}"
+        )
+
+
+def _check_events(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and not callable(getattr(value, "send_nowait", None)):
+        raise TypeError(
+            f"ToolLoop: events must be None or a memory object send stream, got {value!r}"
+        )
+
+
+def _check_interrupts(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and not callable(getattr(value, "receive_nowait", None)):
+        raise TypeError(
+            f"ToolLoop: interrupts must be None or a memory object receive stream, got {value!r}"
+        )
+
+
+def _check_text_sink(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is None or callable(getattr(value, "emit", None)) or callable(value):
+        return
+    raise TypeError(
+        "ToolLoop: text_sink must be None, a TurnStreamSink, or a factory "
+        f"`(turn_id) -> TurnStreamSink`, got {value!r}"
+    )
+
+
+def _check_max_text_resets(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(
+            f"ToolLoop: max_text_resets must be None or a non-negative integer, got {value!r}"
+        )
+    return value
+
+
+def _check_run_id(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"ToolLoop: run_id must be a non-empty string, got {value!r}")
+    return value
+
+
+def _new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+@attrs.frozen
+class ToolLoopStatistics:
+    """A snapshot of a :class:`ToolLoop`'s observer traffic, from :meth:`ToolLoop.statistics`.
+
+    ``events_dropped`` counts events ``send_nowait`` refused (the channel was
+    full, or closed at either end): they are lost, and the loop went on.
+    """
+
+    iterations: int
+    events_sent: int
+    events_dropped: int
+    interrupts_received: int
+
+
+class _OpenBatch:
+    """The calls of the assistant message just appended, until every one is answered."""
+
+    __slots__ = ("answers", "batch", "calls", "ids", "iteration", "names", "pooled", "running")
+
+    def __init__(self, iteration: int, calls: tuple[ToolCallLike, ...]) -> None:
+        self.iteration = iteration
+        self.calls = calls
+        self.ids = [tool_call_id(c) for c in calls]
+        self.names = [tool_call_name(c) for c in calls]
+        self.answers: list[dict[str, Any] | None] = [None] * len(calls)
+        # The serial call being awaited: the one a hard cancel interrupts.
+        self.running: int | None = None
+        # Positions (in `calls`) of the pooled calls, aligned with `batch.calls`.
+        self.pooled: list[int] = []
+        self.batch: ToolBatch[ToolCallOutcome] | None = None
+
+
+@final
+@attrs.define(eq=False, kw_only=True, repr=False, on_setattr=attrs.setters.NO_OP)
+class ToolLoop:
+    """Repeatedly call the model and run the tools it asks for, until the run ends.
+
+    Build one per run and ``await loop.run()`` once; it returns a
+    :class:`~juno_bind_trio.loop.LoopResult`. Every parameter is keyword-only.
+
+    Required:
+
+    :param state: the run state; its ``messages`` list is the transcript
+        (OpenAI chat-format dicts) the loop appends to.
+    :param max_iterations: the most model calls the run may make.
+    :param call_model: ``async (ModelTurn) -> ModelTurnResult``, one model turn.
+    :param run_tool_call: ``async (call) -> ToolCallOutcome``, one tool call.
+        A tool that fails raises; the exception becomes the tool message
+        ``{"success": false, "kind": ..., "error": ...}`` the model sees.
+
+    Optional ports (``None`` leaves the step out):
+
+    :param build_tools: ``() -> Sequence``: the tools offered to the next
+        turn, rebuilt every turn (activations change it).
+    :param runs_serially: ``(call) -> bool``: calls that must run one at a
+        time before the pool (plugin activations, typically).
+    :param is_fatal_tool_error: ``(exc) -> bool``: an error that must end the
+        run at once. Raised as itself, never in an exception group.
+    :param activate_plugins: ``async (names) -> None``, after a batch whose
+        outcomes named ``activated_plugin``; ``activate_skills`` likewise for
+        ``activated_skill``.
+    :param should_stop: ``() -> bool``, asked before every model call.
+    :param on_turn_would_end: ``async (ModelTurnResult) -> bool``: the model
+        answered without tools; return ``True`` to go on (after appending what
+        the model should see next).
+    :param needs_compaction: ``(context_tokens) -> bool``;
+        ``apply_compaction``: ``async () -> None``, which rewrites the
+        transcript. Run when either says so and ``apply_compaction`` exists.
+    :param save_session: ``async () -> None``, the persist port: awaited once
+        at the end of every completed iteration, never after a stop, a
+        suspension or a hard cancel.
+    :param stop: the soft stop, a ``trio.CancelScope`` or ``anyio.CancelScope``
+        the loop only reads (``cancel_called``): once cancelled, no call is
+        claimed, nothing in flight is touched, and the run ends ``"stopped"``
+        after the batch or before the next model call.
+    :param events: a memory object send stream for
+        :data:`~juno_bind_trio.loop.LoopEvent`. Sent with ``send_nowait``;
+        when it is full or closed the event is dropped and counted, and the
+        loop goes on. The loop never closes it.
+    :param interrupts: a memory object receive stream of
+        :class:`~juno_bind_trio.loop.Interrupt`, drained with
+        ``receive_nowait`` before every model call.
+    :param text_sink: a :class:`~juno_bind_trio.completion.TurnStreamSink`,
+        or a factory ``(turn_id) -> TurnStreamSink``: the loop makes one
+        ``TurnTextStream`` per turn for ``call_model`` and finishes it.
+    :param max_text_resets: the streams' ``max_resets``.
+    :param run_id: prefixes every turn id (``"<run_id>:<iteration>"``);
+        random by default.
+    :param per_tool_limit: the pool's workers per tool name.
+    """
+
+    _state: SupportsMessages = attrs.field(alias="state", validator=_check_state)
+    _max_iterations: int = attrs.field(alias="max_iterations", converter=_check_max_iterations)
+    _call_model: Callable[[ModelTurn], Awaitable[ModelTurnResult]] = attrs.field(
+        alias="call_model", validator=_required_callable("call_model")
+    )
+    _run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]] = attrs.field(
+        alias="run_tool_call", validator=_required_callable("run_tool_call")
+    )
+    _build_tools: Callable[[], Sequence[Any]] | None = attrs.field(
+        default=None, alias="build_tools", validator=_optional_callable("build_tools")
+    )
+    _runs_serially: Callable[[ToolCallLike], bool] | None = attrs.field(
+        default=None, alias="runs_serially", validator=_optional_callable("runs_serially")
+    )
+    _is_fatal_tool_error: Callable[[BaseException], bool] | None = attrs.field(
+        default=None,
+        alias="is_fatal_tool_error",
+        validator=_optional_callable("is_fatal_tool_error"),
+    )
+    _activate_plugins: Callable[[tuple[str, ...]], Awaitable[None]] | None = attrs.field(
+        default=None, alias="activate_plugins", validator=_optional_callable("activate_plugins")
+    )
+    _activate_skills: Callable[[tuple[str, ...]], Awaitable[None]] | None = attrs.field(
+        default=None, alias="activate_skills", validator=_optional_callable("activate_skills")
+    )
+    _should_stop: Callable[[], bool] | None = attrs.field(
+        default=None, alias="should_stop", validator=_optional_callable("should_stop")
+    )
+    _on_turn_would_end: Callable[[ModelTurnResult], Awaitable[bool]] | None = attrs.field(
+        default=None, alias="on_turn_would_end", validator=_optional_callable("on_turn_would_end")
+    )
+    _needs_compaction: Callable[[int], bool] | None = attrs.field(
+        default=None, alias="needs_compaction", validator=_optional_callable("needs_compaction")
+    )
+    _apply_compaction: Callable[[], Awaitable[None]] | None = attrs.field(
+        default=None, alias="apply_compaction", validator=_optional_callable("apply_compaction")
+    )
+    _save_session: Callable[[], Awaitable[None]] | None = attrs.field(
+        default=None, alias="save_session", validator=_optional_callable("save_session")
+    )
+    _stop: StopSignal | None = attrs.field(default=None, alias="stop", validator=_check_stop)
+    _events: MemoryObjectSendStream[LoopEvent] | None = attrs.field(
+        default=None, alias="events", validator=_check_events
+    )
+    _interrupts: MemoryObjectReceiveStream[Interrupt] | None = attrs.field(
+        default=None, alias="interrupts", validator=_check_interrupts
+    )
+    _text_sink: TurnStreamSink | Callable[[str], TurnStreamSink] | None = attrs.field(
+        default=None, alias="text_sink", validator=_check_text_sink
+    )
+    _max_text_resets: int | None = attrs.field(
+        default=None, alias="max_text_resets", converter=_check_max_text_resets
+    )
+    _run_id: str = attrs.field(factory=_new_run_id, alias="run_id", converter=_check_run_id)
+    _per_tool_limit: int = attrs.field(
+        default=5, alias="per_tool_limit", converter=_check_per_tool_limit
+    )
+
+    # --- run-time state ------------------------------------------------------------
+    _started: bool = attrs.field(default=False, init=False)
+    _iteration: int = attrs.field(default=0, init=False)
+    _open: _OpenBatch | None = attrs.field(default=None, init=False)
+    _last_content: str | None = attrs.field(default=None, init=False)
+    _send_event: Callable[[LoopEvent], None] | None = attrs.field(default=None, init=False)
+    _receive_interrupt: Callable[[], Interrupt] | None = attrs.field(default=None, init=False)
+    _events_sent: int = attrs.field(default=0, init=False)
+    _events_dropped: int = attrs.field(default=0, init=False)
+    _interrupts_received: int = attrs.field(default=0, init=False)
+    # RunStats, kept as plain counters: the hot path adds to ints, and the frozen
+    # record is built only when someone asks.
+    _model_calls: int = attrs.field(default=0, init=False)
+    _input_tokens: int = attrs.field(default=0, init=False)
+    _output_tokens: int = attrs.field(default=0, init=False)
+    _cost: float = attrs.field(default=0.0, init=False)
+    _model_seconds: float = attrs.field(default=0.0, init=False)
+    _tool_seconds: float = attrs.field(default=0.0, init=False)
+    _tool_calls: int = attrs.field(default=0, init=False)
+    _tool_failures: int = attrs.field(default=0, init=False)
+    _tool_calls_not_run: int = attrs.field(default=0, init=False)
+    _tool_calls_interrupted: int = attrs.field(default=0, init=False)
+    _compactions: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self._needs_compaction is not None and self._apply_compaction is None:
+            # Asking "is the context too big?" with nothing that could shrink it
+            # is a wiring mistake, and silently never compacting is how it shows.
+            raise TypeError("ToolLoop: needs_compaction was given without apply_compaction")
+        if self._events is not None:
+            self._send_event = self._events.send_nowait
+        if self._interrupts is not None:
+            self._receive_interrupt = self._interrupts.receive_nowait
+
+    def __repr__(self) -> str:
+        return (
+            f"<ToolLoop run_id={self._run_id!r} iteration={self._iteration}/"
+            f"{self._max_iterations} started={self._started}>"
+        )
+
+    # --- read-only state ----------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        """The prefix of every turn id of this run."""
+        return self._run_id
+
+    @property
+    def iterations(self) -> int:
+        """Model calls started so far."""
+        return self._iteration
+
+    @property
+    def stats(self) -> RunStats:
+        """What the run has cost so far.
+
+        Readable after a hard cancel too, when ``run()`` returned nothing.
+        """
+        return RunStats(
+            model_calls=self._model_calls,
+            input_tokens=self._input_tokens,
+            output_tokens=self._output_tokens,
+            cost=self._cost,
+            model_seconds=self._model_seconds,
+            tool_seconds=self._tool_seconds,
+            tool_calls=self._tool_calls,
+            tool_failures=self._tool_failures,
+            tool_calls_not_run=self._tool_calls_not_run,
+            tool_calls_interrupted=self._tool_calls_interrupted,
+            compactions=self._compactions,
+        )
+
+    def statistics(self) -> ToolLoopStatistics:
+        """Observer traffic so far: events sent and dropped, interrupts received."""
+        return ToolLoopStatistics(
+            iterations=self._iteration,
+            events_sent=self._events_sent,
+            events_dropped=self._events_dropped,
+            interrupts_received=self._interrupts_received,
+        )
+
+    # --- the run --------------------------------------------------------------------------
+
+    async def run(self) -> LoopResult:
+        """Run the loop to its end and say why it ended.
+
+        :raises UsageError: the loop was already run (a loop runs once).
+        :raises Exception: a fatal tool error, as itself; or whatever a port
+            (``call_model``, ``save_session``, ...) raised.
+
+        Cancellation propagates. Whatever leaves, every tool call of the last
+        assistant message has exactly one answer in ``state.messages`` first.
+        """
+        if self._started:
+            raise UsageError("ToolLoop.run: a loop runs once; build a new ToolLoop for another run")
+        self._started = True
+        try:
+            return await self._loop()
+        except BaseException:
+            # Synchronous, no checkpoint: this must finish before the
+            # cancellation (or error) leaves, or a caller's `finally` reads a
+            # transcript the provider would reject on the next call.
+            self._answer_open_calls()
+            raise
+
+    async def _loop(self) -> LoopResult:
+        stop = self._stop
+        while True:
+            # The soft stop ends the run before another model call: a stop that
+            # fired during the last iteration's compaction or persist must not
+            # buy a turn nobody wants.
+            if stop is not None and stop.cancel_called:
+                return self._result("stopped")
+            if self._iteration >= self._max_iterations:
+                return self._result("max_iterations")
+            if self._should_stop is not None and self._should_stop():
+                return self._result("should_stop")
+            self._iteration += 1
+            iteration = self._iteration
+            if self._receive_interrupt is not None:
+                self._drain_interrupts(iteration)
+
+            result = await self._model_turn(iteration)
+            calls = result.tool_calls
+            assistant: dict[str, Any] = {"role": "assistant", "content": result.content}
+            if calls:
+                assistant["tool_calls"] = [
+                    {
+                        "id": tool_call_id(call),
+                        "type": "function",
+                        "function": {
+                            "name": tool_call_name(call),
+                            "arguments": tool_call_arguments(call),
+                        },
+                    }
+                    for call in calls
+                ]
+                # Opened in the same synchronous step as the append: from here on
+                # any exit answers these calls. (The list is re-read every time:
+                # apply_compaction may have replaced it.)
+                self._state.messages.append(assistant)
+                self._open = _OpenBatch(iteration, calls)
+            else:
+                self._state.messages.append(assistant)
+            self._last_content = result.content
+            if result.content and self._send_event is not None:
+                self._emit(AssistantMessageEvent(iteration, result.content, bool(calls)))
+
+            if not calls:
+                if self._on_turn_would_end is not None:
+                    await _checkpoint_if_cancelled()
+                    go_on = await self._on_turn_would_end(result)
+                    if not isinstance(go_on, bool):
+                        raise TypeError(
+                            f"ToolLoop: on_turn_would_end must return a bool, got {go_on!r}"
+                        )
+                    if go_on:
+                        await self._end_iteration(iteration, result, compaction_requested=False)
+                        continue
+                await self._persist(iteration)
+                return self._result("completed")
+
+            open_batch = self._open
+            assert open_batch is not None
+            outcomes = await self._run_batch(open_batch)
+
+            suspensions: list[SuspendDirective] = []
+            plugins: list[str] = []
+            skills: list[str] = []
+            compaction_requested = False
+            for value in outcomes:
+                if value is None:
+                    continue
+                if value.suspend is not None:
+                    suspensions.append(value.suspend)
+                if value.activated_plugin is not None and value.activated_plugin not in plugins:
+                    plugins.append(value.activated_plugin)
+                if value.activated_skill is not None and value.activated_skill not in skills:
+                    skills.append(value.activated_skill)
+                if value.request_compaction:
+                    compaction_requested = True
+            if plugins and self._activate_plugins is not None:
+                await _checkpoint_if_cancelled()
+                await self._activate_plugins(tuple(plugins))
+            if skills and self._activate_skills is not None:
+                await _checkpoint_if_cancelled()
+                await self._activate_skills(tuple(skills))
+
+            # A stopped batch ends the run HERE: every refused call is already
+            # answered (nothing dangles), and this comes before the suspend,
+            # compaction and persist arms. Persisting would durably record
+            # "these tools failed" for work that was never dispatched, and a
+            # resumed run would read that as fact; going on would pay for
+            # another model call only to refuse its batch too.
+            if stop is not None and stop.cancel_called:
+                return self._result("stopped")
+            # A tool asked to end the run (a human must answer first). Its results
+            # are recorded above; the host records the suspension and persists.
+            if suspensions:
+                return self._result("suspended", tuple(suspensions))
+            await self._end_iteration(iteration, result, compaction_requested)
+
+    # --- one model turn ------------------------------------------------------------------
+
+    async def _model_turn(self, iteration: int) -> ModelTurnResult:
+        # No model call is paid for under a pending cancel (see _end_iteration).
+        await _checkpoint_if_cancelled()
+        tools: Sequence[Any] = () if self._build_tools is None else self._build_tools()
+        turn_id = f"{self._run_id}:{iteration}"
+        stream = self._open_text_stream(turn_id)
+        turn = ModelTurn(
+            iteration=iteration,
+            turn_id=turn_id,
+            messages=self._state.messages,
+            tools=tools,
+            text_stream=stream,
+            emit=self._emit,
+        )
+        if self._send_event is not None:
+            self._emit(StatusEvent(iteration, "calling_model"))
+        started = anyio.current_time()
+        self._model_calls += 1
+        try:
+            result = await self._call_model(turn)
+        except BaseException:
+            # However the turn ended, its stream is finished: "failed" drops an
+            # armed reset, so the partial text of the last attempt stays in front
+            # of the reader rather than a blank space. finish() is synchronous,
+            # so it is safe on the way out of a cancel.
+            if stream is not None:
+                stream.finish("failed")
+            self._model_seconds += anyio.current_time() - started
+            raise
+        self._model_seconds += anyio.current_time() - started
+        returned: object = result
+        if not isinstance(returned, ModelTurnResult):
+            if stream is not None:
+                stream.finish("failed")
+            raise TypeError(f"ToolLoop: call_model must return a ModelTurnResult, got {returned!r}")
+        if stream is not None:
+            stream.finish("succeeded")
+        self._input_tokens += result.input_tokens
+        self._output_tokens += result.output_tokens
+        self._cost += result.cost
+        if result.reasoning and self._send_event is not None:
+            self._emit(ThinkingEvent(iteration, result.reasoning))
+        return result
+
+    def _open_text_stream(self, turn_id: str) -> TurnTextStream | None:
+        given = self._text_sink
+        if given is None:
+            return None
+        sink: TurnStreamSink
+        if callable(getattr(given, "emit", None)):
+            sink = cast("TurnStreamSink", given)
+        else:
+            sink = cast("Callable[[str], TurnStreamSink]", given)(turn_id)
+        return TurnTextStream(sink=sink, turn_id=turn_id, max_resets=self._max_text_resets)
+
+    # --- one batch ------------------------------------------------------------------------
+
+    async def _run_batch(self, open_batch: _OpenBatch) -> list[ToolCallOutcome | None]:
+        """Run every call and answer each, in call order.
+
+        Returns the outcomes aligned with the calls (``None`` for a call that failed).
+        """
+        calls = open_batch.calls
+        stop = self._stop
+        values: list[ToolCallOutcome | None] = [None] * len(calls)
+        if self._send_event is not None:
+            self._emit(StatusEvent(open_batch.iteration, "running_tools"))
+        started = anyio.current_time()
+        try:
+            runs_serially = self._runs_serially
+            if runs_serially is None:
+                pooled = list(range(len(calls)))
+            else:
+                pooled = []
+                for index, call in enumerate(calls):
+                    if not runs_serially(call):
+                        pooled.append(index)
+                        continue
+                    values[index] = await self._run_serially(open_batch, index, stop)
+            open_batch.pooled = pooled
+            if pooled:
+                batch: ToolBatch[ToolCallOutcome] = ToolBatch(
+                    calls if len(pooled) == len(calls) else [calls[i] for i in pooled]
+                )
+                open_batch.batch = batch
+                results = await batch.run(
+                    self._run_tool_call, stop=stop, per_tool_limit=self._per_tool_limit
+                )
+                for position, index in enumerate(pooled):
+                    values[index] = self._settle(open_batch, index, results[position], fatal=True)
+        finally:
+            self._tool_seconds += anyio.current_time() - started
+        # Every call settled: answer them all in one synchronous step.
+        self._open = None
+        answers = open_batch.answers
+        self._state.messages.extend(answers)  # type: ignore[arg-type]
+        return values
+
+    async def _run_serially(
+        self, open_batch: _OpenBatch, index: int, stop: StopSignal | None
+    ) -> ToolCallOutcome | None:
+        call_id = open_batch.ids[index]
+        # The serial phase is a loop of its own, so it needs the same claim-time
+        # check as the pool, through the same three seams (fatal classification,
+        # the rejection event, the synthesized answer); otherwise a stopped batch
+        # still runs every activation call ahead of the pool that refuses to.
+        if stop is not None and stop.cancel_called:
+            return self._settle(
+                open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
+            )
+        # A cancel can be pending without this task having seen it (the previous
+        # tool swallowed it, or ran shielded): no call may start after one.
+        await _checkpoint_if_cancelled()
+        open_batch.running = index
+        try:
+            value = await self._run_tool_call(open_batch.calls[index])
+        except Exception as exc:
+            if _cancelled_now():
+                # The tool turned the cancellation into an ordinary error. It was
+                # cut off, whatever it says: leave it "running", so the exit path
+                # answers it as interrupted, and let the cancellation through.
+                await _checkpoint_if_cancelled()
+            open_batch.running = None
+            return self._settle(open_batch, index, _Error(exc), fatal=True)
+        open_batch.running = None
+        return self._settle(open_batch, index, _Value(value), fatal=True)
+
+    def _settle(
+        self,
+        open_batch: _OpenBatch,
+        index: int,
+        result: outcome.Outcome[Any],
+        *,
+        fatal: bool,
+    ) -> ToolCallOutcome | None:
+        """Turn one call's result into its answer, synchronously.
+
+        Returns the outcome if the call ran well, ``None`` if it failed.
+        """
+        call_id = open_batch.ids[index]
+        if type(result) is _Value:
+            value = result.value
+            if isinstance(value, ToolCallOutcome):
+                if value.tool_message["tool_call_id"] == call_id:
+                    open_batch.answers[index] = value.tool_message
+                    self._tool_calls += 1
+                    return value
+                error: BaseException = ValueError(
+                    f"ToolLoop: run_tool_call answered {value.tool_call_id!r} "
+                    f"when called for {call_id!r}"
+                )
+            else:
+                error = TypeError(
+                    f"ToolLoop: run_tool_call must return a ToolCallOutcome, got {value!r}"
+                )
+        else:
+            assert isinstance(result, outcome.Error)
+            error = result.error
+        text = str(error) or type(error).__name__
+        open_batch.answers[index] = tool_failure_message(call_id, text, kind_for_error(error))
+        self._tool_calls += 1
+        if isinstance(error, AbortedToolCallError):
+            self._tool_calls_not_run += 1
+        elif isinstance(error, InterruptedToolCallError):
+            self._tool_calls_interrupted += 1
+        else:
+            self._tool_failures += 1
+        # A fatal error ends the run at once and propagates as itself. It is
+        # asked before the rejection event, as the seed asks before its
+        # observer: an error that ends the run is not a rejected call.
+        if fatal and self._is_fatal_tool_error is not None and self._is_fatal_tool_error(error):
+            raise error
+        if self._send_event is not None:
+            self._emit(
+                ToolCallRejectedEvent(
+                    iteration=open_batch.iteration,
+                    tool_call_id=call_id,
+                    tool_name=open_batch.names[index],
+                    kind=kind_for_error(error),
+                    message=text,
+                    error=error,
+                )
+            )
+        return None
+
+    def _answer_open_calls(self) -> None:
+        """Answer every unanswered call of the open batch and append the answers. No checkpoint.
+
+        Runs on the way out of ``run()`` for any exception. A call with a real
+        result (it finished, or a fatal error was raised after the pool
+        returned) gets that; the serial call being awaited is interrupted; a
+        pooled call gets what the batch settled it as (refused or
+        interrupted); anything else never started and is ``not_run``.
+        """
+        open_batch = self._open
+        if open_batch is None:
+            return
+        self._open = None
+        batch = open_batch.batch
+        pooled_position = {index: position for position, index in enumerate(open_batch.pooled)}
+        for index, call_id in enumerate(open_batch.ids):
+            if open_batch.answers[index] is not None:
+                continue
+            result: outcome.Outcome[Any] | None = None
+            if index == open_batch.running:
+                result = _Error(InterruptedToolCallError(call_id))
+            elif batch is not None and index in pooled_position:
+                result = batch.result(pooled_position[index])
+            if result is None:
+                result = _Error(AbortedToolCallError(call_id))
+            self._settle(open_batch, index, result, fatal=False)
+        self._state.messages.extend(open_batch.answers)  # type: ignore[arg-type]
+
+    # --- the end of an iteration ----------------------------------------------------------
+
+    async def _end_iteration(
+        self, iteration: int, result: ModelTurnResult, compaction_requested: bool
+    ) -> None:
+        # Each port is entered only past a cancellation check: a cancel that landed
+        # while this task was not at a checkpoint (a port that shielded itself, a
+        # tool that swallowed it) would otherwise let the next port start its
+        # work, and its first await would raise only after that work began.
+        await _checkpoint_if_cancelled()
+        if self._apply_compaction is not None and (
+            compaction_requested
+            or (
+                self._needs_compaction is not None and self._needs_compaction(result.context_tokens)
+            )
+        ):
+            if self._send_event is not None:
+                self._emit(StatusEvent(iteration, "compacting"))
+            await self._apply_compaction()
+            self._compactions += 1
+        await self._persist(iteration)
+
+    async def _persist(self, iteration: int) -> None:
+        if self._save_session is None:
+            return
+        # Above all never persist under a pending cancel (see _end_iteration).
+        await _checkpoint_if_cancelled()
+        if self._send_event is not None:
+            self._emit(StatusEvent(iteration, "saving_session"))
+        await self._save_session()
+
+    # --- observers in, observers out ---------------------------------------------------
+
+    def _emit(self, event: LoopEvent) -> None:
+        send = self._send_event
+        if send is None:
+            return
+        # Full, closed or broken: the event is dropped and counted, never raised.
+        # An observer that cannot keep up must not slow the run, and one that
+        # went away must not end it; the count is how a host notices either.
+        try:
+            send(event)
+        except Exception:
+            self._events_dropped += 1
+        else:
+            self._events_sent += 1
+
+    def _drain_interrupts(self, iteration: int) -> None:
+        receive = self._receive_interrupt
+        assert receive is not None
+        messages = self._state.messages
+        while True:
+            try:
+                item = receive()
+            except _EMPTY:
+                return
+            except _DONE:
+                # The host closed its end: nothing more will come, stop asking.
+                self._receive_interrupt = None
+                return
+            if not isinstance(item, Interrupt):
+                raise TypeError(f"ToolLoop: interrupts must carry Interrupt items, got {item!r}")
+            messages.append({"role": "user", "content": item.content})
+            self._interrupts_received += 1
+            if self._send_event is not None:
+                self._emit(InterruptReceivedEvent(iteration, item))
+
+    def _result(
+        self, reason: LoopEndReason, suspensions: tuple[SuspendDirective, ...] = ()
+    ) -> LoopResult:
+        return LoopResult(
+            reason=reason,
+            iterations=self._iteration,
+            stats=self.stats,
+            content=self._last_content,
+            suspensions=suspensions,
+        )

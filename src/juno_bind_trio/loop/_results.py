@@ -1,0 +1,352 @@
+"""The values that cross the loop's boundary: what a model turn returns, what a tool
+call returns, what the run accumulates and how it ended.
+
+All of them are frozen attrs records validated at construction, so a host that
+hands the loop a malformed one hears about it where it built it, with the field
+and the value named, rather than as a ``KeyError`` three iterations later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import attrs
+
+from juno_bind_trio.plugins import SuspendDirective
+from juno_bind_trio.run import tool_call_arguments, tool_call_id, tool_call_name
+
+if TYPE_CHECKING:
+    from juno_bind_trio.run import ToolCallLike
+
+__all__ = [
+    "LOOP_END_REASONS",
+    "LoopEndReason",
+    "LoopResult",
+    "LoopState",
+    "ModelTurnResult",
+    "RunStats",
+    "SupportsMessages",
+    "ToolCallOutcome",
+]
+
+LoopEndReason = Literal["completed", "max_iterations", "stopped", "suspended", "should_stop"]
+"""Why :meth:`~juno_bind_trio.loop.ToolLoop.run` returned.
+
+* ``"completed"``: the model answered without asking for a tool, and
+  ``on_turn_would_end`` (if any) did not ask for another turn.
+* ``"max_iterations"``: the loop made ``max_iterations`` model calls and the
+  last one still asked for tools (their results are recorded and persisted).
+* ``"stopped"``: the soft ``stop`` fired. Every refused call is answered
+  ``not_run``; the iteration was **not** persisted.
+* ``"suspended"``: a tool returned a suspend directive. Every result of the
+  batch is recorded; the iteration was **not** persisted (the host records the
+  suspension, and persists with it).
+* ``"should_stop"``: the host's ``should_stop`` said so before a model call.
+
+A hard cancel has no reason: ``Cancelled`` propagates instead.
+"""
+
+LOOP_END_REASONS: frozenset[str] = frozenset(
+    ("completed", "max_iterations", "stopped", "suspended", "should_stop")
+)
+"""Every :data:`LoopEndReason`, for validation and exhaustive tests."""
+
+
+class SupportsMessages(Protocol):
+    """What the loop needs from a host's run state: the transcript it appends to.
+
+    ``messages`` is a ``list`` of OpenAI chat-format dicts. The loop appends
+    to it (assistant messages, tool messages, interrupts) and never removes or
+    rewrites what is there; compaction, which does rewrite it, is the host's
+    own ``apply_compaction``.
+    """
+
+    @property
+    def messages(self) -> list[dict[str, Any]]: ...
+
+
+@attrs.define(eq=False)
+class LoopState:
+    """The smallest :class:`SupportsMessages`: a transcript and nothing else.
+
+    A host with its own run-state object passes that instead; anything with a
+    ``messages`` list serves.
+    """
+
+    messages: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.messages, list):
+            raise TypeError(f"LoopState: messages must be a list, got {self.messages!r}")
+
+
+# --- validators ------------------------------------------------------------------
+
+
+def _count(owner: str, name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"{owner}: {name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _seconds(owner: str, name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise TypeError(f"{owner}: {name} must be a finite non-negative number, got {value!r}")
+    return float(value)
+
+
+def _optional_text(owner: str, name: str, value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{owner}: {name} must be a str or None, got {value!r}")
+    return value
+
+
+def _tool_calls(value: object) -> tuple[ToolCallLike, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"ModelTurnResult: tool_calls must be a sequence of tool calls, got {value!r}"
+        )
+    calls: tuple[ToolCallLike, ...] = tuple(value)
+    seen: set[str] = set()
+    for call in calls:
+        # Every accessor, once, here: a malformed call is the model's (or the
+        # host's reassembly's) defect and must surface before the assistant
+        # message is written, or the transcript holds a call nobody can answer.
+        call_id = tool_call_id(call)
+        tool_call_name(call)
+        tool_call_arguments(call)
+        if not call_id:
+            raise ValueError(f"ModelTurnResult: a tool call has an empty id: {call!r}")
+        if call_id in seen:
+            # Two answers cannot be told apart by the model, and the provider
+            # rejects a transcript with either one missing.
+            raise ValueError(f"ModelTurnResult: duplicate tool call id {call_id!r}")
+        seen.add(call_id)
+    return calls
+
+
+def _check_content(value: object) -> str | None:
+    return _optional_text("ModelTurnResult", "content", value)
+
+
+def _check_reasoning(value: object) -> str | None:
+    return _optional_text("ModelTurnResult", "reasoning", value)
+
+
+def _check_input_tokens(value: object) -> int:
+    return _count("ModelTurnResult", "input_tokens", value)
+
+
+def _check_output_tokens(value: object) -> int:
+    return _count("ModelTurnResult", "output_tokens", value)
+
+
+def _check_cost(value: object) -> float:
+    return _seconds("ModelTurnResult", "cost", value)
+
+
+def _check_ttft(value: object) -> float | None:
+    return None if value is None else _seconds("ModelTurnResult", "time_to_first_token", value)
+
+
+# --- a model turn ---------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ModelTurnResult:
+    """What ``call_model`` returns for one turn: the assistant message, its usage and timings.
+
+    *content* is the assistant text (``None`` when the turn only called
+    tools); *tool_calls* the calls it asked for, in either shape
+    :data:`~juno_bind_trio.run.ToolCallLike` accepts (validated here: every
+    call well formed, ids non-empty and unique); *reasoning* the model's
+    thinking, if the host wants it on the events channel.
+
+    Usage: *input_tokens* (the prompt, i.e. the context the turn saw),
+    *output_tokens*, *cost* in whatever currency the host bills in.
+    *time_to_first_token* is the host's measurement, in seconds, if it has one;
+    the loop measures the turn's whole duration itself.
+    """
+
+    content: str | None = attrs.field(default=None, converter=_check_content)
+    tool_calls: tuple[ToolCallLike, ...] = attrs.field(default=(), converter=_tool_calls)
+    reasoning: str | None = attrs.field(default=None, converter=_check_reasoning)
+    input_tokens: int = attrs.field(default=0, converter=_check_input_tokens)
+    output_tokens: int = attrs.field(default=0, converter=_check_output_tokens)
+    cost: float = attrs.field(default=0.0, converter=_check_cost)
+    time_to_first_token: float | None = attrs.field(default=None, converter=_check_ttft)
+
+    @property
+    def context_tokens(self) -> int:
+        """The context the *next* turn starts from, approximately: this turn's input plus output.
+
+        What ``needs_compaction`` is asked about.
+        """
+        return self.input_tokens + self.output_tokens
+
+
+# --- a tool call ----------------------------------------------------------------------
+
+
+def _tool_message(value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"ToolCallOutcome: tool_message must be a mapping, got {value!r}")
+    if value.get("role") != "tool":
+        raise ValueError(f"ToolCallOutcome: tool_message must have role 'tool', got {value!r}")
+    call_id = value.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(
+            f"ToolCallOutcome: tool_message needs a non-empty str tool_call_id, got {value!r}"
+        )
+    if not isinstance(value.get("content"), (str, list)):
+        raise TypeError(
+            f"ToolCallOutcome: tool_message content must be a str or a list of parts, got {value!r}"
+        )
+    return dict(value)
+
+
+def _suspend(value: object) -> SuspendDirective | None:
+    if value is not None and not isinstance(value, SuspendDirective):
+        raise TypeError(
+            f"ToolCallOutcome: suspend must be a SuspendDirective or None, got {value!r}"
+        )
+    return value
+
+
+def _name(field_name: str, value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TypeError(
+            f"ToolCallOutcome: {field_name} must be a non-empty str or None, got {value!r}"
+        )
+    return value
+
+
+def _check_plugin(value: object) -> str | None:
+    return _name("activated_plugin", value)
+
+
+def _check_skill(value: object) -> str | None:
+    return _name("activated_skill", value)
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"ToolCallOutcome: request_compaction must be a bool, got {value!r}")
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallOutcome:
+    """What ``run_tool_call`` returns for a call that ran: the answer and what it asks of the run.
+
+    * *tool_message*: the ``{"role": "tool", "tool_call_id": ..., "content":
+      ...}`` dict the loop appends. Its ``tool_call_id`` must be the call's.
+    * *request_compaction*: compact the context before the next model call,
+      whatever the token count says.
+    * *suspend*: end the run as ``"suspended"`` after this batch (a human has
+      to answer first). Every other result of the batch is still recorded.
+    * *activated_plugin* / *activated_skill*: a name handed, after the batch,
+      to the loop's ``activate_plugins`` / ``activate_skills`` so the next
+      turn sees it.
+
+    A tool that *failed* should raise, not return: the loop turns the
+    exception into the ``{"success": false, ...}`` envelope and reports it.
+    """
+
+    tool_message: dict[str, Any] = attrs.field(converter=_tool_message)
+    request_compaction: bool = attrs.field(default=False, converter=_flag)
+    suspend: SuspendDirective | None = attrs.field(default=None, converter=_suspend)
+    activated_plugin: str | None = attrs.field(default=None, converter=_check_plugin)
+    activated_skill: str | None = attrs.field(default=None, converter=_check_skill)
+
+    @classmethod
+    def from_content(
+        cls,
+        tool_call_id: str,
+        content: str,
+        *,
+        request_compaction: bool = False,
+        suspend: SuspendDirective | None = None,
+        activated_plugin: str | None = None,
+        activated_skill: str | None = None,
+    ) -> ToolCallOutcome:
+        """Build the outcome whose tool message answers *tool_call_id* with *content*."""
+        return cls(
+            tool_message={"role": "tool", "tool_call_id": tool_call_id, "content": content},
+            request_compaction=request_compaction,
+            suspend=suspend,
+            activated_plugin=activated_plugin,
+            activated_skill=activated_skill,
+        )
+
+    @property
+    def tool_call_id(self) -> str:
+        """The id the tool message answers."""
+        call_id: str = self.tool_message["tool_call_id"]
+        return call_id
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RunStats:
+    """What a run has cost so far. Frozen; the loop replaces it as it goes.
+
+    Tokens and cost are summed from each :class:`ModelTurnResult`. Timings are
+    measured by the loop on the current clock: *model_seconds* across model
+    calls, *tool_seconds* across tool batches (serial phase and pool, wall
+    time, not the sum of the calls). Tool calls are counted by how they were
+    answered: *tool_calls* all of them, *tool_failures* those that ran and
+    raised, *tool_calls_not_run* those refused by the stop or never reached,
+    *tool_calls_interrupted* those a hard cancel cut off.
+
+    ``a + b`` sums two records, for a host that folds sub-agent runs into its own.
+    """
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    model_seconds: float = 0.0
+    tool_seconds: float = 0.0
+    tool_calls: int = 0
+    tool_failures: int = 0
+    tool_calls_not_run: int = 0
+    tool_calls_interrupted: int = 0
+    compactions: int = 0
+
+    def __add__(self, other: object) -> RunStats:
+        if not isinstance(other, RunStats):
+            return NotImplemented
+        return RunStats(
+            **{
+                f.name: getattr(self, f.name) + getattr(other, f.name)
+                for f in attrs.fields(RunStats)
+            }
+        )
+
+
+@attrs.frozen(kw_only=True)
+class LoopResult:
+    """How a run ended: *reason*, the number of model calls (*iterations*), the *stats*.
+
+    *content* is the last assistant message's text (the answer, for a
+    ``"completed"`` run); *suspensions* the directives of a ``"suspended"``
+    run, in call order.
+    """
+
+    reason: LoopEndReason
+    iterations: int
+    stats: RunStats
+    content: str | None = None
+    suspensions: tuple[SuspendDirective, ...] = ()
