@@ -344,12 +344,14 @@ def _check_retry_after(value: object) -> float | None:
 class ErrorResponse:
     """An HTTP error with an OpenAI-shaped JSON body ``{"error": {...}}``.
 
+    :param code: the error's ``code`` (``"context_length_exceeded"``, …).
     :param retry_after: sent as the ``retry-after`` header (seconds).
     :param delay: seconds before the status line.
     """
 
     status: int = attrs.field(converter=_check_status)
     message: str | None = None
+    code: str | None = attrs.field(default=None, kw_only=True)
     retry_after: float | None = attrs.field(
         default=None, converter=_check_retry_after, kw_only=True
     )
@@ -366,7 +368,7 @@ class ErrorResponse:
         error = {
             "message": self.message or f"fake server: scripted {self.status}",
             "type": _ERROR_TYPES.get(self.status, "server_error"),
-            "code": None,
+            "code": self.code,
         }
         return json.dumps({"error": error}).encode()
 

@@ -1,3 +1,30 @@
-"""juno_bind_trio.providers.openai: see DESIGN (filled in by its issue)."""
+"""The openai SDK adapter: routed, watched, streamed model turns over ``openai.AsyncOpenAI``.
 
-__all__: list[str] = []
+:func:`stream_chat_completion` makes one attempt (a streamed chat completion
+read through the stream watchdog, the tool-call accumulator and the turn's
+text stream, ending in a :class:`~juno_bind_trio.loop.ModelTurnResult` or in
+an exception routing can classify). :class:`OpenAIChatModel` routes each turn
+over a :class:`~juno_bind_trio.routing.RoutePlan` with it, and is what a
+:class:`~juno_bind_trio.loop.ToolLoop` takes as ``call_model``.
+:func:`open_openai_client` makes the client the way routing needs it.
+"""
+
+from ._client import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
+from ._client import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
+from ._client import open_openai_client as open_openai_client
+from ._client import prime_openai_client as prime_openai_client
+from ._model import Classifier as Classifier
+from ._model import OpenAIChatModel as OpenAIChatModel
+from ._stream import REASONING_FIELDS as REASONING_FIELDS
+from ._stream import stream_chat_completion as stream_chat_completion
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_READ_TIMEOUT",
+    "REASONING_FIELDS",
+    "Classifier",
+    "OpenAIChatModel",
+    "open_openai_client",
+    "prime_openai_client",
+    "stream_chat_completion",
+]

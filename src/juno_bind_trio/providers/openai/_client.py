@@ -1,12 +1,34 @@
-"""Client-level helpers for ``openai.AsyncOpenAI``."""
+"""Creating and priming ``openai.AsyncOpenAI`` clients the way routing needs them."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio.to_thread
 
-__all__ = ["prime_openai_client"]
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_READ_TIMEOUT",
+    "open_openai_client",
+    "prime_openai_client",
+]
+
+DEFAULT_READ_TIMEOUT: Final = 120.0
+"""The SDK's read timeout set by :func:`open_openai_client`: an idle limit per socket read.
+
+A backstop, not the policy. The stream watchdog's budgets (30 s to the first
+token, 60 s between chunks by default) fire first and say which budget ran
+out; this catches a request made without a watchdog, and is still far
+shorter than the SDK's own ten minutes.
+"""
+
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+"""The SDK's connect timeout set by :func:`open_openai_client`, in seconds."""
 
 
 async def prime_openai_client(client: Any) -> None:
@@ -30,3 +52,54 @@ async def prime_openai_client(client: Any) -> None:
     from openai._base_client import get_platform  # the SDK's own probe, unchanged
 
     client._platform = await anyio.to_thread.run_sync(get_platform)
+
+
+@asynccontextmanager
+async def open_openai_client(
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    **client_options: Any,
+) -> AsyncIterator[openai.AsyncOpenAI]:
+    """An ``AsyncOpenAI`` for routing: SDK retries off, an idle read timeout, primed, closed.
+
+    ``async with open_openai_client(base_url=..., api_key=...) as client:``
+
+    * ``max_retries=0``: routing decides what to retry; the SDK's own retries
+      would spend minutes on a dead provider before the fallback is tried.
+    * *read_timeout*: the SDK's per-read idle limit, a backstop behind the
+      stream watchdog.
+    * primed (:func:`prime_openai_client`), so the first request's time is
+      the provider's.
+    * closed on exit, whatever happens: under Trio an unclosed client leaks
+      its sockets (its finaliser only works on asyncio).
+
+    *base_url* and *api_key* default to the SDK's own environment variables
+    (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``); *client_options* go to
+    ``AsyncOpenAI`` unchanged (``default_headers``, ``organization``, …).
+    """
+    import openai
+
+    limits: tuple[tuple[str, object], ...] = (
+        ("read_timeout", read_timeout),
+        ("connect_timeout", connect_timeout),
+    )
+    for name, value in limits:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(
+                f"open_openai_client: {name} must be a positive number of seconds, got {value!r}"
+            )
+    if "max_retries" in client_options:
+        raise ValueError(
+            "open_openai_client: max_retries is always 0 here (routing retries, not the SDK); "
+            f"got max_retries={client_options['max_retries']!r}"
+        )
+    timeout = openai.Timeout(None, connect=connect_timeout, read=read_timeout)
+    client = openai.AsyncOpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, **client_options
+    )
+    async with client:
+        await prime_openai_client(client)
+        yield client

@@ -1,0 +1,267 @@
+"""A routed model turn over OpenAI-compatible endpoints: the piece a ``ToolLoop`` calls.
+
+The composition, in one place, that every host streaming through routing has
+to get right:
+
+1. The route executor walks the plan and calls the **attempt function** once
+   per attempt (same-endpoint retries, next provider, fallback model).
+2. The attempt function opens the attempt on the turn's text stream
+   (``begin_attempt()``) *first*, before anything can fail, so that a retry's
+   first byte replaces the failed attempt's partial text instead of being
+   appended to it.
+3. It streams one completion (:func:`stream_chat_completion`) and turns
+   whatever that raised into a classified :class:`~juno_bind_trio.routing.AttemptFailure`,
+   carrying the stream's ``produced_output`` so that routing stops only when
+   the text reached a surface that cannot be retracted.
+4. The turn owns the stream, not the attempt: the ``ToolLoop`` builds it per
+   turn and finishes it however the turn ended, which is the one lifetime
+   rule an attempt function cannot enforce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, final
+
+import attrs
+
+from juno_bind_trio.completion import (
+    DEFAULT_INTER_CHUNK_TIMEOUT,
+    DEFAULT_TIME_TO_FIRST_TOKEN,
+    TurnTextStream,
+)
+from juno_bind_trio.loop import ModelTurn, ModelTurnResult
+from juno_bind_trio.routing import (
+    AttemptFailure,
+    AttemptFn,
+    AttemptSuccess,
+    Candidate,
+    CircuitBreaker,
+    ClassifiedError,
+    RouteCursor,
+    RoutePlan,
+    RouteResult,
+    classify_openai_error,
+    execute_route_plan,
+)
+
+from ._stream import check_client, stream_chat_completion
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = ["Classifier", "OpenAIChatModel"]
+
+Classifier: TypeAlias = Callable[[Exception, Candidate, RouteCursor], ClassifiedError]
+"""``(error, candidate, cursor) -> ClassifiedError``: the shape of
+:func:`~juno_bind_trio.routing.classify_openai_error`."""
+
+
+OnRoute: TypeAlias = Callable[[RouteResult[ModelTurnResult]], None]
+
+
+def _check_plan(value: object) -> RoutePlan:
+    if not isinstance(value, RoutePlan):
+        raise TypeError(f"OpenAIChatModel: plan must be a RoutePlan, got {value!r}")
+    return value
+
+
+def _check_clients(value: object) -> Mapping[str, openai.AsyncOpenAI]:
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"OpenAIChatModel: clients must be a mapping of provider name to AsyncOpenAI, "
+            f"got {value!r}"
+        )
+    for provider, client in value.items():
+        check_client(f"OpenAIChatModel: clients[{provider!r}]", client)
+    return dict(value)
+
+
+def _check_seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(
+            f"OpenAIChatModel: {name} must be a positive number of seconds, got {value!r}"
+        )
+    return float(value)
+
+
+def _check_ttft(value: object) -> float:
+    return _check_seconds("time_to_first_token", value)
+
+
+def _check_inter(value: object) -> float:
+    return _check_seconds("inter_chunk_timeout", value)
+
+
+def _check_request_options(value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"OpenAIChatModel: request_options must be a mapping, got {value!r}")
+    return dict(value)
+
+
+def _check_optional_callable(name: str) -> Callable[[Any, Any, Any], None]:
+    def check(_instance: Any, _attribute: Any, value: Any) -> None:
+        if value is not None and not callable(value):
+            raise TypeError(f"OpenAIChatModel: {name} must be callable or None, got {value!r}")
+
+    return check
+
+
+@final
+@attrs.define(eq=False, kw_only=True, repr=False)
+class OpenAIChatModel:
+    """Routes each model turn over OpenAI-compatible endpoints; a ``ToolLoop``'s ``call_model``.
+
+    ``OpenAIChatModel(plan=..., clients={"provider-a": client_a, ...})``, then
+    ``ToolLoop(call_model=model, ...)``.
+
+    :param plan: the :class:`~juno_bind_trio.routing.RoutePlan`: which
+        models, from which providers, in which order.
+    :param clients: an ``AsyncOpenAI`` per ``Candidate.provider`` named in
+        the plan, each created with ``max_retries=0`` (for example by
+        :func:`open_openai_client`). The model does not own them: close them
+        where you opened them.
+    :param breaker: an optional :class:`~juno_bind_trio.routing.CircuitBreaker`
+        shared by every turn that routes through these endpoints.
+    :param time_to_first_token: the stream watchdog's first-token budget.
+    :param inter_chunk_timeout: the stream watchdog's inter-chunk budget.
+    :param request_options: extra ``chat.completions.create`` arguments for
+        every attempt (``temperature``, ``extra_headers``, …). A candidate's
+        ``options`` are merged over them for that candidate's attempts.
+    :param classify: the error classifier; by default
+        :func:`~juno_bind_trio.routing.classify_openai_error`.
+    :param on_route: called with each turn's
+        :class:`~juno_bind_trio.routing.RouteResult` (the whole attempt trail),
+        synchronously, before the turn returns or raises.
+    """
+
+    _plan: RoutePlan = attrs.field(alias="plan", converter=_check_plan)
+    _clients: Mapping[str, openai.AsyncOpenAI] = attrs.field(
+        alias="clients", converter=_check_clients
+    )
+    _breaker: CircuitBreaker | None = attrs.field(default=None, alias="breaker")
+    _time_to_first_token: float = attrs.field(
+        default=DEFAULT_TIME_TO_FIRST_TOKEN,
+        alias="time_to_first_token",
+        converter=_check_ttft,
+    )
+    _inter_chunk_timeout: float = attrs.field(
+        default=DEFAULT_INTER_CHUNK_TIMEOUT,
+        alias="inter_chunk_timeout",
+        converter=_check_inter,
+    )
+    _request_options: Mapping[str, Any] = attrs.field(
+        factory=dict, alias="request_options", converter=_check_request_options
+    )
+    _classify: Classifier = attrs.field(
+        default=classify_openai_error,
+        alias="classify",
+        validator=_check_optional_callable("classify"),
+    )
+    _on_route: OnRoute | None = attrs.field(
+        default=None, alias="on_route", validator=_check_optional_callable("on_route")
+    )
+    _last_route: RouteResult[ModelTurnResult] | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self._breaker is not None and not isinstance(self._breaker, CircuitBreaker):
+            raise TypeError(
+                f"OpenAIChatModel: breaker must be a CircuitBreaker or None, got {self._breaker!r}"
+            )
+        # Found at start-up, not on the first 503 that reaches the second stage.
+        missing = sorted(
+            {
+                candidate.provider
+                for stage in self._plan.stages
+                for candidate in stage.candidates
+                if candidate.provider not in self._clients
+            }
+        )
+        if missing:
+            raise ValueError(
+                f"OpenAIChatModel: no client for provider(s) {missing!r} named in the plan; "
+                f"clients has {sorted(self._clients)!r}"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"<OpenAIChatModel stages={len(self._plan.stages)} providers={sorted(self._clients)!r}>"
+        )
+
+    @property
+    def plan(self) -> RoutePlan:
+        """The route plan every turn walks."""
+        return self._plan
+
+    @property
+    def last_route(self) -> RouteResult[ModelTurnResult] | None:
+        """The most recent turn's route result (its attempt trail), or ``None`` before any."""
+        return self._last_route
+
+    def attempt_function(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        text_stream: TurnTextStream | None = None,
+    ) -> AttemptFn[ModelTurnResult]:
+        """The attempt function for one turn, for a caller driving ``execute_route_plan`` itself."""
+        if text_stream is not None and not isinstance(text_stream, TurnTextStream):
+            raise TypeError(
+                "OpenAIChatModel.attempt_function: text_stream must be a TurnTextStream or None, "
+                f"got {text_stream!r}"
+            )
+
+        async def attempt(
+            candidate: Candidate, cursor: RouteCursor
+        ) -> AttemptSuccess[ModelTurnResult] | AttemptFailure:
+            # First, before anything can fail: this is what arms the reset that
+            # wipes the previous attempt's partial text on this one's first byte.
+            if text_stream is not None:
+                text_stream.begin_attempt()
+            options = self._request_options
+            if candidate.options:
+                options = {**options, **candidate.options}
+            try:
+                value = await stream_chat_completion(
+                    self._clients[candidate.provider],
+                    model=cursor.model,
+                    messages=messages,
+                    tools=tools,
+                    text_stream=text_stream,
+                    time_to_first_token=self._time_to_first_token,
+                    inter_chunk_timeout=self._inter_chunk_timeout,
+                    request_options=options,
+                )
+            except Exception as exc:  # cancellation is a BaseException and passes
+                produced = text_stream.produced_output if text_stream is not None else False
+                verdict = self._classify(exc, candidate, cursor)
+                return AttemptFailure(verdict, produced_output=produced)
+            return AttemptSuccess(value)
+
+        return attempt
+
+    async def route(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        text_stream: TurnTextStream | None = None,
+    ) -> RouteResult[ModelTurnResult]:
+        """Route one turn over the plan and return the whole result, failed or not."""
+        attempt = self.attempt_function(messages, tools=tools, text_stream=text_stream)
+        result = await execute_route_plan(self._plan, attempt, breaker=self._breaker)
+        self._last_route = result
+        if self._on_route is not None:
+            self._on_route(result)
+        return result
+
+    async def __call__(self, turn: ModelTurn) -> ModelTurnResult:
+        """One ``ToolLoop`` model turn: route it, return the value or raise the route's error.
+
+        The error of a failed route is the propagated failure's own exception,
+        or :class:`~juno_bind_trio.routing.AllRoutesFailedError` /
+        :class:`~juno_bind_trio.routing.NoViableEndpointError`.
+        """
+        result = await self.route(turn.messages, tools=turn.tools, text_stream=turn.text_stream)
+        return result.unwrap()
