@@ -19,7 +19,7 @@ from transcript_checks import (
     user,
 )
 
-from juno_bind_trio import INTERRUPTED_TOOL_CALL_MESSAGE
+from juno_bind_trio import ABORTED_TOOL_CALL_MESSAGE, INTERRUPTED_TOOL_CALL_MESSAGE
 from juno_bind_trio.transcript import HealChange, TranscriptError, heal_transcript
 
 
@@ -251,3 +251,15 @@ def test_not_started_must_be_a_collection_of_ids(bad: Any, fragment: str) -> Non
     with pytest.raises(TypeError, match=r"^heal_transcript: not_started") as info:
         heal_transcript([], not_started=bad)
     assert fragment in str(info.value)
+
+
+def test_the_synthesized_answer_matches_the_plugins_envelope() -> None:
+    """One envelope for one fact: healing writes what the loop and the plugins helper write."""
+    from juno_bind_trio import plugins
+
+    make = getattr(plugins, "tool_failure_message", None)
+    if make is None:  # pragma: no cover - until the plugins vocabulary lands
+        pytest.skip("juno_bind_trio.plugins.tool_failure_message is not there yet")
+    result = heal_transcript([assistant("a", "b")], not_started={"b"})
+    assert result.messages[1] == make("a", INTERRUPTED_TOOL_CALL_MESSAGE, "interrupted")
+    assert result.messages[2] == make("b", ABORTED_TOOL_CALL_MESSAGE, "not_run")

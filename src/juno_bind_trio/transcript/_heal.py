@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
@@ -137,13 +137,15 @@ def _synthesized_answer(
     return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
 
 
-@attrs.frozen
-class _Read:
+class _Read(NamedTuple):
     """What healing needs from one message, read and checked once."""
 
     role: str
     call_ids: tuple[str, ...]  # an assistant message's tool call ids, in order
     answers: str | None  # a tool message's tool_call_id
+
+
+_SPOKEN: Final = {role: _Read(role, (), None) for role in _ROLES}
 
 
 def heal_transcript(
@@ -316,45 +318,53 @@ def _read_not_started(not_started: Collection[str]) -> frozenset[str]:
 
 
 def _read_message(index: int, message: object) -> _Read:
-    where = f"heal_transcript: messages[{index}]"
-    if not isinstance(message, Mapping):
+    # Runs once per message of every transcript healed, so the common shapes
+    # (plain dicts and lists) skip the abstract-base-class checks, and the error
+    # text is only built on the way to raising it.
+    def where() -> str:
+        return f"heal_transcript: messages[{index}]"
+
+    if type(message) is not dict and not isinstance(message, Mapping):
         raise TranscriptError(
-            f"{where} must be a chat message dict, got {type(message).__name__}", index
+            f"{where()} must be a chat message dict, got {type(message).__name__}", index
         )
     role = message.get("role")
     if role not in _ROLES:
         expected = ", ".join(sorted(_ROLES))
-        raise TranscriptError(f"{where} has role {role!r}; expected one of {expected}", index)
+        raise TranscriptError(f"{where()} has role {role!r}; expected one of {expected}", index)
     if role == "tool":
         call_id = message.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
+        if type(call_id) is not str or not call_id:
             raise TranscriptError(
-                f"{where} is a tool message whose tool_call_id is not a non-empty string: "
+                f"{where()} is a tool message whose tool_call_id is not a non-empty string: "
                 f"{call_id!r}",
                 index,
             )
         return _Read(role, (), call_id)
     if role != "assistant":
-        return _Read(role, (), None)
+        return _SPOKEN[role]
     calls = message.get("tool_calls")
     if calls is None:
-        return _Read(role, (), None)
-    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
+        return _SPOKEN[role]
+    if type(calls) is not list and (
+        isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence)
+    ):
         raise TranscriptError(
-            f"{where}.tool_calls must be a list of tool calls, got {type(calls).__name__}", index
+            f"{where()}.tool_calls must be a list of tool calls, got {type(calls).__name__}",
+            index,
         )
     ids: list[str] = []
     for k, call in enumerate(calls):
-        call_id = call.get("id") if isinstance(call, Mapping) else None
-        if not isinstance(call_id, str) or not call_id:
+        call_id = call.get("id") if type(call) is dict or isinstance(call, Mapping) else None
+        if type(call_id) is not str or not call_id:
             raise TranscriptError(
-                f"{where}.tool_calls[{k}] must be a tool call dict with a non-empty string "
+                f"{where()}.tool_calls[{k}] must be a tool call dict with a non-empty string "
                 f"'id', got {call!r}",
                 index,
             )
         if call_id in ids:
             # Two calls with one id cannot be told apart by any answer; which
             # answer belongs to which is a guess, and healing does not guess.
-            raise TranscriptError(f"{where}.tool_calls has two calls with id {call_id!r}", index)
+            raise TranscriptError(f"{where()}.tool_calls has two calls with id {call_id!r}", index)
         ids.append(call_id)
     return _Read(role, tuple(ids), None)
