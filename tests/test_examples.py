@@ -1,0 +1,99 @@
+"""The examples run: in-process on the virtual clock, and as the command a new user types."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import io
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from conftest import run_on
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = load("fallback_demo")
+
+
+def test_fallback_scenario_routes_resets_and_runs_the_tools(backend: str) -> None:
+    out = io.StringIO()
+    report = run_on(backend, demo.fallback_scenario, out)
+    assert report.routes == (
+        (
+            ("primary", "juno-large", "next_candidate"),
+            ("secondary", "juno-large", "next_candidate"),
+            ("primary", "juno-small", None),
+        ),
+        (("primary", "juno-large", None),),
+    )
+    assert report.tool_answers == (("call_add", "42"), ("call_mul", "42"))
+    assert report.answer == "17 + 25 = 42, and 6 × 7 = 42 as well."
+    # The partial text of the dead attempt was shown, then withdrawn: the
+    # tool-calling turn that replaced it said nothing, so the reader is left
+    # with an empty first turn, not with "17 + 25 is" glued to anything.
+    assert report.resets == 1
+    assert report.final_texts == {"demo:1": "", "demo:2": report.answer}
+    assert "↺ reset (attempt_failed)" in out.getvalue()
+    assert "Let me work those out in my head: 17 + 25 is" in out.getvalue()
+
+
+def test_cancel_scenario_starts_nothing_after_the_cancel(backend: str) -> None:
+    report = run_on(backend, demo.cancel_scenario, io.StringIO())
+    assert report.cancelled
+    assert report.started == ("call_0", "call_1")
+    assert report.answers == {
+        "call_0": "interrupted",
+        "call_1": "interrupted",
+        "call_2": "not_run",
+        "call_3": "not_run",
+        "call_4": "not_run",
+        "call_5": "not_run",
+    }
+
+
+def test_demo_summary_on_the_virtual_clock(backend: str) -> None:
+    out = io.StringIO()
+    assert run_on(backend, functools.partial(demo.demo, out, live=False)) == 0
+    text = out.getvalue()
+    assert "attempts per turn [3, 1], 1 reset(s)" in text
+    assert "2 started, 4 never started, 6/6 answered" in text
+
+
+def test_the_readme_command_runs_and_exits_0() -> None:
+    """What a new user types first: no arguments, no API key, on the real clock."""
+    # Unclosed sockets would be ResourceWarnings; the SDK's abandoned SSE
+    # generators (harmless, see the notes on the SDK under Trio) are not.
+    warnings = "error::ResourceWarning,ignore:Async generator:ResourceWarning"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONWARNINGS": warnings}
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "fallback_demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "6/6 answered in the transcript" in completed.stdout
+    assert "Traceback" not in completed.stderr
+
+
+def test_a_real_endpoint_needs_every_setting() -> None:
+    with pytest.raises(SystemExit) as caught:
+        demo.main(["--model", "gpt-x", "--api-key", ""])
+    assert caught.value.code == 2
