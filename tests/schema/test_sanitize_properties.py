@@ -152,7 +152,7 @@ def tool_schema(draw: st.DrawFn) -> Drawn:
 DIALECTS: list[SchemaDialect] = ["openai_strict", "gemini", "anthropic", "openai"]
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tool_schema(), st.sampled_from(DIALECTS))
 def test_a_valid_value_stays_valid_after_sanitizing(drawn: Drawn, dialect: SchemaDialect) -> None:
     schema, value, strict_value = drawn

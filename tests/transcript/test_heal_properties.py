@@ -53,6 +53,8 @@ def well_formed(draw: st.DrawFn) -> list[dict[str, Any]]:
     return messages
 
 
+# No deadline: these are pure functions, and a loaded CI machine is not a failure.
+@settings(deadline=None)
 @given(any_transcript, st.sets(st.sampled_from(IDS)))
 def test_any_transcript_heals_to_the_provider_rule_and_healing_is_idempotent(
     messages: list[dict[str, Any]], not_started: set[str]
@@ -98,11 +100,13 @@ def test_any_transcript_heals_to_the_provider_rule_and_healing_is_idempotent(
             assert result.messages[change.healed_index or 0] is messages[change.index]
 
 
+@settings(deadline=None)
 @given(well_formed())
 def test_a_clean_transcript_is_left_alone(messages: list[dict[str, Any]]) -> None:
     assert heal_transcript(messages).changes == ()
 
 
+@settings(deadline=None)
 @given(well_formed(), st.data())
 def test_a_cut_transcript_only_gains_answers_for_its_last_turn(
     messages: list[dict[str, Any]], data: st.DataObject
