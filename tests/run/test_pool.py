@@ -5,6 +5,7 @@ Every time asserted here is exact virtual time since the test's own start.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -615,3 +616,39 @@ def test_a_batch_is_queued_until_run() -> None:
     assert batch.state(1) == "queued"
     assert batch.result(0) is None
     assert batch.calls == tuple(make_calls("a", "b"))
+
+
+async def test_the_how_to_recipe_answers_every_call_after_a_hard_cancel() -> None:
+    """docs/how-to/cancel-a-tool-batch.md, as written there."""
+    from juno_bind_trio.plugins import kind_for_error, tool_failure_message
+
+    def answer(batch: ToolBatch[str]) -> list[dict[str, object]]:
+        messages: list[dict[str, object]] = []
+        for index, call in enumerate(batch.calls):
+            result = batch.result(index)
+            if result is None:
+                continue
+            if isinstance(result, outcome.Value):
+                messages.append(
+                    {"role": "tool", "tool_call_id": tool_call_id(call), "content": result.value}
+                )
+            else:
+                error = result.error
+                messages.append(
+                    tool_failure_message(tool_call_id(call), str(error), kind_for_error(error))
+                )
+        return messages
+
+    transcript: list[dict[str, object]] = []
+    batch: ToolBatch[str] = ToolBatch(make_calls("t", "t", "t", "t", "t"))
+    with anyio.CancelScope() as outer:
+        try:
+            with anyio.move_on_after(1.5):
+                await batch.run(Recorder(), per_tool_limit=2)
+        finally:
+            transcript.extend(answer(batch))
+    assert not outer.cancelled_caught
+    assert [m["tool_call_id"] for m in transcript] == ["c0", "c1", "c2", "c3", "c4"]
+    assert [m["content"] for m in transcript[:2]] == ["ok-c0", "ok-c1"]
+    kinds = [json.loads(str(m["content"]))["kind"] for m in transcript[2:]]
+    assert kinds == ["interrupted", "interrupted", "not_run"]

@@ -55,12 +55,12 @@ class SuspendDirective:
 
     ``SuspendDirective(tool_call_id=..., reason=..., payload={})``.
 
-    :param tool_call_id: the open call whose answer the run waits for
-        (usually the call that returned the directive).
-    :param reason: why, for the person or system that must answer (for
-        example ``"approval required: transfer of 500 EUR"``).
-    :param payload: what the host needs to ask and to resume (the question,
-        the choices, a form id): a JSON-serialisable mapping, kept as a copy.
+    *tool_call_id* is the open call whose answer the run waits for (usually
+    the call that returned the directive). *reason* says why, for the person
+    or system that must answer (for example ``"approval required: transfer
+    of 500 EUR"``). *payload* is what the host needs to ask and to resume
+    (the question, the choices, a form id): a JSON-serialisable mapping,
+    kept as a detached copy.
     """
 
     tool_call_id: str = attrs.field(converter=_check_id)
