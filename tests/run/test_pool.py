@@ -625,14 +625,12 @@ async def test_the_how_to_recipe_answers_every_call_after_a_hard_cancel() -> Non
     def answer(batch: ToolBatch[str]) -> list[dict[str, object]]:
         messages: list[dict[str, object]] = []
         for index, call in enumerate(batch.calls):
-            result = batch.result(index)
-            if result is None:
-                continue
+            result = batch.result(index)  # None only if run() refused its arguments
             if isinstance(result, outcome.Value):
                 messages.append(
                     {"role": "tool", "tool_call_id": tool_call_id(call), "content": result.value}
                 )
-            else:
+            elif isinstance(result, outcome.Error):
                 error = result.error
                 messages.append(
                     tool_failure_message(tool_call_id(call), str(error), kind_for_error(error))
