@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias, TypedDict, final
+from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias, TypedDict, cast, final
 
 import attrs
 
@@ -226,7 +226,8 @@ class ToolCallAccumulator:
                 arguments = getattr(function, "arguments", None)
         else:
             index = getattr(delta, "index", _MISSING)
-            if index is _MISSING:
+            # A str has an `index` method; no other plausible mistake has the attribute.
+            if index is _MISSING or isinstance(cast(object, delta), (str, bytes)):
                 raise TypeError(
                     "ToolCallAccumulator.add: expected a tool-call delta (a mapping or an "
                     f"object with `index` and `function`), got {delta!r}"
