@@ -1,0 +1,355 @@
+"""Tool-call receipts: on resume, reuse what was done, redo what is safe, refuse the rest.
+
+A run that stopped part-way (a crash, a deploy, a cancel, a suspend for a
+human) is resumed from its transcript. Some of the tool calls in its last
+batch finished and some did not, and the resume has to decide, for each,
+whether to run it again. Getting that wrong in one direction loses work; in
+the other it sends the email twice, charges the card twice, posts the
+comment twice.
+
+A host keeps a **receipt** per call: a record, keyed by
+:class:`ToolCallReceiptKey`, of how far the call got (:data:`ReceiptState`).
+On resume, :func:`decide_tool_call_receipt` turns that record and what the
+host knows about the tool (:data:`EffectResumability`) into one of three
+actions. The table is the whole policy:
+
+=================  ===============  ===================
+state              ``repeatable``   ``non_repeatable``
+=================  ===============  ===================
+``"absent"``       run              run
+``"not_run"``      run              run
+``"started"``      run              **refuse**
+``"interrupted"``  run              **refuse**
+``"succeeded"``    reuse            reuse
+``"failed"``       reuse            reuse
+=================  ===============  ===================
+
+* A call that never started (no receipt, or the harness's own ``not_run``
+  refusal) has no effect to repeat, so it runs whatever the tool is.
+* A call that finished, well or badly, has a recorded answer, and the
+  transcript must say what it said the first time: reuse it. Re-running a
+  failed call is the *model's* decision, made by asking again, never the
+  resume's.
+* A call that **started and did not finish** (``started`` with no final
+  record: the process died; ``interrupted``: a cancel cut it off) may or may
+  not have had its effect. Running a repeatable one again is safe by
+  definition. A non-repeatable one is refused: the host answers it with
+  :data:`~juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE` (check the effect
+  before repeating it) or asks a person. It is never silently run twice.
+
+Keys and hashes
+---------------
+
+The key holds the arguments' hash as well as the call id: a provider that
+reuses ids (``call_0`` in every turn) would otherwise hand a new call the
+old call's result. The hash is over :func:`canonical_json`, so key order and
+whitespace in the model's JSON do not make the same call look different.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable
+from typing import Literal, TypeAlias, final
+from urllib.parse import quote
+
+import attrs
+
+__all__ = [
+    "DigestFn",
+    "EffectResumability",
+    "ReceiptAction",
+    "ReceiptDecision",
+    "ReceiptState",
+    "ToolCallReceiptKey",
+    "canonical_json",
+    "decide_tool_call_receipt",
+    "tool_call_args_hash",
+    "tool_call_receipt_key_string",
+]
+
+ReceiptState: TypeAlias = Literal[
+    "absent", "not_run", "started", "interrupted", "succeeded", "failed"
+]
+"""How far a call got, as the host's receipt records it.
+
+``"absent"``: no receipt. ``"not_run"``: the harness refused it before it
+started. ``"started"``: it began and nothing recorded its end.
+``"interrupted"``: a cancel cut it off. ``"succeeded"`` / ``"failed"``: it
+ran and its result is recorded.
+"""
+
+EffectResumability: TypeAlias = Literal["repeatable", "non_repeatable"]
+"""Whether running the tool twice is safe: ``"repeatable"`` (a read, or an
+idempotent write) or ``"non_repeatable"`` (an email, a charge, a POST).
+When unsure, say ``"non_repeatable"``: the cost is a question, not a duplicate."""
+
+ReceiptAction: TypeAlias = Literal["reuse", "run", "refuse"]
+"""What a resume does with one call."""
+
+DigestFn: TypeAlias = Callable[[bytes], str]
+"""Turns the canonical JSON's UTF-8 bytes into a digest string (default: SHA-256 hex)."""
+
+_STATES: frozenset[str] = frozenset(ReceiptState.__args__)  # type: ignore[attr-defined]
+_RESUMABILITIES: frozenset[str] = frozenset(EffectResumability.__args__)  # type: ignore[attr-defined]
+
+
+# --- canonical JSON --------------------------------------------------------------------
+
+# Escaped: what JSON requires (the quote, the backslash, control characters),
+# spelled as JavaScript's JSON.stringify spells it, and lone surrogates, which
+# UTF-8 cannot encode and JSON.stringify escapes too. Nothing else: the text
+# stays readable and the same on both sides.
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+def _string(value: str) -> str:
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
+
+
+def _number(value: float) -> str:
+    # JavaScript's Number.prototype.toString, so a TypeScript host and this one
+    # hash the same arguments alike: 1.0 is "1", 1e21 is "1e+21", 1e-7 is
+    # "1e-7". Python's repr already gives the shortest round-tripping digits;
+    # only where the point and the exponent go differs.
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exp = repr(abs(value)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    point = len(whole) + int(exp or 0) - (len(whole + frac) - len(digits))
+    digits = digits.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        text = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e >= 0 else "e-")
+        text += str(abs(e))
+    return sign + text
+
+
+def _path(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if key.isidentifier():
+        return f"{parent}.{key}"
+    return f"{parent}[{_string(key)}]"
+
+
+def _utf16_key(item: tuple[str, object]) -> bytes:
+    # JavaScript sorts object keys by UTF-16 code units, Python str by code
+    # points; they differ only above U+FFFF, and the hash must not.
+    return item[0].encode("utf-16-be", "surrogatepass")
+
+
+def _encode(value: object, path: str, out: list[str], active: set[int]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_string(value))
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))  # int.__repr__: an IntEnum is its number
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"canonical_json: {path} is {value!r}, which JSON cannot represent")
+        out.append(_number(value))
+    elif isinstance(value, (dict, list, tuple)):
+        if id(value) in active:
+            raise ValueError(f"canonical_json: {path} contains itself")
+        active.add(id(value))
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    raise TypeError(
+                        f"canonical_json: {path} has a key {key!r} that is not a string"
+                    )
+            out.append("{")
+            for i, (key, item) in enumerate(sorted(value.items(), key=_utf16_key)):
+                if i:
+                    out.append(",")
+                out.append(_string(key))
+                out.append(":")
+                _encode(item, _path(path, key), out, active)
+            out.append("}")
+        else:
+            out.append("[")
+            for i, item in enumerate(value):
+                if i:
+                    out.append(",")
+                _encode(item, _path(path, i), out, active)
+            out.append("]")
+        active.discard(id(value))
+    else:
+        raise TypeError(
+            f"canonical_json: {path} is a {type(value).__name__} ({value!r}), which is not JSON"
+        )
+
+
+def canonical_json(value: object) -> str:
+    """The one JSON text of *value*: keys sorted, no whitespace, numbers in shortest form.
+
+    Two values that are equal as JSON give the same text, whatever their key
+    order or how their numbers were written (``1`` and ``1.0`` are one
+    number, as they are in JSON). Numbers and key order follow JavaScript's
+    ``JSON.stringify`` of a key-sorted value, so a TypeScript host computes
+    the same text. ``json.loads`` of the result equals *value*, reading
+    each number as the double JSON means by it (an integral float past
+    2**53 is written out in full, as JavaScript does, and so reads back as
+    an ``int`` of the same value).
+
+    Accepts ``dict`` (string keys), ``list``, ``tuple``, ``str``, ``int``,
+    ``float``, ``bool`` and ``None``.
+
+    :raises ValueError: a NaN or infinity, or a container that contains
+        itself; the message names where (``$.items[2].price``).
+    :raises TypeError: anything else that is not JSON (a set, bytes, a
+        datetime, a non-string key), named the same way.
+    """
+    out: list[str] = []
+    _encode(value, "$", out, set())
+    return "".join(out)
+
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tool_call_args_hash(args: object, *, digest: DigestFn | None = None) -> str:
+    """The digest of *args*' :func:`canonical_json` (SHA-256, lowercase hex, by default).
+
+    *args* is the **parsed** arguments (parse the model's string first), so
+    that whitespace and key order do not change the hash. *digest* replaces
+    SHA-256: it receives the canonical text's UTF-8 bytes and returns a
+    non-empty string (an HMAC with a secret, for a key that must not reveal
+    the arguments).
+
+    :raises TypeError: *digest* returned something else; see
+        :func:`canonical_json` for what *args* may hold.
+    """
+    data = canonical_json(args).encode("utf-8")
+    if digest is None:
+        return _sha256_hex(data)
+    result: object = digest(data)
+    if not isinstance(result, str) or result == "":
+        raise TypeError(
+            f"tool_call_args_hash: digest must return a non-empty string, got {result!r}"
+        )
+    return result
+
+
+def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or value == "":
+        raise TypeError(
+            f"ToolCallReceiptKey: {attribute.name} must be a non-empty string, got {value!r}"
+        )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolCallReceiptKey:
+    """What identifies one tool call's effect: run, call id, tool and arguments' hash."""
+
+    run_id: str = attrs.field(validator=_non_empty)
+    tool_call_id: str = attrs.field(validator=_non_empty)
+    tool_name: str = attrs.field(validator=_non_empty)
+    args_hash: str = attrs.field(validator=_non_empty)
+
+
+def tool_call_receipt_key_string(key: ToolCallReceiptKey) -> str:
+    """The key as one string, for a database column or a cache key.
+
+    ``"v1:" + run_id + ":" + tool_call_id + ":" + tool_name + ":" + args_hash``,
+    each part percent-encoded, so no id containing ``:`` can make two
+    different keys collide, and the string says which format it is in.
+    """
+    if not isinstance(key, ToolCallReceiptKey):
+        raise TypeError(
+            f"tool_call_receipt_key_string: key must be a ToolCallReceiptKey, got {key!r}"
+        )
+    parts = (key.run_id, key.tool_call_id, key.tool_name, key.args_hash)
+    return "v1:" + ":".join(quote(part, safe="") for part in parts)
+
+
+@final
+@attrs.frozen
+class ReceiptDecision:
+    """What to do with one call on resume: ``action`` and the ``reason``, in a sentence."""
+
+    action: ReceiptAction
+    reason: str
+
+
+def _decide(state: str, resumability: str) -> ReceiptDecision:
+    if state in ("succeeded", "failed"):
+        return ReceiptDecision("reuse", f"the call {state}; its recorded result is the answer")
+    if state in ("absent", "not_run"):
+        return ReceiptDecision("run", "the call never started, so running it is safe")
+    if resumability == "repeatable":
+        return ReceiptDecision(
+            "run", f"the call {state} without finishing, and repeating it is safe"
+        )
+    return ReceiptDecision(
+        "refuse",
+        f"the call {state} without finishing and is not safe to repeat: its effect is "
+        "unknown, so check it before running the call again",
+    )
+
+
+# Twelve answers, built once: deciding is a lookup, and the table is checkable.
+_TABLE: dict[tuple[str, str], ReceiptDecision] = {
+    (state, resumability): _decide(state, resumability)
+    for state in _STATES
+    for resumability in _RESUMABILITIES
+}
+
+
+def decide_tool_call_receipt(
+    state: ReceiptState, resumability: EffectResumability
+) -> ReceiptDecision:
+    """Decide, on resume, whether to reuse a call's recorded result, run it, or refuse.
+
+    See the table in this module's documentation. ``"refuse"`` means: do not
+    run it; answer the call with
+    :data:`~juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE`, or ask a person.
+
+    :raises ValueError: *state* or *resumability* is not one of its values.
+    """
+    given: tuple[object, object] = (state, resumability)
+    hashable = isinstance(given[0], str) and isinstance(given[1], str)
+    decision = _TABLE.get((state, resumability)) if hashable else None
+    if decision is None:
+        if not isinstance(given[0], str) or given[0] not in _STATES:
+            raise ValueError(
+                f"decide_tool_call_receipt: state must be one of {sorted(_STATES)}, got {state!r}"
+            )
+        raise ValueError(
+            "decide_tool_call_receipt: resumability must be one of "
+            f"{sorted(_RESUMABILITIES)}, got {resumability!r}"
+        )
+    return decision
