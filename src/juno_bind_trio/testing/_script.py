@@ -222,13 +222,13 @@ def _check_headers(value: object) -> tuple[tuple[str, str], ...]:
 class StreamResponse:
     """A ``text/event-stream`` answer: one SSE event per stream event, then ``[DONE]``.
 
-    :param events: the stream, in order.
-    :param done: send ``data: [DONE]`` and end the body cleanly. ``False``
+    * *events*: the stream, in order.
+    * *done*: send ``data: [DONE]`` and end the body cleanly. ``False``
         ends the body cleanly *without* it, the silent truncation the SDK does
         not report.
-    :param first_byte_delay: seconds before the status line (``math.inf``: never).
-    :param chunk_delay: seconds before every event after the first.
-    :param model: the ``model`` field of each chunk; ``None`` echoes the request's.
+    * *first_byte_delay*: seconds before the status line (``math.inf``: never).
+    * *chunk_delay*: seconds before every event after the first.
+    * *model*: the ``model`` field of each chunk; ``None`` echoes the request's.
     """
 
     events: tuple[StreamEvent, ...] = attrs.field(converter=_check_events)
@@ -294,8 +294,8 @@ def _tool_calls(value: Iterable[object]) -> tuple[tuple[str, str, str], ...]:
 class CompletionResponse:
     """A non-streamed ``chat.completion`` JSON answer.
 
-    :param tool_calls: ``(id, name, arguments_json)`` triples.
-    :param delay: seconds before the status line (``math.inf``: never).
+    * *tool_calls*: ``(id, name, arguments_json)`` triples.
+    * *delay*: seconds before the status line (``math.inf``: never).
     """
 
     content: str | None = None
@@ -344,9 +344,9 @@ def _check_retry_after(value: object) -> float | None:
 class ErrorResponse:
     """An HTTP error with an OpenAI-shaped JSON body ``{"error": {...}}``.
 
-    :param code: the error's ``code`` (``"context_length_exceeded"``, …).
-    :param retry_after: sent as the ``retry-after`` header (seconds).
-    :param delay: seconds before the status line.
+    * *code*: the error's ``code`` (``"context_length_exceeded"``, …).
+    * *retry_after*: sent as the ``retry-after`` header (seconds).
+    * *delay*: seconds before the status line.
     """
 
     status: int = attrs.field(converter=_check_status)

@@ -115,22 +115,22 @@ class OpenAIChatModel:
     ``OpenAIChatModel(plan=..., clients={"provider-a": client_a, ...})``, then
     ``ToolLoop(call_model=model, ...)``.
 
-    :param plan: the :class:`~juno_bind_trio.routing.RoutePlan`: which
+    * *plan*: the :class:`~juno_bind_trio.routing.RoutePlan`: which
         models, from which providers, in which order.
-    :param clients: an ``AsyncOpenAI`` per ``Candidate.provider`` named in
+    * *clients*: an ``AsyncOpenAI`` per ``Candidate.provider`` named in
         the plan, each created with ``max_retries=0`` (for example by
         :func:`open_openai_client`). The model does not own them: close them
         where you opened them.
-    :param breaker: an optional :class:`~juno_bind_trio.routing.CircuitBreaker`
+    * *breaker*: an optional :class:`~juno_bind_trio.routing.CircuitBreaker`
         shared by every turn that routes through these endpoints.
-    :param time_to_first_token: the stream watchdog's first-token budget.
-    :param inter_chunk_timeout: the stream watchdog's inter-chunk budget.
-    :param request_options: extra ``chat.completions.create`` arguments for
+    * *time_to_first_token*: the stream watchdog's first-token budget.
+    * *inter_chunk_timeout*: the stream watchdog's inter-chunk budget.
+    * *request_options*: extra ``chat.completions.create`` arguments for
         every attempt (``temperature``, ``extra_headers``, …). A candidate's
         ``options`` are merged over them for that candidate's attempts.
-    :param classify: the error classifier; by default
+    * *classify*: the error classifier; by default
         :func:`~juno_bind_trio.routing.classify_openai_error`.
-    :param on_route: called with each turn's
+    * *on_route*: called with each turn's
         :class:`~juno_bind_trio.routing.RouteResult` (the whole attempt trail),
         synchronously, before the turn returns or raises.
     """

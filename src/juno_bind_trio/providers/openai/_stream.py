@@ -177,21 +177,25 @@ async def stream_chat_completion(
                 **options,
             ),
         )
+        # Bound once: this loop runs per chunk, and a long answer is thousands.
+        answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning
+        add_text, add_calls = content.append, accumulator.extend
         async with stream:
             async for chunk in stream:
-                usage = chunk.usage
-                if usage is not None:
-                    input_tokens = usage.prompt_tokens
-                    output_tokens = usage.completion_tokens
-                if not chunk.choices:
-                    watchdog.chunk()
+                choices = chunk.choices
+                if not choices:
+                    usage = chunk.usage
+                    if usage is not None:
+                        input_tokens = usage.prompt_tokens
+                        output_tokens = usage.completion_tokens
+                    alive()
                     continue
-                choice = chunk.choices[0]
+                choice = choices[0]
                 delta = choice.delta
-                answered = False
                 text = delta.content
+                answered = False
                 if text:
-                    content.append(text)
+                    add_text(text)
                     if observe is not None:
                         observe(text)
                     answered = True
@@ -199,24 +203,24 @@ async def stream_chat_completion(
                     refusal.append(delta.refusal)
                     answered = True
                 if delta.tool_calls:
-                    accumulator.extend(delta.tool_calls)
+                    add_calls(delta.tool_calls)
                     answered = True
+                # Providers put reasoning in fields the SDK does not model; a
+                # chunk may carry reasoning and answer together.
+                thought = _reasoning_of(delta) if delta.model_extra else None
+                if thought is not None:
+                    reasoning.append(thought)
                 if answered:
-                    watchdog.answer()
+                    answer()
+                elif thought is not None:
+                    thinking()
                 else:
-                    thought = _reasoning_of(delta)
-                    if thought is not None:
-                        reasoning.append(thought)
-                        watchdog.reasoning()
-                    else:
-                        watchdog.chunk()
-                if answered and delta.model_extra:
-                    # A provider may put reasoning and answer in one chunk.
-                    thought = _reasoning_of(delta)
-                    if thought is not None:
-                        reasoning.append(thought)
+                    alive()
                 if choice.finish_reason is not None:
                     finish_reason = choice.finish_reason
+                if chunk.usage is not None:
+                    input_tokens = chunk.usage.prompt_tokens
+                    output_tokens = chunk.usage.completion_tokens
 
     first_answer_at = watchdog.statistics().first_answer_at
     text_out = "".join(content) if content else None
