@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juno_bind_trio._errors import RunTimeoutError
+from juno_bind_trio._errors import AllRoutesFailedError, NoViableEndpointError, RunTimeoutError
 from juno_bind_trio.run._classify import RunFailureStatus, classify_run_failure
 from juno_bind_trio.run._deadline import RunDeadline
 
@@ -71,6 +71,8 @@ async def test_an_outer_cancel_inside_a_deadline_is_still_cancelled() -> None:
         (KeyboardInterrupt(), "cancelled"),
         (SystemExit(1), "cancelled"),
         (WriteNotRecordedError("ledger"), "fatal_tool_error"),
+        (AllRoutesFailedError(()), "providers_exhausted"),
+        (NoViableEndpointError(()), "providers_exhausted"),
         (ValueError("bug"), "failed"),
         (TimeoutError("a tool's own timeout"), "failed"),  # not the run's deadline
     ],
@@ -100,6 +102,14 @@ def test_a_fatal_leaf_beats_a_plain_failure_and_is_the_cause() -> None:
     group = ExceptionGroup("run", [ValueError("a"), fatal, KeyError("b")])
     failure = classify_run_failure(group, is_fatal_tool_error=is_fatal)
     assert (failure.status, failure.cause) == ("fatal_tool_error", fatal)
+
+
+def test_an_outage_beats_a_plain_failure_but_not_a_fatal_tool_error() -> None:
+    outage = AllRoutesFailedError(())
+    fatal = WriteNotRecordedError("ledger")
+    assert classify_run_failure(ExceptionGroup("g", [ValueError(), outage])).cause is outage
+    both = ExceptionGroup("g", [outage, fatal])
+    assert classify_run_failure(both, is_fatal_tool_error=is_fatal).cause is fatal
 
 
 def test_a_base_group_with_a_cancellation_is_cancelled() -> None:
@@ -132,6 +142,7 @@ _LEAVES: dict[RunFailureStatus, st.SearchStrategy[BaseException]] = {
     "timed_out": st.builds(RunTimeoutError, st.just(1.0)),
     "cancelled": st.builds(KeyboardInterrupt),
     "fatal_tool_error": st.builds(WriteNotRecordedError),
+    "providers_exhausted": st.builds(NoViableEndpointError, st.just(())),
     "failed": st.builds(ValueError),
 }
 _ORDER = ["timed_out", "cancelled", "fatal_tool_error", "providers_exhausted", "failed"]

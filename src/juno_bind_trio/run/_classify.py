@@ -14,7 +14,9 @@ a run can fail:
     a tool failed in a way the host declared fatal (a write it could not
     record). Resuming it blindly repeats the problem.
 ``"providers_exhausted"``
-    every route to every model failed: an outage, not a bug in the run.
+    routing found no answer (:class:`~juno_bind_trio.RoutingError`: every
+    route failed, or circuit breakers left nothing to try): an outage, not a
+    bug in the run. Resumable once a provider is back.
 ``"failed"``
     anything else: a bug to look at.
 
@@ -22,8 +24,8 @@ Exception groups
 ----------------
 
 A run that fails inside a task group can surface as an exception group with
-more than one leaf. The group itself is checked first (a routing failure may
-*be* a group carrying its whole attempt trail), then every leaf, and the most
+more than one leaf. The group itself is checked first (the host's
+``is_fatal_tool_error`` may claim a group of its own), then every leaf, and the most
 telling status wins, in the order above: a timeout or a cancellation explains
 why everything else in the group happened, and a fatal tool error or an
 outage is more specific than "failed". The leaf that decided is returned as
@@ -43,8 +45,7 @@ from typing import Literal, TypeAlias, final
 
 import attrs
 
-from juno_bind_trio import _errors
-from juno_bind_trio._errors import RunTimeoutError
+from juno_bind_trio._errors import RoutingError, RunTimeoutError
 
 from ._deadline import RunDeadline
 
@@ -77,13 +78,6 @@ class RunFailure:
     status: RunFailureStatus
     cause: BaseException
     exception: BaseException
-
-
-def _type_named(name: str) -> type[BaseException] | None:
-    # The routing and loop subpackages define these; looked up rather than
-    # imported so this module does not depend on which of them exist.
-    found = getattr(_errors, name, None)
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
 
 
 def classify_run_failure(
@@ -125,8 +119,6 @@ def classify_run_failure(
             "classify_run_failure: is_fatal_tool_error must be callable, "
             f"got {is_fatal_tool_error!r}"
         )
-    routing_error = _type_named("RoutingError")
-    fatal_tool_error = _type_named("FatalToolError")
 
     def status_of(node: BaseException) -> RunFailureStatus | None:
         if isinstance(node, RunTimeoutError):
@@ -135,11 +127,9 @@ def classify_run_failure(
             if isinstance(node, BaseExceptionGroup):
                 return None  # a group of cancellations and errors: decided by its leaves
             return "timed_out" if deadline is not None and deadline.timed_out else "cancelled"
-        if fatal_tool_error is not None and isinstance(node, fatal_tool_error):
-            return "fatal_tool_error"
         if is_fatal_tool_error is not None and is_fatal_tool_error(node):
             return "fatal_tool_error"
-        if routing_error is not None and isinstance(node, routing_error):
+        if isinstance(node, RoutingError):
             return "providers_exhausted"
         if isinstance(node, BaseExceptionGroup):
             return None
