@@ -340,22 +340,29 @@ class AllRoutesFailedError(RoutingError):
         skipped: tuple[SkippedCandidate, ...] = (),
         message: str | None = None,
     ) -> None:
-        if message is None:
-            lines = [f"all routes failed after {len(attempts)} attempt(s):"]
-            for record in attempts:
+        # The full message is built when first read, not here: a host that
+        # handles the failure (falls back, retries later) never pays for
+        # formatting every attempt's exception.
+        super().__init__(f"all routes failed after {len(attempts)} attempt(s)", attempts, skipped)
+        self._message = message
+        if attempts and attempts[-1].error is not None:
+            self.__cause__ = attempts[-1].error
+
+    def __str__(self) -> str:
+        if self._message is None:
+            lines = [f"all routes failed after {len(self.attempts)} attempt(s):"]
+            for record in self.attempts:
                 cursor, error = record.cursor, record.error
                 action = record.action.value if record.action is not None else "-"
                 lines.append(
                     f"  [{cursor.attempt}] {record.candidate.endpoint} (model {cursor.model!r}): "
                     f"{type(error).__name__}: {error} -> {action}"
                 )
-            if skipped:
-                refused = ", ".join(s.candidate.endpoint for s in skipped)
+            if self.skipped:
+                refused = ", ".join(s.candidate.endpoint for s in self.skipped)
                 lines.append(f"  circuit breaker open, not tried: {refused}")
-            message = "\n".join(lines)
-        super().__init__(message, attempts, skipped)
-        if attempts and attempts[-1].error is not None:
-            self.__cause__ = attempts[-1].error
+            self._message = "\n".join(lines)
+        return self._message
 
     @property
     def retry_after(self) -> float | None:

@@ -247,6 +247,30 @@ class RoutePlan:
         converter=_plan_max_retry_wait,
     )
 
+    # The executor's view of the plan, computed once: per stage, per candidate,
+    # (candidate index, candidate, retry budget, model to send). A plan is built
+    # once and routed many times, so this keeps the per-attempt path to lookups.
+    _schedule: tuple[tuple[tuple[int, Candidate, int, str], ...], ...] = attrs.field(
+        init=False, eq=False, hash=False, repr=False
+    )
+
+    # Cursors are values, so every turn routed through this plan can share them:
+    # keyed by (stage, candidate, attempt on it, attempt overall), bounded by the
+    # square of max_attempts(), and it spares the hot path building one per attempt.
+    _cursors: dict[tuple[int, int, int, int], RouteCursor] = attrs.field(
+        init=False, factory=dict, eq=False, hash=False, repr=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        schedule = tuple(
+            tuple(
+                (index, candidate, self.retry_budget(candidate), candidate.model or stage.model)
+                for index, candidate in enumerate(stage.candidates)
+            )
+            for stage in self.stages
+        )
+        object.__setattr__(self, "_schedule", schedule)
+
     def retry_budget(self, candidate: Candidate) -> int:
         """Same-endpoint retries *candidate* gets after its first attempt."""
         return self.max_retries if candidate.max_retries is None else candidate.max_retries
