@@ -10,9 +10,12 @@ else from its subpackage.
 from ._errors import ABORTED_TOOL_CALL_MESSAGE as ABORTED_TOOL_CALL_MESSAGE
 from ._errors import INTERRUPTED_TOOL_CALL_MESSAGE as INTERRUPTED_TOOL_CALL_MESSAGE
 from ._errors import AbortedToolCallError as AbortedToolCallError
+from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
+from ._errors import NoViableEndpointError as NoViableEndpointError
+from ._errors import RoutingError as RoutingError
 from ._errors import SchemaError as SchemaError
 from ._errors import StreamStallError as StreamStallError
 from ._errors import StructuredOutputError as StructuredOutputError
@@ -31,9 +34,12 @@ __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
     "INTERRUPTED_TOOL_CALL_MESSAGE",
     "AbortedToolCallError",
+    "AllRoutesFailedError",
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "NoViableEndpointError",
+    "RoutingError",
     "SchemaError",
     "StreamStallError",
     "StructuredOutputError",
