@@ -16,6 +16,7 @@ from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
+from ._errors import RunTimeoutError as RunTimeoutError
 from ._errors import SchemaError as SchemaError
 from ._errors import StreamStallError as StreamStallError
 from ._errors import StructuredOutputError as StructuredOutputError
@@ -40,6 +41,7 @@ __all__ = [
     "JunoBindError",
     "NoViableEndpointError",
     "RoutingError",
+    "RunTimeoutError",
     "SchemaError",
     "StreamStallError",
     "StructuredOutputError",

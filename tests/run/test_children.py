@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juno_bind_trio.run._children import (
+from juno_bind_trio.run import (
     ChainLink,
     ChainRef,
     ChainRule,

@@ -7,9 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juno_bind_trio._errors import AllRoutesFailedError, NoViableEndpointError, RunTimeoutError
-from juno_bind_trio.run._classify import RunFailureStatus, classify_run_failure
-from juno_bind_trio.run._deadline import RunDeadline
+from juno_bind_trio import AllRoutesFailedError, NoViableEndpointError, RunTimeoutError
+from juno_bind_trio.run import RunDeadline, RunFailureStatus, classify_run_failure
 
 pytestmark = pytest.mark.anyio
 

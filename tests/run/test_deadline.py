@@ -7,8 +7,8 @@ import math
 import anyio
 import pytest
 
-from juno_bind_trio._errors import RunTimeoutError, UsageError
-from juno_bind_trio.run._deadline import RunDeadline
+from juno_bind_trio import RunTimeoutError, UsageError
+from juno_bind_trio.run import RunDeadline
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_on
-from juno_bind_trio._errors import UsageError
-from juno_bind_trio.run._heartbeat import (
+from juno_bind_trio import UsageError
+from juno_bind_trio.run import (
     CoalescedHeartbeat,
     HeartbeatStatistics,
     open_coalesced_heartbeat,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juno_bind_trio.run._receipts import (
+from juno_bind_trio.run import (
     EffectResumability,
     ReceiptDecision,
     ReceiptState,

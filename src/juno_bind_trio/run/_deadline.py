@@ -44,19 +44,16 @@ from __future__ import annotations
 
 import math
 from types import TracebackType
-from typing import Protocol, final
+from typing import final
 
 import anyio
 import attrs
 
 from juno_bind_trio._errors import RunTimeoutError, UsageError
 
+from ._calls import StopSignal
+
 __all__ = ["RunDeadline", "RunStop"]
-
-
-class _StopLike(Protocol):
-    @property
-    def cancel_called(self) -> bool: ...
 
 
 def _non_negative(what: str, value: object) -> float:
@@ -178,7 +175,7 @@ class RunDeadline:
         """A soft stop that fires when the budget is spent."""
         return RunStop(self, ())
 
-    def with_external(self, *stops: _StopLike) -> RunStop:
+    def with_external(self, *stops: StopSignal) -> RunStop:
         """A soft stop that fires when the budget is spent **or** any of *stops* is cancelled.
 
         Each of *stops* is anything with a ``cancel_called`` (a ``trio`` or
@@ -206,7 +203,7 @@ class RunStop:
     """
 
     _deadline: RunDeadline = attrs.field(alias="deadline")
-    _external: tuple[_StopLike, ...] = attrs.field(alias="external")
+    _external: tuple[StopSignal, ...] = attrs.field(alias="external")
 
     @property
     def cancel_called(self) -> bool:
