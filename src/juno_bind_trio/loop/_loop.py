@@ -218,11 +218,13 @@ class _OpenBatch:
 
     __slots__ = ("answers", "batch", "calls", "ids", "iteration", "names", "pooled", "running")
 
-    def __init__(self, iteration: int, calls: tuple[ToolCallLike, ...]) -> None:
+    def __init__(
+        self, iteration: int, calls: tuple[ToolCallLike, ...], ids: list[str], names: list[str]
+    ) -> None:
         self.iteration = iteration
         self.calls = calls
-        self.ids = [tool_call_id(c) for c in calls]
-        self.names = [tool_call_name(c) for c in calls]
+        self.ids = ids
+        self.names = names
         self.answers: list[dict[str, Any] | None] = [None] * len(calls)
         # The serial call being awaited: the one a hard cancel interrupts.
         self.running: int | None = None
@@ -474,22 +476,28 @@ class ToolLoop:
             calls = result.tool_calls
             assistant: dict[str, Any] = {"role": "assistant", "content": result.content}
             if calls:
-                assistant["tool_calls"] = [
-                    {
-                        "id": tool_call_id(call),
-                        "type": "function",
-                        "function": {
-                            "name": tool_call_name(call),
-                            "arguments": tool_call_arguments(call),
-                        },
-                    }
-                    for call in calls
-                ]
+                # Each call read once (ModelTurnResult already checked its shape).
+                ids: list[str] = []
+                names: list[str] = []
+                wire: list[dict[str, Any]] = []
+                for call in calls:
+                    call_id = tool_call_id(call)
+                    name = tool_call_name(call)
+                    ids.append(call_id)
+                    names.append(name)
+                    wire.append(
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": tool_call_arguments(call)},
+                        }
+                    )
+                assistant["tool_calls"] = wire
                 # Opened in the same synchronous step as the append: from here on
                 # any exit answers these calls. (The list is re-read every time:
                 # apply_compaction may have replaced it.)
                 self._state.messages.append(assistant)
-                self._open = _OpenBatch(iteration, calls)
+                self._open = _OpenBatch(iteration, calls, ids, names)
             else:
                 self._state.messages.append(assistant)
             self._last_content = result.content
