@@ -243,53 +243,54 @@ class ToolLoop:
 
     Required:
 
-    :param state: the run state; its ``messages`` list is the transcript
-        (OpenAI chat-format dicts) the loop appends to.
-    :param max_iterations: the most model calls the run may make.
-    :param call_model: ``async (ModelTurn) -> ModelTurnResult``, one model turn.
-    :param run_tool_call: ``async (call) -> ToolCallOutcome``, one tool call.
-        A tool that fails raises; the exception becomes the tool message
-        ``{"success": false, "kind": ..., "error": ...}`` the model sees.
+    * ``state``: the run state; its ``messages`` list is the transcript
+      (OpenAI chat-format dicts) the loop appends to.
+    * ``max_iterations``: the most model calls the run may make.
+    * ``call_model``: ``async (ModelTurn) -> ModelTurnResult``, one model turn.
+    * ``run_tool_call``: ``async (call) -> ToolCallOutcome``, one tool call.
+      A tool that fails raises; the exception becomes the tool message
+      ``{"success": false, "kind": ..., "error": ...}`` the model sees.
 
     Optional ports (``None`` leaves the step out):
 
-    :param build_tools: ``() -> Sequence``: the tools offered to the next
-        turn, rebuilt every turn (activations change it).
-    :param runs_serially: ``(call) -> bool``: calls that must run one at a
-        time before the pool (plugin activations, typically).
-    :param is_fatal_tool_error: ``(exc) -> bool``: an error that must end the
-        run at once. Raised as itself, never in an exception group.
-    :param activate_plugins: ``async (names) -> None``, after a batch whose
-        outcomes named ``activated_plugin``; ``activate_skills`` likewise for
-        ``activated_skill``.
-    :param should_stop: ``() -> bool``, asked before every model call.
-    :param on_turn_would_end: ``async (ModelTurnResult) -> bool``: the model
-        answered without tools; return ``True`` to go on (after appending what
-        the model should see next).
-    :param needs_compaction: ``(context_tokens) -> bool``;
-        ``apply_compaction``: ``async () -> None``, which rewrites the
-        transcript. Run when either says so and ``apply_compaction`` exists.
-    :param save_session: ``async () -> None``, the persist port: awaited once
-        at the end of every completed iteration, never after a stop, a
-        suspension or a hard cancel.
-    :param stop: the soft stop, a ``trio.CancelScope`` or ``anyio.CancelScope``
-        the loop only reads (``cancel_called``): once cancelled, no call is
-        claimed, nothing in flight is touched, and the run ends ``"stopped"``
-        after the batch or before the next model call.
-    :param events: a memory object send stream for
-        :data:`~juno_bind_trio.loop.LoopEvent`. Sent with ``send_nowait``;
-        when it is full or closed the event is dropped and counted, and the
-        loop goes on. The loop never closes it.
-    :param interrupts: a memory object receive stream of
-        :class:`~juno_bind_trio.loop.Interrupt`, drained with
-        ``receive_nowait`` before every model call.
-    :param text_sink: a :class:`~juno_bind_trio.completion.TurnStreamSink`,
-        or a factory ``(turn_id) -> TurnStreamSink``: the loop makes one
-        ``TurnTextStream`` per turn for ``call_model`` and finishes it.
-    :param max_text_resets: the streams' ``max_resets``.
-    :param run_id: prefixes every turn id (``"<run_id>:<iteration>"``);
-        random by default.
-    :param per_tool_limit: the pool's workers per tool name.
+    * ``build_tools``: ``() -> Sequence``: the tools offered to the next
+      turn, rebuilt every turn (activations change it).
+    * ``runs_serially``: ``(call) -> bool``: calls that must run one at a
+      time before the pool (plugin activations, typically).
+    * ``is_fatal_tool_error``: ``(exc) -> bool``: an error that must end the
+      run at once. Raised as itself, never in an exception group.
+    * ``activate_plugins`` / ``activate_skills``: ``async (names) -> None``,
+      after a batch whose outcomes named ``activated_plugin`` /
+      ``activated_skill``.
+    * ``should_stop``: ``() -> bool``, asked before every model call.
+    * ``on_turn_would_end``: ``async (ModelTurnResult) -> bool``: the model
+      answered without tools; return ``True`` to go on (after appending what
+      the model should see next).
+    * ``needs_compaction``: ``(context_tokens) -> bool`` and
+      ``apply_compaction``: ``async () -> None``, which rewrites the
+      transcript. Run before persisting when a tool asked for it or
+      ``needs_compaction`` says so.
+    * ``save_session``: ``async () -> None``, the persist port: awaited at the
+      end of every completed iteration; never for a batch the stop fired in,
+      a suspension, or after a hard cancel.
+    * ``stop``: the soft stop, a ``trio.CancelScope`` or ``anyio.CancelScope``
+      the loop only reads (``cancel_called``): once cancelled, no call is
+      claimed, nothing in flight is touched, and the run ends ``"stopped"``
+      after the batch or before the next model call.
+    * ``events``: a memory object send stream for
+      :data:`~juno_bind_trio.loop.LoopEvent`, sent with ``send_nowait``;
+      when it is full or closed the event is dropped and counted, and the
+      loop goes on. The loop never closes it.
+    * ``interrupts``: a memory object receive stream of
+      :class:`~juno_bind_trio.loop.Interrupt`, drained with
+      ``receive_nowait`` before every model call.
+    * ``text_sink``: a :class:`~juno_bind_trio.completion.TurnStreamSink`,
+      or a factory ``(turn_id) -> TurnStreamSink``: the loop makes one
+      ``TurnTextStream`` per turn for ``call_model`` and finishes it.
+    * ``max_text_resets``: the streams' ``max_resets``.
+    * ``run_id``: prefixes every turn id (``"<run_id>:<iteration>"``);
+      random by default.
+    * ``per_tool_limit``: the pool's workers per tool name (5).
     """
 
     _state: SupportsMessages = attrs.field(alias="state", validator=_check_state)
