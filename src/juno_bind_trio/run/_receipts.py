@@ -52,6 +52,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable
+from json.encoder import encode_basestring
 from typing import Literal, TypeAlias, final
 from urllib.parse import quote
 
@@ -98,40 +99,40 @@ _RESUMABILITIES: frozenset[str] = frozenset(EffectResumability.__args__)  # type
 
 # --- canonical JSON --------------------------------------------------------------------
 
-# Escaped: what JSON requires (the quote, the backslash, control characters),
-# spelled as JavaScript's JSON.stringify spells it, and lone surrogates, which
-# UTF-8 cannot encode and JSON.stringify escapes too. Nothing else: the text
-# stays readable and the same on both sides.
-_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-}
-_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+# Strings: the standard library's C escaper writes exactly what JavaScript's
+# JSON.stringify writes (the quote, the backslash, \b \f \n \r \t, other
+# control characters as lowercase \u00xx, everything else as it is), except
+# for lone surrogates, which it leaves raw. UTF-8 cannot encode those and
+# JSON.stringify escapes them, so they are escaped on top: a rare case, found
+# by one C-speed search.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group()
-    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _string(value: str) -> str:
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
+    text: str = encode_basestring(value)
+    if _SURROGATE.search(text) is not None:
+        text = _SURROGATE.sub(_escape_surrogate, text)
+    return text
 
 
 def _number(value: float) -> str:
     # JavaScript's Number.prototype.toString, so a TypeScript host and this one
     # hash the same arguments alike: 1.0 is "1", 1e21 is "1e+21", 1e-7 is
-    # "1e-7". Python's repr already gives the shortest round-tripping digits;
-    # only where the point and the exponent go differs.
+    # "1e-7". Both write the shortest digits that round-trip; only where the
+    # point and the exponent go differs.
+    magnitude = abs(value)
+    if 1e-4 <= magnitude < 1e16:
+        # Here Python's repr is already positional, as JavaScript's is, and
+        # differs only by the ".0" it gives an integral value.
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
     if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    mantissa, _, exp = repr(abs(value)).partition("e")
+        return "0"  # and -0.0, as JavaScript writes it
+    mantissa, _, exp = repr(magnitude).partition("e")
     whole, _, frac = mantissa.partition(".")
     digits = (whole + frac).lstrip("0")
     point = len(whole) + int(exp or 0) - (len(whole + frac) - len(digits))
@@ -147,15 +148,7 @@ def _number(value: float) -> str:
         e = n - 1
         text = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e >= 0 else "e-")
         text += str(abs(e))
-    return sign + text
-
-
-def _path(parent: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{parent}[{key}]"
-    if key.isidentifier():
-        return f"{parent}.{key}"
-    return f"{parent}[{_string(key)}]"
+    return "-" + text if value < 0 else text
 
 
 def _utf16_key(item: tuple[str, object]) -> bytes:
@@ -164,51 +157,92 @@ def _utf16_key(item: tuple[str, object]) -> bytes:
     return item[0].encode("utf-16-be", "surrogatepass")
 
 
-def _encode(value: object, path: str, out: list[str], active: set[int]) -> None:
-    if value is None:
+class _Refused(Exception):
+    """Raised on the first value that is not JSON; each container adds its key on the way out.
+
+    The path is built only when something is refused: on the ordinary path
+    no container formats a path it will never show.
+    """
+
+    def __init__(self, error: type[Exception], problem: str) -> None:
+        super().__init__(problem)
+        self.error = error
+        self.problem = problem
+        self.keys: list[str | int] = []
+
+
+def _path(keys: list[str | int]) -> str:
+    path = "$"
+    for key in reversed(keys):
+        if isinstance(key, int):
+            path += f"[{key}]"
+        elif key.isidentifier():
+            path += f".{key}"
+        else:
+            path += f"[{_string(key)}]"
+    return path
+
+
+def _encode(value: object, out: list[str], active: set[int]) -> None:
+    if isinstance(value, str):
+        out.append(_string(value))
+    elif value is None:
         out.append("null")
     elif value is True:
         out.append("true")
     elif value is False:
         out.append("false")
-    elif isinstance(value, str):
-        out.append(_string(value))
     elif isinstance(value, int):
         out.append(int.__repr__(value))  # int.__repr__: an IntEnum is its number
     elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"canonical_json: {path} is {value!r}, which JSON cannot represent")
+        if value != value or value in (math.inf, -math.inf):
+            raise _Refused(ValueError, f"is {value!r}, which JSON cannot represent")
         out.append(_number(value))
-    elif isinstance(value, (dict, list, tuple)):
+    elif isinstance(value, dict):
         if id(value) in active:
-            raise ValueError(f"canonical_json: {path} contains itself")
+            raise _Refused(ValueError, "contains itself")
         active.add(id(value))
-        if isinstance(value, dict):
-            for key in value:
-                if not isinstance(key, str):
-                    raise TypeError(
-                        f"canonical_json: {path} has a key {key!r} that is not a string"
-                    )
-            out.append("{")
-            for i, (key, item) in enumerate(sorted(value.items(), key=_utf16_key)):
-                if i:
-                    out.append(",")
-                out.append(_string(key))
-                out.append(":")
-                _encode(item, _path(path, key), out, active)
-            out.append("}")
+        items = list(value.items())
+        for key, _ in items:
+            if not isinstance(key, str):
+                raise _Refused(TypeError, f"has a key {key!r} that is not a string")
+        # Code point order is UTF-16 order for every key without an astral character.
+        if all(key.isascii() for key, _ in items):
+            items.sort()
         else:
-            out.append("[")
-            for i, item in enumerate(value):
-                if i:
-                    out.append(",")
-                _encode(item, _path(path, i), out, active)
-            out.append("]")
+            items.sort(key=_utf16_key)
+        out.append("{")
+        first = True
+        for key, item in items:
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_string(key))
+            out.append(":")
+            try:
+                _encode(item, out, active)
+            except _Refused as refused:
+                refused.keys.append(key)
+                raise
+        out.append("}")
+        active.discard(id(value))
+    elif isinstance(value, (list, tuple)):
+        if id(value) in active:
+            raise _Refused(ValueError, "contains itself")
+        active.add(id(value))
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            try:
+                _encode(item, out, active)
+            except _Refused as refused:
+                refused.keys.append(index)
+                raise
+        out.append("]")
         active.discard(id(value))
     else:
-        raise TypeError(
-            f"canonical_json: {path} is a {type(value).__name__} ({value!r}), which is not JSON"
-        )
+        raise _Refused(TypeError, f"is a {type(value).__name__} ({value!r}), which is not JSON")
 
 
 def canonical_json(value: object) -> str:
@@ -232,7 +266,10 @@ def canonical_json(value: object) -> str:
         datetime, a non-string key), named the same way.
     """
     out: list[str] = []
-    _encode(value, "$", out, set())
+    try:
+        _encode(value, out, set())
+    except _Refused as refused:
+        raise refused.error(f"canonical_json: {_path(refused.keys)} {refused.problem}") from None
     return "".join(out)
 
 
@@ -340,16 +377,16 @@ def decide_tool_call_receipt(
 
     :raises ValueError: *state* or *resumability* is not one of its values.
     """
-    given: tuple[object, object] = (state, resumability)
-    hashable = isinstance(given[0], str) and isinstance(given[1], str)
-    decision = _TABLE.get((state, resumability)) if hashable else None
-    if decision is None:
-        if not isinstance(given[0], str) or given[0] not in _STATES:
-            raise ValueError(
-                f"decide_tool_call_receipt: state must be one of {sorted(_STATES)}, got {state!r}"
-            )
+    try:
+        return _TABLE[state, resumability]
+    except (KeyError, TypeError):  # TypeError: an unhashable value
+        pass
+    given: object = state
+    if not isinstance(given, str) or given not in _STATES:
         raise ValueError(
-            "decide_tool_call_receipt: resumability must be one of "
-            f"{sorted(_RESUMABILITIES)}, got {resumability!r}"
+            f"decide_tool_call_receipt: state must be one of {sorted(_STATES)}, got {state!r}"
         )
-    return decision
+    raise ValueError(
+        "decide_tool_call_receipt: resumability must be one of "
+        f"{sorted(_RESUMABILITIES)}, got {resumability!r}"
+    )
