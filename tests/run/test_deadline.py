@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import anyio
+import outcome
 import pytest
 
-from juno_bind_trio import RunTimeoutError, UsageError
-from juno_bind_trio.run import RunDeadline
+from juno_bind_trio import AbortedToolCallError, RunTimeoutError, UsageError
+from juno_bind_trio.run import RunDeadline, run_tool_calls_pooled_by_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -242,3 +244,59 @@ def test_run_timeout_error_pickles() -> None:
     assert isinstance(copy, RunTimeoutError)
     assert copy.seconds == 7.5
     assert str(copy) == str(RunTimeoutError(7.5))
+
+
+# --- with the tool pool: the soft stop at the budget, the hard stop after grace ---------
+
+
+def calls_to(tool: str, n: int) -> list[dict[str, object]]:
+    return [
+        {"id": f"c{i}", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+        for i in range(n)
+    ]
+
+
+async def test_the_pool_stops_claiming_at_the_budget_and_finishes_in_flight_calls() -> None:
+    start = anyio.current_time()
+    ran: list[tuple[str, float, float]] = []
+
+    async def tool(call: Any) -> str:
+        began = anyio.current_time() - start
+        await anyio.sleep(4)
+        ran.append((call["id"], began, anyio.current_time() - start))
+        return str(call["id"])
+
+    with RunDeadline(5, grace=10) as deadline:
+        results = await run_tool_calls_pooled_by_tool(
+            calls_to("t", 3),
+            tool,
+            stop=deadline.with_external(anyio.CancelScope()),
+            per_tool_limit=1,
+        )
+    # c1 was claimed at 4 (before the budget) and finished inside the grace;
+    # c2's claim came at 8, after the soft stop: refused, never started.
+    assert ran == [("c0", 0, 4), ("c1", 4, 8)]
+    assert [r.unwrap() for r in results[:2]] == ["c0", "c1"]
+    assert isinstance(results[2], outcome.Error)
+    assert isinstance(results[2].error, AbortedToolCallError)
+    assert anyio.current_time() - start == 8
+    assert deadline.expired
+    assert not deadline.timed_out
+
+
+async def test_without_grace_the_call_in_flight_is_cut_at_the_budget() -> None:
+    start = anyio.current_time()
+    finished: list[str] = []
+
+    async def tool(call: Any) -> str:
+        await anyio.sleep(4)
+        finished.append(call["id"])
+        return str(call["id"])
+
+    deadline = RunDeadline(5)
+    with pytest.raises(RunTimeoutError), deadline:
+        await run_tool_calls_pooled_by_tool(
+            calls_to("t", 3), tool, stop=deadline.stop, per_tool_limit=1
+        )
+    assert finished == ["c0"]
+    assert anyio.current_time() - start == 5
