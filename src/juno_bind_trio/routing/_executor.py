@@ -64,9 +64,10 @@ Cancellation
 ------------
 
 Cancellation is not a failure and is never classified. The executor checks
-for it before starting each attempt (so a turn cancelled between attempts
-starts no further attempt, even if the previous attempt returned without
-noticing), waits for ``retry_after`` with an ordinary ``anyio.sleep``
+for it before starting every attempt after the first (so a turn cancelled
+between attempts starts no further attempt, even if the previous attempt
+returned without noticing; the first needs no check, because its own first
+checkpoint raises), waits for ``retry_after`` with an ordinary ``anyio.sleep``
 (cancellable at once), and lets the cancellation exception out untouched. A
 cancelled attempt counts neither for nor against its endpoint's breaker: its
 permit is released.
