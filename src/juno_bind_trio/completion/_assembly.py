@@ -211,14 +211,16 @@ class ToolCallAccumulator:
         contradicts what its index already holds, and ``TypeError`` for a value
         that is not a delta at all.
         """
-        if isinstance(delta, Mapping):
-            index = delta.get("index")
-            id_ = delta.get("id")
-            type_ = delta.get("type")
-            function = delta.get("function")
+        # `__class__ is dict` first: the ABC check is most of the cost of a delta.
+        if delta.__class__ is dict or isinstance(delta, Mapping):
+            get = delta.get
+            index = get("index")
+            id_ = get("id")
+            type_ = get("type")
+            function = get("function")
             if function is None:
                 name = arguments = None
-            elif isinstance(function, Mapping):
+            elif function.__class__ is dict or isinstance(function, Mapping):
                 name = function.get("name")
                 arguments = function.get("arguments")
             else:

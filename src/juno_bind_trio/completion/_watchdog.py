@@ -56,10 +56,12 @@ must be able to tell them apart.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import TracebackType
-from typing import Final, Literal, TypeAlias, final
+from typing import Final, Literal, TypeAlias, cast, final
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from juno_bind_trio._errors import StreamStallError, UsageError
@@ -96,6 +98,29 @@ and the tokens already streamed.
 
 _TTFT: Final = "time_to_first_token"
 _INTER: Final = "inter_chunk"
+
+
+def _event_loop_clock() -> Callable[[], float]:
+    """The running event loop's own clock, bound once per watchdog.
+
+    ``anyio.current_time()`` finds the backend afresh on every call, which is
+    most of what reporting a chunk would cost. The deadlines of anyio's cancel
+    scopes are on exactly these clocks (the asyncio loop's ``time()``, trio's
+    current clock), virtual ones included, so reading them directly is the
+    same time, only cheaper.
+    """
+    try:
+        token = anyio.lowlevel.current_token()
+    except AttributeError:  # pragma: no cover - anyio < 4.11 has no current_token()
+        return anyio.current_time
+    loop_time = getattr(token.native_token, "time", None)
+    if callable(loop_time):  # an asyncio event loop
+        return cast("Callable[[], float]", loop_time)
+    if token.backend_class.__name__ == "TrioBackend":
+        import trio.lowlevel
+
+        return trio.lowlevel.current_clock().current_time
+    return anyio.current_time  # pragma: no cover - a backend anyio may add later
 
 
 def _check_budget(name: str, value: object) -> float:
@@ -142,7 +167,10 @@ class StreamWatchdogStatistics:
 
 
 @final
-@attrs.define(eq=False, repr=False)
+# NO_OP: the budgets are converted once, at construction, and never set again;
+# without it attrs routes every attribute write (several per chunk) through a
+# converter hook, which cost more than the rest of a chunk's bookkeeping.
+@attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
 class StreamWatchdog:
     """Cancels a stream that goes silent, and says which budget it broke.
 
@@ -184,6 +212,7 @@ class StreamWatchdog:
         default=DEFAULT_INTER_CHUNK_TIMEOUT, converter=_check_inter, alias="inter_chunk_timeout"
     )
     _scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
+    _clock: Callable[[], float] = attrs.field(default=anyio.current_time, init=False)
     _state: Literal["new", "open", "closed"] = attrs.field(default="new", init=False)
     _started_at: float | None = attrs.field(default=None, init=False)
     _ttft_deadline: float = attrs.field(default=math.inf, init=False)
@@ -262,7 +291,7 @@ class StreamWatchdog:
         if self._state != "open":
             self._not_open("answer")
             return
-        now = anyio.current_time()
+        now = self._clock()
         # At or past the deadline the stall has already happened, whether or
         # not the scope has delivered it yet: moving the deadline now would let
         # a chunk that arrived too late rescue the stream, and would relabel the
@@ -284,7 +313,7 @@ class StreamWatchdog:
         if self._state != "open":
             self._not_open("reasoning")
             return
-        now = anyio.current_time()
+        now = self._clock()
         if now >= self._deadline:
             return
         self._reasoning_chunks += 1
@@ -298,7 +327,7 @@ class StreamWatchdog:
         if self._state != "open":
             self._not_open("chunk")
             return
-        now = anyio.current_time()
+        now = self._clock()
         if now >= self._deadline:
             return
         self._other_chunks += 1
@@ -312,7 +341,8 @@ class StreamWatchdog:
                 "StreamWatchdog: a watchdog guards one stream and cannot be entered twice; "
                 "create a new one per stream"
             )
-        now = anyio.current_time()
+        self._clock = clock = _event_loop_clock()
+        now = clock()
         self._started_at = now
         self._ttft_deadline = now + self._time_to_first_token
         self._deadline = self._ttft_deadline
