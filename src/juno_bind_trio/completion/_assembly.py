@@ -168,6 +168,9 @@ class _Slot:
 
 _MISSING: Final[Any] = object()
 
+# Whether a delta class is a Mapping, decided once per class (a handful exist).
+_IS_MAPPING: Final[dict[type, bool]] = {}
+
 
 def _index(value: object) -> int:
     if isinstance(value, bool):
@@ -211,9 +214,13 @@ class ToolCallAccumulator:
         contradicts what its index already holds, and ``TypeError`` for a value
         that is not a delta at all.
         """
-        # `__class__ is dict` first: the ABC check is most of the cost of a delta.
-        if delta.__class__ is dict or isinstance(delta, Mapping):
-            get = delta.get
+        # The ABC check is most of the cost of a delta, so it runs once per class.
+        cls = delta.__class__
+        is_mapping = True if cls is dict else _IS_MAPPING.get(cls)
+        if is_mapping is None:
+            is_mapping = _IS_MAPPING[cls] = issubclass(cls, Mapping)
+        if is_mapping:
+            get = cast("Mapping[str, Any]", delta).get
             index = get("index")
             id_ = get("id")
             type_ = get("type")
