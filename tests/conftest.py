@@ -1,5 +1,7 @@
 """Every async test runs on both anyio backends, each on a virtual clock.
 
+Each test gets a fresh clock starting at zero.
+
 * trio: ``trio.testing.MockClock(autojump_threshold=0)``.
 * asyncio: :class:`virtual_asyncio.VirtualClockEventLoop`, which jumps the same way.
 
@@ -43,19 +45,22 @@ def backend_options(name: str) -> dict[str, Any]:
     return {"loop_factory": VirtualClockEventLoop}
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> object:  # pragma: no cover - always replaced by the parametrization below
-    raise AssertionError("anyio_backend is parametrized in pytest_generate_tests")
+@pytest.fixture
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    """The backend under test, with a clock made for this test alone.
+
+    Built here, per test, rather than once at collection: every test of a
+    parametrized function would otherwise share one MockClock, start where the
+    previous one left it, and lose exactness far from zero.
+    """
+    name: str = request.param
+    return (name, backend_options(name))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = selected_backends(metafunc.config)
     if "anyio_backend" in metafunc.fixturenames:
-        metafunc.parametrize(
-            "anyio_backend",
-            [pytest.param((n, backend_options(n)), id=n) for n in names],
-            scope="module",
-        )
+        metafunc.parametrize("anyio_backend", names, indirect=True)
     elif "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", names)
 

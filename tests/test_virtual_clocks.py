@@ -16,6 +16,13 @@ async def test_sleep_jumps_the_clock_exactly() -> None:
     assert anyio.current_time() - start == 3600
 
 
+@pytest.mark.parametrize("seconds", [10**6, 10**8, 365.25 * 86400 * 3, 0.1])
+async def test_long_and_fractional_sleeps_end_exactly(seconds: float) -> None:
+    start = anyio.current_time()
+    await anyio.sleep(seconds)
+    assert anyio.current_time() - start == pytest.approx(seconds, rel=1e-12, abs=1e-9)
+
+
 async def test_deadline_fires_at_its_virtual_time() -> None:
     start = anyio.current_time()
     with anyio.move_on_after(2.5) as scope:

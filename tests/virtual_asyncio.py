@@ -13,6 +13,7 @@ virtual times on both anyio backends and never sleep on the wall clock.
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 from typing import Any
 
@@ -28,7 +29,7 @@ class _AutojumpSelector:
         ready = self._inner.select(0)
         if ready or timeout <= 0:
             return ready
-        self._loop.advance(timeout)
+        self._loop.jump_to_next_timer(timeout)
         return []
 
     def __getattr__(self, name: str) -> Any:
@@ -46,5 +47,22 @@ class VirtualClockEventLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._virtual_now
 
-    def advance(self, seconds: float) -> None:
-        self._virtual_now += seconds
+    def jump_to_next_timer(self, timeout: float) -> None:
+        """Move the clock to the earliest pending timer, exactly.
+
+        Adding ``timeout`` (which asyncio computed as ``when - now`` and capped at
+        a day) would accumulate rounding: far from zero, ``now + (when - now)``
+        can land a hair short of ``when``, and the loop would then spin forever
+        on a remainder smaller than the clock's resolution. Jumping to the
+        timer's own deadline is exact.
+        """
+        # asyncio caps a select timeout at one day; with nothing ready, nothing
+        # can happen before the earliest timer, so go straight there.
+        scheduled = self._scheduled  # type: ignore[attr-defined]
+        target = scheduled[0].when() if scheduled else self._virtual_now + timeout
+        # asyncio runs a timer when `when < now + clock_resolution`. Far from
+        # zero that sum rounds back to `now` and the timer would never run; one
+        # ulp past it is the smallest time at which it does.
+        if target + self._clock_resolution <= target:  # type: ignore[attr-defined]
+            target = math.nextafter(target, math.inf)
+        self._virtual_now = max(self._virtual_now, target)
