@@ -97,3 +97,21 @@ def test_a_real_endpoint_needs_every_setting() -> None:
     with pytest.raises(SystemExit) as caught:
         demo.main(["--model", "gpt-x", "--api-key", ""])
     assert caught.value.code == 2
+
+
+def test_text_stream_demo_shows_the_reset_replacing_the_partial_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import trio
+    import trio.testing
+
+    text_demo = load("text_stream_demo")
+    start_clock = trio.testing.MockClock(autojump_threshold=0)
+    assert trio.run(text_demo.main, clock=start_clock) == 0
+    out = capsys.readouterr().out
+    assert "attempt 0 failed: connection reset mid-stream; produced_output=False" in out
+    assert "reset  epoch=1 seq=3  screen: ''" in out
+    assert "final screen: 'The answer is forty-two.' (resets sent: 1)" in out
+    # 0.05 s before each word: four waits for the attempt that died at its
+    # fourth word, five for the retry.
+    assert start_clock.current_time() == pytest.approx(0.45)
