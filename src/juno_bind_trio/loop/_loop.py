@@ -42,7 +42,6 @@ or discard it but never has to heal it.
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
@@ -53,6 +52,7 @@ import attrs
 import outcome
 import trio
 
+from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
 from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
 from juno_bind_trio.completion import TurnTextStream
 from juno_bind_trio.plugins import SuspendDirective, kind_for_error, tool_failure_message
@@ -94,18 +94,6 @@ _DONE: Final = (
     trio.ClosedResourceError,
     trio.BrokenResourceError,
 )
-
-
-def _cancelled_now() -> bool:
-    """Whether this task sits in a cancelled scope, checked without a checkpoint."""
-    return anyio.current_effective_deadline() == -math.inf
-
-
-async def _checkpoint_if_cancelled() -> None:
-    if trio.lowlevel.in_trio_run():
-        await trio.lowlevel.checkpoint_if_cancelled()
-    else:
-        await anyio.lowlevel.checkpoint_if_cancelled()
 
 
 # --- construction-time checks ----------------------------------------------------------
@@ -507,7 +495,7 @@ class ToolLoop:
 
             if not calls:
                 if self._on_turn_would_end is not None:
-                    await _checkpoint_if_cancelled()
+                    await checkpoint_if_cancelled()
                     go_on = await self._on_turn_would_end(result)
                     if not isinstance(go_on, bool):
                         raise TypeError(
@@ -539,10 +527,10 @@ class ToolLoop:
                 if value.request_compaction:
                     compaction_requested = True
             if plugins and self._activate_plugins is not None:
-                await _checkpoint_if_cancelled()
+                await checkpoint_if_cancelled()
                 await self._activate_plugins(tuple(plugins))
             if skills and self._activate_skills is not None:
-                await _checkpoint_if_cancelled()
+                await checkpoint_if_cancelled()
                 await self._activate_skills(tuple(skills))
 
             # A stopped batch ends the run HERE: every refused call is already
@@ -563,7 +551,7 @@ class ToolLoop:
 
     async def _model_turn(self, iteration: int) -> ModelTurnResult:
         # No model call is paid for under a pending cancel (see _end_iteration).
-        await _checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         tools: Sequence[Any] = () if self._build_tools is None else self._build_tools()
         turn_id = f"{self._run_id}:{iteration}"
         stream = self._open_text_stream(turn_id)
@@ -673,16 +661,16 @@ class ToolLoop:
             )
         # A cancel can be pending without this task having seen it (the previous
         # tool swallowed it, or ran shielded): no call may start after one.
-        await _checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         open_batch.running = index
         try:
             value = await self._run_tool_call(open_batch.calls[index])
         except Exception as exc:
-            if _cancelled_now():
+            if cancelled_now():
                 # The tool turned the cancellation into an ordinary error. It was
                 # cut off, whatever it says: leave it "running", so the exit path
                 # answers it as interrupted, and let the cancellation through.
-                await _checkpoint_if_cancelled()
+                await checkpoint_if_cancelled()
             open_batch.running = None
             return self._settle(open_batch, index, _Error(exc), fatal=True)
         open_batch.running = None
@@ -783,7 +771,7 @@ class ToolLoop:
         # while this task was not at a checkpoint (a port that shielded itself, a
         # tool that swallowed it) would otherwise let the next port start its
         # work, and its first await would raise only after that work began.
-        await _checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         if self._apply_compaction is not None and (
             compaction_requested
             or (
@@ -800,7 +788,7 @@ class ToolLoop:
         if self._save_session is None:
             return
         # Above all never persist under a pending cancel (see _end_iteration).
-        await _checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         if self._send_event is not None:
             self._emit(StatusEvent(iteration, "saving_session"))
         await self._save_session()

@@ -95,6 +95,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
+from juno_bind_trio._cancel import checkpoint_if_cancelled_fn
 from juno_bind_trio._errors import AllRoutesFailedError, NoViableEndpointError
 
 from ._breaker import BreakerPermit, CircuitBreaker
@@ -285,6 +286,9 @@ async def execute_route_plan(
     skipped: list[SkippedCandidate] = []
     cursors = plan._cursors
     overall = 0
+    # Resolved on the second attempt, once per route: the cheapest probe for
+    # the running backend (a route that succeeds at once never needs it).
+    checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
 
     for stage_index, stage in enumerate(plan._schedule):
         next_stage = False
@@ -308,7 +312,9 @@ async def execute_route_plan(
                         # No attempt starts once the turn is cancelled, even when the
                         # previous attempt returned without reaching a checkpoint. (The
                         # first needs no check: its own first checkpoint raises.)
-                        await anyio.lowlevel.checkpoint_if_cancelled()
+                        if checkpoint_if_cancelled is None:
+                            checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
+                        await checkpoint_if_cancelled()
                     outcome: object = await attempt(candidate, cursor)
                 except BaseException:
                     # Cancelled, or the attempt function raised: no verdict on the

@@ -39,7 +39,6 @@ the caller reads them from the batch in its ``except`` or ``finally``.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Final, Generic, Literal, NoReturn, Protocol, TypeVar, cast, final
@@ -48,8 +47,8 @@ import anyio
 import anyio.lowlevel
 import attrs
 import outcome
-import trio
 
+from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled_fn
 from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
 
 from ._calls import StopSignal, ToolCallLike, read_tool_call
@@ -175,22 +174,6 @@ def _raise_bad_ids(calls: tuple[ToolCallLike, ...], ids: list[str]) -> NoReturn:
             raise ValueError(f"ToolBatch: tool call ids must be unique, got {call_id!r} twice")
         seen.add(call_id)
     raise AssertionError("unreachable: the ids were checked as bad")  # pragma: no cover
-
-
-def _checkpoint_if_cancelled() -> Callable[[], Awaitable[None]]:
-    """The cheapest "raise if this task's scope is cancelled" for the running backend.
-
-    Resolved once per batch: anyio's own version looks the backend up on every
-    call, which on Trio costs three times what Trio's does.
-    """
-    if trio.lowlevel.in_trio_run():
-        return trio.lowlevel.checkpoint_if_cancelled
-    return anyio.lowlevel.checkpoint_if_cancelled
-
-
-def _cancelled_now() -> bool:
-    """Whether the calling task is inside a cancelled scope, checked without a checkpoint."""
-    return anyio.current_effective_deadline() == -math.inf
 
 
 @final
@@ -349,7 +332,7 @@ class ToolBatch(Generic[T]):
             # Still a checkpoint, as every async function in a Trio API is.
             await anyio.lowlevel.checkpoint()
             return []
-        checkpoint_if_cancelled = _checkpoint_if_cancelled()
+        checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
         try:
             async with anyio.create_task_group() as workers:
                 for indices in self._groups.values():
@@ -400,7 +383,7 @@ class ToolBatch(Generic[T]):
             try:
                 value = await run(calls[index])
             except Exception as exc:
-                if _cancelled_now():
+                if cancelled_now():
                     # The tool turned the cancellation into an ordinary error
                     # (a common habit of wrappers). It was cut off, whatever
                     # it says: record it as interrupted, keeping what it
