@@ -24,6 +24,7 @@ from loop_scripts import (
     cancel_at,
 )
 
+from juno_bind_trio import AbortedToolCallError
 from juno_bind_trio.completion import ListSink, ResetEvent
 from juno_bind_trio.loop import ModelTurnResult, ToolLoop
 
@@ -327,3 +328,25 @@ async def test_a_final_answer_during_a_stop_still_completes_and_is_persisted() -
     assert result.reason == "completed"
     assert result.content == "the answer"
     assert host.saves() == 1
+
+
+async def test_a_cancel_and_a_stop_both_pending_in_the_serial_phase_cancel_wins() -> None:
+    # s1 runs shielded through both; s2 is claimed next. The pool checks the hard
+    # cancel first, so the serial phase must too: Cancelled propagates, rather
+    # than a refusal that is_fatal_tool_error turns into an AbortedToolCallError.
+    host = Host([Turn(calls=[call("s1", "act", delay=3, shield=True), call("s2", "act")])])
+    stop = anyio.CancelScope()
+    loop = host.loop(
+        stop=stop,
+        runs_serially=lambda c: True,
+        is_fatal_tool_error=lambda e: isinstance(e, AbortedToolCallError),
+    )
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_at, stop, 2, host.log, "stop")
+        tg.start_soon(cancel_at, scope, 2, host.log, "cancel")
+        with scope:
+            await loop.run()
+    assert scope.cancelled_caught
+    assert tool_kinds(host) == {"s1": "ok", "s2": "not_run"}
+    assert_nothing_after_cancel(host.log)

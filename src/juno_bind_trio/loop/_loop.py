@@ -651,6 +651,12 @@ class ToolLoop:
         self, open_batch: _OpenBatch, index: int, stop: StopSignal | None
     ) -> ToolCallOutcome | None:
         call_id = open_batch.ids[index]
+        # A cancel can be pending without this task having seen it (the previous
+        # tool swallowed it, or ran shielded): no call may start after one. Checked
+        # before the stop, as the pool's workers do: when both fired, the hard
+        # cancel wins in either half of the batch, rather than a refusal here
+        # (which is_fatal_tool_error may raise) standing in for the Cancelled.
+        await checkpoint_if_cancelled()
         # The serial phase is a loop of its own, so it needs the same claim-time
         # check as the pool, through the same three seams (fatal classification,
         # the rejection event, the synthesized answer); otherwise a stopped batch
@@ -659,9 +665,6 @@ class ToolLoop:
             return self._settle(
                 open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
             )
-        # A cancel can be pending without this task having seen it (the previous
-        # tool swallowed it, or ran shielded): no call may start after one.
-        await checkpoint_if_cancelled()
         open_batch.running = index
         try:
             value = await self._run_tool_call(open_batch.calls[index])
