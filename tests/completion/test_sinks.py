@@ -90,3 +90,28 @@ def test_sink_flags_are_validated() -> None:
         MemoryStreamSink(send, retractable="no")  # type: ignore[arg-type]
     send.close()
     receive.close()
+
+
+def test_memory_sink_refuses_what_is_not_a_send_stream() -> None:
+    # Accepted, every event would fail inside emit and be counted as a sink
+    # error: the reader would silently get nothing, for the whole turn.
+    send, receive = anyio.create_memory_object_stream[object](1)
+    for bad in (object(), receive, None):
+        with pytest.raises(
+            TypeError, match=r"MemoryStreamSink: send_stream must be a MemoryObjectSendStream, got"
+        ):
+            MemoryStreamSink(bad)  # type: ignore[arg-type]
+    send.close()
+    receive.close()
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"), [(-1, ValueError), (1.5, TypeError), (True, TypeError), ("8", TypeError)]
+)
+def test_open_memory_sink_refuses_a_bad_buffer_size_by_name(bad: object, error: type) -> None:
+    with pytest.raises(
+        error,
+        match=r"open_memory_sink: max_buffer_size must be a non-negative integer or math.inf, got "
+        + repr(bad).replace(".", r"\."),
+    ):
+        open_memory_sink(bad)  # type: ignore[arg-type]

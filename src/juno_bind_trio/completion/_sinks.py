@@ -18,6 +18,7 @@ sink knows what it has released, so only the sink can make that saving.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, final, runtime_checkable
 
 import anyio
@@ -107,6 +108,14 @@ class MemoryStreamSink:
     retractable: bool = attrs.field(default=True, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
+        # Checked here, not left to emit: there every failure is counted as a
+        # sink error and the turn goes on, so a wrong object would silently
+        # deliver nothing for the whole turn.
+        if not isinstance(self.send_stream, MemoryObjectSendStream):
+            raise TypeError(
+                "MemoryStreamSink: send_stream must be a MemoryObjectSendStream, "
+                f"got {self.send_stream!r}"
+            )
         if not isinstance(self.retractable, bool):
             raise TypeError(
                 f"MemoryStreamSink: retractable must be a bool, got {self.retractable!r}"
@@ -126,5 +135,17 @@ def open_memory_sink(
     rather than piling up. ``max_buffer_size`` may be ``math.inf`` when the
     reader is known to outlive the turn.
     """
+    if max_buffer_size != math.inf and (
+        isinstance(max_buffer_size, bool) or not isinstance(max_buffer_size, int)
+    ):
+        raise TypeError(
+            "open_memory_sink: max_buffer_size must be a non-negative integer or math.inf, "
+            f"got {max_buffer_size!r}"
+        )
+    if max_buffer_size < 0:
+        raise ValueError(
+            "open_memory_sink: max_buffer_size must be a non-negative integer or math.inf, "
+            f"got {max_buffer_size!r}"
+        )
     send, receive = anyio.create_memory_object_stream[TurnStreamEvent](max_buffer_size)
     return MemoryStreamSink(send, retractable=retractable), receive
