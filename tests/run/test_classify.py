@@ -63,6 +63,27 @@ async def test_an_outer_cancel_inside_a_deadline_is_still_cancelled() -> None:
     assert failure.status == "cancelled"
 
 
+async def test_an_outer_cancel_whose_cleanup_outlasts_the_deadline_is_still_cancelled() -> None:
+    """Classified after the block, as the documented pattern does: the deadline passing
+    during the shielded cleanup of an outer cancel did not end the run."""
+    start = anyio.current_time()
+    with anyio.move_on_after(5) as outer:
+        try:
+            with RunDeadline(8) as deadline:
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.sleep(10)  # past the deadline at 8
+        except BaseException as exc:
+            failure = classify_run_failure(exc, deadline=deadline)
+            raise
+    assert outer.cancelled_caught
+    assert anyio.current_time() - start == 15
+    assert not deadline.timed_out
+    assert failure.status == "cancelled"
+
+
 @pytest.mark.parametrize(
     ("exc", "status"),
     [

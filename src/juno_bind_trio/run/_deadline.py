@@ -96,6 +96,8 @@ class RunDeadline:
     _grace: float = attrs.field(default=0.0, converter=_check_grace, alias="grace", kw_only=True)
     _scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
     _expires_at: float = attrs.field(default=math.inf, init=False)
+    # Set on exit: whether this deadline's cancellation is what ended the body.
+    _ended_body: bool | None = attrs.field(default=None, init=False)
 
     def __repr__(self) -> str:
         return f"RunDeadline(seconds={self._seconds:g}, grace={self._grace:g})"
@@ -132,7 +134,8 @@ class RunDeadline:
         # cancelled_caught alone is not enough: it is also true if the scope was
         # cancelled by hand. Only our deadline passing makes this a timeout (the
         # same test anyio.fail_after uses).
-        if scope.cancelled_caught and anyio.current_time() >= scope.deadline:
+        self._ended_body = scope.cancelled_caught and anyio.current_time() >= scope.deadline
+        if self._ended_body:
             raise RunTimeoutError(self._seconds) from None
         return bool(swallowed)
 
@@ -158,7 +161,12 @@ class RunDeadline:
         The scope is private to this object, so nothing but the deadline can
         have cancelled it: this is how :func:`classify_run_failure` tells a
         ``Cancelled`` caused by this deadline from one caused by anything else.
+        After the block, it is True only if the deadline is what ended it (the
+        block raised :class:`~juno_bind_trio.RunTimeoutError`): an outer cancel
+        whose shielded cleanup outlasted the budget was still a cancel.
         """
+        if self._ended_body is not None:
+            return self._ended_body
         return self._scope is not None and self._scope.cancel_called
 
     def raise_if_expired(self) -> None:
