@@ -159,6 +159,7 @@ async def test_zero_flush_timeout_skips_the_final_write() -> None:
         await anyio.sleep(2)
         heartbeat.beat("b")
     assert write.written == [(1, "a")]
+    assert write.calls == 1  # the writer is not even called: no half-done write of "b"
 
 
 async def test_an_error_in_the_block_is_not_wrapped_in_a_group() -> None:

@@ -194,7 +194,7 @@ async def open_coalesced_heartbeat(
             tg.cancel_scope.cancel()
     finally:
         heartbeat._closed = True
-        if heartbeat._pending:
+        if heartbeat._pending and flush_budget > 0:
             with anyio.move_on_after(flush_budget, shield=True):
                 await heartbeat._write_pending()
         if body_error is not None:
