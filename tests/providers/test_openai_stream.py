@@ -301,6 +301,27 @@ async def test_cancel_while_waiting_for_headers_closes_the_connection_at_once() 
     assert server.requests[0].client_gone_at == start + 1.5
 
 
+async def test_an_error_raised_mid_stream_closes_the_connection_at_once() -> None:
+    """A fault found by this side (a contradictory delta) while the server still streams:
+    the stream's ``async with`` hangs up then, not when the client is closed."""
+    start = anyio.current_time()
+    script: list[FakeResponse] = [
+        StreamResponse(
+            [
+                ToolCallDelta(0, id="c1", name="a", arguments="{}"),
+                Pause(1),
+                ToolCallDelta(0, id="c2"),
+                Pause(math.inf),
+            ]
+        )
+    ]
+    async with attempt_env(script) as (server, client):
+        with pytest.raises(ToolCallAssemblyError):
+            await one(client, inter_chunk_timeout=100.0)
+        await anyio.sleep(5)
+    assert server.requests[0].client_gone_at == start + 1
+
+
 async def test_no_socket_is_left_unclosed() -> None:
     """Every path (success, each fault, a stall, a cancel) leaves no socket to the GC."""
     script: list[FakeResponse] = [
