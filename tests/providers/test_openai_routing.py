@@ -267,6 +267,11 @@ async def test_construction_is_checked() -> None:
             OpenAIChatModel(plan="m1", clients={"a": client})
         with pytest.raises(ValueError, match="time_to_first_token must be a positive"):
             OpenAIChatModel(plan=PLAN, clients={"a": client, "b": client}, time_to_first_token=0)
+        # None is no classifier: refused here, not as a TypeError at the first failure.
+        with pytest.raises(TypeError, match="OpenAIChatModel: classify must be callable, got None"):
+            OpenAIChatModel(plan=PLAN, clients={"a": client, "b": client}, classify=None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="on_route must be callable or None, got 3"):
+            OpenAIChatModel(plan=PLAN, clients={"a": client, "b": client}, on_route=3)  # type: ignore[arg-type]
     retrying = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=2)
     async with retrying:
         with pytest.raises(ValueError, match=r"clients\['a'\].*max_retries=0"):

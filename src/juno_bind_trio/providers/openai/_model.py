@@ -99,10 +99,13 @@ def _check_request_options(value: object) -> Mapping[str, Any]:
     return dict(value)
 
 
-def _check_optional_callable(name: str) -> Callable[[Any, Any, Any], None]:
+def _check_callable(name: str, *, optional: bool) -> Callable[[Any, Any, Any], None]:
     def check(_instance: Any, _attribute: Any, value: Any) -> None:
-        if value is not None and not callable(value):
-            raise TypeError(f"OpenAIChatModel: {name} must be callable or None, got {value!r}")
+        if optional and value is None:
+            return
+        if not callable(value):
+            kind = "callable or None" if optional else "callable"
+            raise TypeError(f"OpenAIChatModel: {name} must be {kind}, got {value!r}")
 
     return check
 
@@ -156,10 +159,10 @@ class OpenAIChatModel:
     _classify: Classifier = attrs.field(
         default=classify_openai_error,
         alias="classify",
-        validator=_check_optional_callable("classify"),
+        validator=_check_callable("classify", optional=False),
     )
     _on_route: OnRoute | None = attrs.field(
-        default=None, alias="on_route", validator=_check_optional_callable("on_route")
+        default=None, alias="on_route", validator=_check_callable("on_route", optional=True)
     )
     _last_route: RouteResult[ModelTurnResult] | None = attrs.field(default=None, init=False)
 
