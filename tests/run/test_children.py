@@ -174,6 +174,12 @@ def test_admitted_exactly_when_within_both_limits(
         ({"max_depth": 1.5}, TypeError, "got 1.5"),
         ({"max_depth": True}, TypeError, "got True"),
         ({"max_concurrent_children": "2"}, TypeError, "max_concurrent_children"),
+        # a truthy string would silently allow A -> B -> A
+        (
+            {"allow_agent_recursion": "no"},
+            TypeError,
+            "ChainRule: allow_agent_recursion must be a bool, got 'no'",
+        ),
     ],
 )
 def test_rule_limits_are_checked(

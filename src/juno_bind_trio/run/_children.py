@@ -196,6 +196,11 @@ def _max_children(value: object) -> int:
     return _count("ChainRule: max_concurrent_children", value, minimum=0)
 
 
+def _flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"ChainRule: {attribute.name} must be a bool, got {value!r}")
+
+
 @final
 @attrs.frozen(kw_only=True)
 class ChainRule:
@@ -213,7 +218,7 @@ class ChainRule:
 
     max_depth: int = attrs.field(default=3, converter=_max_depth)
     max_concurrent_children: int = attrs.field(default=5, converter=_max_children)
-    allow_agent_recursion: bool = False
+    allow_agent_recursion: bool = attrs.field(default=False, validator=_flag)
 
 
 ChildRefusal: TypeAlias = Literal["cycle", "depth_limit", "concurrency_limit"]
