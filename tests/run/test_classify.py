@@ -154,6 +154,9 @@ def test_not_an_exception_is_refused_by_name() -> None:
         classify_run_failure("x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="is_fatal_tool_error must be callable, got 3"):
         classify_run_failure(ValueError(), is_fatal_tool_error=3)  # type: ignore[arg-type]
+    # refused whatever the exception, not only when a cancellation happens to ask it
+    with pytest.raises(TypeError, match="deadline must be a RunDeadline or None, got 30"):
+        classify_run_failure(ValueError(), deadline=30)  # type: ignore[arg-type]
 
 
 # --- the order holds whatever the shape of the group ---------------------------------

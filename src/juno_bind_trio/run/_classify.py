@@ -110,10 +110,15 @@ def classify_run_failure(
     the run (the loop's ``is_fatal_tool_error`` port); a
     :class:`~juno_bind_trio.RunTimeoutError` or cancellation is never asked.
 
-    :raises TypeError: *exc* is not an exception.
+    :raises TypeError: *exc* is not an exception, *deadline* not a
+        :class:`RunDeadline`, or *is_fatal_tool_error* not callable.
     """
     if not isinstance(exc, BaseException):
         raise TypeError(f"classify_run_failure: exc must be an exception, got {exc!r}")
+    if deadline is not None and not isinstance(deadline, RunDeadline):
+        raise TypeError(
+            f"classify_run_failure: deadline must be a RunDeadline or None, got {deadline!r}"
+        )
     if is_fatal_tool_error is not None and not callable(is_fatal_tool_error):
         raise TypeError(
             "classify_run_failure: is_fatal_tool_error must be callable, "
