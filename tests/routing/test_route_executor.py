@@ -235,6 +235,30 @@ async def test_a_cancel_the_attempt_did_not_notice_still_stops_the_next_attempt(
     assert script.visited == [(0, 0, 1)]
 
 
+async def test_a_cancel_the_attempt_did_not_notice_is_not_turned_into_a_routing_failure() -> None:
+    # The next candidate's breaker is open, so no further attempt would start: the
+    # cancellation must still leave the executor, not an "exhausted" result whose
+    # unwrap() raises AllRoutesFailedError out of the cancelled scope.
+    breaker = CircuitBreaker(failure_threshold=1, reset_timeout=60.0)
+    permit = breaker.admit("p01")
+    assert permit is not None
+    breaker.record_failure(permit)
+    results: list[object] = []
+    with anyio.CancelScope() as scope:
+
+        def cancel_then_fail(candidate: Candidate, cursor: RouteCursor) -> AttemptFailure:
+            scope.cancel()  # returns without reaching another checkpoint
+            return fail(NEXT)
+
+        script = Script([cancel_then_fail], duration=0.0)
+        results.append(await execute_route_plan(plan([2]), script, breaker=breaker))
+    assert scope.cancelled_caught
+    assert results == []
+    assert script.visited == [(0, 0, 1)]
+    # Refused only because the turn was still routing, not counted after the cancel.
+    assert breaker.statistics().endpoints["p01"].rejected == 0
+
+
 async def test_a_scope_cancelled_before_the_call_stops_at_the_first_checkpoint() -> None:
     start = anyio.current_time()
     script = Script([fail(NEXT)] * 3, duration=1.0)

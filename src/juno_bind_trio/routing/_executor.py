@@ -63,12 +63,14 @@ tried failed". A host retries the first later and investigates the second.
 Cancellation
 ------------
 
-Cancellation is not a failure and is never classified. The executor checks
-for it before starting every attempt after the first (so a turn cancelled
-between attempts starts no further attempt, even if the previous attempt
-returned without noticing; the first needs no check, because its own first
-checkpoint raises), waits for ``retry_after`` with an ordinary ``anyio.sleep``
-(cancellable at once), and lets the cancellation exception out untouched. A
+Cancellation is not a failure and is never classified. After the first
+attempt the executor checks for it each time it moves on to a candidate,
+before asking the breaker (so a turn cancelled between attempts starts no
+further attempt, even if the previous attempt returned without noticing, and
+is never reported "exhausted" because the candidates left were open; the
+first attempt needs no check, because its own first checkpoint raises),
+waits for ``retry_after`` with an ordinary ``anyio.sleep`` (cancellable at
+once), and lets the cancellation exception out untouched. A
 cancelled attempt counts neither for nor against its endpoint's breaker: its
 permit is released.
 
@@ -295,6 +297,15 @@ async def execute_route_plan(
         for candidate_index, candidate, budget, model in stage:
             on_candidate = 0
             while True:
+                if overall:
+                    # Routing moves on only if the turn is not cancelled, even when
+                    # the previous attempt returned without reaching a checkpoint.
+                    # Checked before the breaker is asked, so that an open breaker
+                    # cannot turn a cancelled turn into an "exhausted" result. (The
+                    # first attempt needs no check: its own first checkpoint raises.)
+                    if checkpoint_if_cancelled is None:
+                        checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
+                    await checkpoint_if_cancelled()
                 permit: BreakerPermit | None = None
                 if breaker is not None:
                     permit = breaker.admit(candidate.endpoint)
@@ -308,13 +319,6 @@ async def execute_route_plan(
                 if cursor is None:
                     cursor = cursors[key] = RouteCursor(*key, model)
                 try:
-                    if overall > 1:
-                        # No attempt starts once the turn is cancelled, even when the
-                        # previous attempt returned without reaching a checkpoint. (The
-                        # first needs no check: its own first checkpoint raises.)
-                        if checkpoint_if_cancelled is None:
-                            checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
-                        await checkpoint_if_cancelled()
                     outcome: object = await attempt(candidate, cursor)
                 except BaseException:
                     # Cancelled, or the attempt function raised: no verdict on the
