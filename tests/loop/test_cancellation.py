@@ -350,3 +350,58 @@ async def test_a_cancel_and_a_stop_both_pending_in_the_serial_phase_cancel_wins(
     assert scope.cancelled_caught
     assert tool_kinds(host) == {"s1": "ok", "s2": "not_run"}
     assert_nothing_after_cancel(host.log)
+
+
+@pytest.mark.parametrize("activation", ["plugin", "skill"])
+async def test_no_activation_is_entered_under_a_cancel_a_shielded_serial_tool_left_pending(
+    activation: str,
+) -> None:
+    entered: list[tuple[str, ...]] = []
+
+    async def activate(names: tuple[str, ...]) -> None:
+        entered.append(names)
+
+    # The shielded call is the batch's last: no claim after it sees the cancel.
+    host = Host([Turn(calls=[call("s1", "act", delay=3, shield=True, **{activation: "x"})])])
+    port = "activate_plugins" if activation == "plugin" else "activate_skills"
+    await run_cancelled_at(host, 2, runs_serially=lambda c: True, **{port: activate})
+    assert entered == []
+    assert tool_kinds(host) == {"s1": "ok"}
+    assert host.saves() == 0
+
+
+def shielded(port: Any) -> Any:
+    """*port*, run to its end whatever the cancel says (the cancel is left pending)."""
+
+    async def run(*args: Any) -> Any:
+        with anyio.CancelScope(shield=True):
+            return await port(*args)
+
+    return run
+
+
+@pytest.mark.parametrize("with_on_turn_would_end", [False, True])
+async def test_nothing_after_a_shielded_final_answer_under_a_cancel(
+    with_on_turn_would_end: bool,
+) -> None:
+    asked: list[ModelTurnResult] = []
+
+    async def on_turn_would_end(result: ModelTurnResult) -> bool:
+        asked.append(result)
+        return False
+
+    host = Host([Turn(content="the answer", delay=3)])
+    overrides: dict[str, Any] = {"call_model": shielded(host.model)}
+    if with_on_turn_would_end:
+        overrides["on_turn_would_end"] = on_turn_would_end
+    await run_cancelled_at(host, 2, **overrides)
+    assert asked == []
+    assert host.saves() == 0
+    assert host.state.messages[-1] == {"role": "assistant", "content": "the answer"}
+
+
+async def test_no_model_call_after_a_shielded_persist_under_a_cancel() -> None:
+    host = Host([Turn(calls=[call("a")]), Turn(content="never")], save_delay=3)
+    await run_cancelled_at(host, 3, save_session=shielded(host.save))
+    assert host.log.kinds().count("saved") == 1
+    assert host.log.kinds().count("model") == 1
