@@ -53,7 +53,7 @@ import math
 import re
 from collections.abc import Callable
 from json.encoder import encode_basestring
-from typing import Literal, TypeAlias, final
+from typing import Final, Literal, TypeAlias, final
 from urllib.parse import quote
 
 import attrs
@@ -157,6 +157,10 @@ def _utf16_key(item: tuple[str, object]) -> bytes:
     return item[0].encode("utf-16-be", "surrogatepass")
 
 
+_SAFE_INT: Final = 2**53
+"""Integers up to this magnitude are exact doubles, and so written as they are."""
+
+
 class _Refused(Exception):
     """Raised on the first value that is not JSON; each container adds its key on the way out.
 
@@ -193,7 +197,14 @@ def _encode(value: object, out: list[str], active: set[int]) -> None:
     elif value is False:
         out.append("false")
     elif isinstance(value, int):
-        out.append(int.__repr__(value))  # int.__repr__: an IntEnum is its number
+        if -_SAFE_INT <= value <= _SAFE_INT:
+            out.append(int.__repr__(value))  # int.__repr__: an IntEnum is its number
+        else:
+            # Past 2**53 a JavaScript number is the nearest double, and
+            # JSON.stringify writes that double: 2**60 is 1152921504606847000.
+            # Written the same way here, or a TypeScript host and this one would
+            # hash the same arguments differently.
+            out.append(_number(float(value)))
     elif isinstance(value, float):
         if value != value or value in (math.inf, -math.inf):
             raise _Refused(ValueError, f"is {value!r}, which JSON cannot represent")
@@ -253,9 +264,12 @@ def canonical_json(value: object) -> str:
     number, as they are in JSON). Numbers and key order follow JavaScript's
     ``JSON.stringify`` of a key-sorted value, so a TypeScript host computes
     the same text. ``json.loads`` of the result equals *value*, reading
-    each number as the double JSON means by it (an integral float past
+    each number as the double JSON means by it: an integral float past
     2**53 is written out in full, as JavaScript does, and so reads back as
-    an ``int`` of the same value).
+    an ``int`` of the same value; an ``int`` past 2**53 is written as the
+    nearest double, as JavaScript would hold it (``2**60`` is
+    ``1152921504606847000``), so two such ints that share a double share a
+    text, exactly as they would on a TypeScript host.
 
     Accepts ``dict`` (string keys), ``list``, ``tuple``, ``str``, ``int``,
     ``float``, ``bool`` and ``None``.
