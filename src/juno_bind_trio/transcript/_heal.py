@@ -23,7 +23,6 @@ messages, and reports every change it made so a host can log or audit it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, Literal, NamedTuple
 
@@ -34,6 +33,7 @@ from juno_bind_trio._errors import (
     INTERRUPTED_TOOL_CALL_MESSAGE,
     TranscriptError,
 )
+from juno_bind_trio.plugins import tool_failure_message
 
 __all__ = ["HealAction", "HealChange", "HealResult", "heal_transcript"]
 
@@ -130,11 +130,7 @@ def _synthesized_answer(
     escaping), so a healed transcript and one the loop finished cleanly read
     the same to the model and to a host that parses the content.
     """
-    content = json.dumps(
-        {"success": False, "kind": kind, "error": _SYNTHESIZED_ERRORS[kind]},
-        ensure_ascii=False,
-    )
-    return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
+    return tool_failure_message(tool_call_id, _SYNTHESIZED_ERRORS[kind], kind)
 
 
 class _Read(NamedTuple):
