@@ -274,13 +274,22 @@ async def test_a_zero_answer_is_an_answer() -> None:
     async def zero() -> int | None:
         return 0
 
-    assert await PollSchedule(initial=0).poll(zero) == 0
+    start = anyio.current_time()
+    assert await PollSchedule(initial=0.5).poll(zero) == 0
+    assert anyio.current_time() - start == 0.5
+
+
+async def test_poll_refuses_a_check_that_is_not_callable() -> None:
+    with pytest.raises(TypeError, match=r"^PollSchedule.poll: check must be an async callable"):
+        await PollSchedule().poll(None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "shown"),
     [
-        ({"initial": -1}, ValueError, "initial must be a non-negative finite number"),
+        ({"initial": -1}, ValueError, "initial must be a positive finite number"),
+        # Zero would never back off: every later delay is a multiple of it.
+        ({"initial": 0}, ValueError, "initial must be a positive finite number of seconds, got 0"),
         ({"initial": math.nan}, ValueError, "got nan"),
         ({"max_delay": 0}, ValueError, "max_delay must be a positive finite number"),
         ({"max_delay": math.inf}, ValueError, "got inf"),
@@ -299,7 +308,7 @@ def test_schedule_arguments_are_checked(
 
 
 @given(
-    initial=st.floats(0, 10),
+    initial=st.floats(0, 10, exclude_min=True),
     factor=st.floats(1, 4),
     extra=st.floats(0, 100),
     n=st.integers(1, 60),

@@ -337,7 +337,10 @@ def _delay(what: str, value: object, *, allow_zero: bool) -> float:
 
 
 def _initial(value: object) -> float:
-    return _delay("initial", value, allow_zero=True)
+    # Zero is refused: every later delay is a multiple of it, so a schedule
+    # starting at zero would never back off and would poll in a tight loop. A
+    # host that wants an immediate first check calls it before polling.
+    return _delay("initial", value, allow_zero=False)
 
 
 def _max_delay(value: object) -> float:
@@ -395,6 +398,8 @@ class PollSchedule:
         Returns ``None`` if ``max_attempts`` ran out first. Every wait is a
         checkpoint, so a cancel or a deadline around it ends the wait at once.
         """
+        if not callable(check):
+            raise TypeError(f"PollSchedule.poll: check must be an async callable, got {check!r}")
         for step in self:
             await anyio.sleep(step.delay)
             answer = await check()
