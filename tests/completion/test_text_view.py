@@ -123,9 +123,12 @@ def test_bad_turn_id(bad: object) -> None:
         TurnTextView(bad)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
-def test_bad_max_held(bad: object) -> None:
-    with pytest.raises(ValueError, match=r"max_held must be a positive integer, got " + repr(bad)):
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [(0, ValueError), (-1, ValueError), (True, TypeError), (1.5, TypeError), ("3", TypeError)],
+)
+def test_bad_max_held(bad: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=r"max_held must be a positive integer, got " + repr(bad)):
         TurnTextView("t1", max_held=bad)  # type: ignore[arg-type]
 
 

@@ -45,7 +45,9 @@ DEFAULT_MAX_HELD = 256
 
 
 def _check_max_held(_self: object, _attr: object, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"TurnTextView: max_held must be a positive integer, got {value!r}")
+    if value < 1:
         raise ValueError(f"TurnTextView: max_held must be a positive integer, got {value!r}")
 
 
