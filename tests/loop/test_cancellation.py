@@ -24,9 +24,9 @@ from loop_scripts import (
     cancel_at,
 )
 
-from juno_bind_trio import AbortedToolCallError
+from juno_bind_trio import AbortedToolCallError, InterruptedToolCallError
 from juno_bind_trio.completion import ListSink, ResetEvent
-from juno_bind_trio.loop import ModelTurnResult, ToolLoop
+from juno_bind_trio.loop import ModelTurnResult, ToolCallRejectedEvent, ToolLoop
 
 pytestmark = pytest.mark.anyio
 
@@ -405,3 +405,22 @@ async def test_no_model_call_after_a_shielded_persist_under_a_cancel() -> None:
     await run_cancelled_at(host, 3, save_session=shielded(host.save))
     assert host.log.kinds().count("saved") == 1
     assert host.log.kinds().count("model") == 1
+
+
+@pytest.mark.parametrize("serial", [False, True])
+async def test_an_interrupted_call_keeps_what_the_tool_raised_as_the_cause(serial: bool) -> None:
+    # The pool keeps the error a tool turned the cancel into; the serial phase must too.
+    send, receive = anyio.create_memory_object_stream[Any](100)
+    with send, receive:
+        host = Host([Turn(calls=[call("s1", "act", delay=3, swallow_cancel=True)])])
+        await run_cancelled_at(host, 2, runs_serially=lambda c: serial, events=send)
+        events = []
+        while True:
+            try:
+                events.append(receive.receive_nowait())
+            except anyio.WouldBlock:
+                break
+    (rejected,) = [e for e in events if isinstance(e, ToolCallRejectedEvent)]
+    assert rejected.kind == "interrupted"
+    assert isinstance(rejected.error, InterruptedToolCallError)
+    assert isinstance(rejected.error.__cause__, RuntimeError)

@@ -204,7 +204,17 @@ class ToolLoopStatistics:
 class _OpenBatch:
     """The calls of the assistant message just appended, until every one is answered."""
 
-    __slots__ = ("answers", "batch", "calls", "ids", "iteration", "names", "pooled", "running")
+    __slots__ = (
+        "answers",
+        "batch",
+        "calls",
+        "ids",
+        "iteration",
+        "names",
+        "pooled",
+        "running",
+        "running_raised",
+    )
 
     def __init__(
         self, iteration: int, calls: tuple[ToolCallLike, ...], ids: list[str], names: list[str]
@@ -216,6 +226,9 @@ class _OpenBatch:
         self.answers: list[dict[str, Any] | None] = [None] * len(calls)
         # The serial call being awaited: the one a hard cancel interrupts.
         self.running: int | None = None
+        # What that call raised when the cancel cut it off, if it turned the
+        # cancellation into an error: kept as the interruption's cause, as the pool does.
+        self.running_raised: Exception | None = None
         # Positions (in `calls`) of the pooled calls, aligned with `batch.calls`.
         self.pooled: list[int] = []
         self.batch: ToolBatch[ToolCallOutcome] | None = None
@@ -673,6 +686,7 @@ class ToolLoop:
                 # The tool turned the cancellation into an ordinary error. It was
                 # cut off, whatever it says: leave it "running", so the exit path
                 # answers it as interrupted, and let the cancellation through.
+                open_batch.running_raised = exc
                 await checkpoint_if_cancelled()
             open_batch.running = None
             return self._settle(open_batch, index, _Error(exc), fatal=True)
@@ -757,7 +771,9 @@ class ToolLoop:
                 continue
             result: outcome.Outcome[Any] | None = None
             if index == open_batch.running:
-                result = _Error(InterruptedToolCallError(call_id))
+                interrupted = InterruptedToolCallError(call_id)
+                interrupted.__cause__ = open_batch.running_raised
+                result = _Error(interrupted)
             elif batch is not None and index in pooled_position:
                 result = batch.result(pooled_position[index])
             if result is None:
