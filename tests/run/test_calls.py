@@ -5,15 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import outcome
 import pytest
 import trio
 from openai.types.chat import ChatCompletionMessageCustomToolCall, ChatCompletionMessageToolCall
 from openai.types.chat.chat_completion_message_custom_tool_call import Custom
 from openai.types.chat.chat_completion_message_function_tool_call import Function
 
+from juno_bind_trio import AbortedToolCallError
 from juno_bind_trio.run import (
     StopSignal,
     ToolCallLike,
+    run_tool_calls_pooled_by_tool,
     tool_call_arguments,
     tool_call_id,
     tool_call_name,
@@ -80,15 +84,24 @@ def test_a_malformed_call_is_refused_naming_the_accessor_and_the_value(
 
 
 @pytest.mark.anyio
-async def test_cancel_scopes_satisfy_the_stop_signal_protocol(anyio_backend_name: str) -> None:
+async def test_a_cancel_scope_of_either_library_serves_as_the_stop(anyio_backend_name: str) -> None:
     # Read-only use is the whole contract: an unentered scope of either
-    # library can be handed over and cancelled later.
+    # library is handed to the pool and cancelled later, and the pool reads it.
     stops: list[StopSignal] = [anyio.CancelScope()]
     if anyio_backend_name == "trio":
         stops.append(trio.CancelScope())
     for stop in stops:
-        assert stop.cancel_called is False
-    for scope in stops:
-        assert isinstance(scope, (anyio.CancelScope, trio.CancelScope))
-        scope.cancel()
-        assert scope.cancel_called is True
+
+        async def tool(call: ToolCallLike, stop: Any = stop) -> str:
+            stop.cancel()  # pressed while the first call is in flight
+            await anyio.lowlevel.checkpoint()
+            return tool_call_id(call)
+
+        results = await run_tool_calls_pooled_by_tool(
+            [as_dict("c1"), as_dict("c2")], tool, stop=stop, per_tool_limit=1
+        )
+        assert results[0] == outcome.Value("c1")
+        refused = results[1]
+        assert isinstance(refused, outcome.Error)
+        assert isinstance(refused.error, AbortedToolCallError)
+        assert refused.error.tool_call_id == "c2"
