@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -19,7 +18,8 @@ from loop_scripts import (
 )
 
 from juno_bind_trio import AbortedToolCallError, UsageError
-from juno_bind_trio.loop import ModelTurnResult, RunStats, ToolCallOutcome
+from juno_bind_trio.completion import ListSink
+from juno_bind_trio.loop import ModelTurn, ModelTurnResult, RunStats, ToolCallOutcome
 from juno_bind_trio.run import ToolCallLike
 
 pytestmark = pytest.mark.anyio
@@ -377,13 +377,20 @@ async def test_a_loop_runs_once() -> None:
 
 
 async def test_call_model_must_return_a_model_turn_result() -> None:
-    async def bad_model(turn: Any) -> ModelTurnResult:
+    seen: list[ModelTurn] = []
+
+    async def bad_model(turn: ModelTurn) -> ModelTurnResult:
+        seen.append(turn)
         await anyio.lowlevel.checkpoint()
         return {"content": "x"}  # type: ignore[return-value]
 
     host = Host([])
     with pytest.raises(TypeError, match=r"call_model must return a ModelTurnResult"):
-        await host.loop(call_model=bad_model).run()
+        await host.loop(call_model=bad_model, text_sink=ListSink()).run()
+    # the loop finishes the turn's stream however the turn ended
+    (turn,) = seen
+    assert turn.text_stream is not None
+    assert turn.text_stream.finished
 
 
 async def test_a_stop_refusal_judged_fatal_propagates_from_the_serial_phase() -> None:
