@@ -424,3 +424,24 @@ async def test_an_interrupted_call_keeps_what_the_tool_raised_as_the_cause(seria
     assert rejected.kind == "interrupted"
     assert isinstance(rejected.error, InterruptedToolCallError)
     assert isinstance(rejected.error.__cause__, RuntimeError)
+
+
+async def test_a_cancel_and_a_stop_both_pending_after_the_pool_cancel_wins() -> None:
+    # p1 runs shielded through both; the batch ends with the stop fired, which
+    # alone would end the run "stopped". With the hard cancel pending too, the
+    # caller gets the cancellation, not a result that reads as a soft ending.
+    host = Host([Turn(calls=[call("p1", "act", delay=3, shield=True)])])
+    stop = anyio.CancelScope()
+    loop = host.loop(stop=stop)
+    scope = anyio.CancelScope()
+    start = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_at, stop, 2, host.log, "stop")
+        tg.start_soon(cancel_at, scope, 2, host.log, "cancel")
+        with scope:
+            await loop.run()
+    assert scope.cancelled_caught
+    assert anyio.current_time() - start == 4  # the model's second, then the 3 s tool
+    assert tool_kinds(host) == {"p1": "ok"}
+    assert host.saves() == 0
+    assert_nothing_after_cancel(host.log)

@@ -449,7 +449,12 @@ class ToolLoop:
             raise UsageError("ToolLoop.run: a loop runs once; build a new ToolLoop for another run")
         self._started = True
         try:
-            return await self._loop()
+            result = await self._loop()
+            # A hard cancel outranks every soft ending: with both pending (a
+            # shielded tool or port ran across the cancel), the caller gets the
+            # cancellation, not a result that reads as "stopped" or "completed".
+            await checkpoint_if_cancelled()
+            return result
         except BaseException:
             # Synchronous, no checkpoint: this must finish before the
             # cancellation (or error) leaves, or a caller's `finally` reads a
