@@ -454,13 +454,13 @@ class ToolLoop:
             # shielded tool or port ran across the cancel), the caller gets the
             # cancellation, not a result that reads as "stopped" or "completed".
             await checkpoint_if_cancelled()
-            return result
         except BaseException:
             # Synchronous, no checkpoint: this must finish before the
             # cancellation (or error) leaves, or a caller's `finally` reads a
             # transcript the provider would reject on the next call.
             self._answer_open_calls()
             raise
+        return result
 
     async def _loop(self) -> LoopResult:
         stop = self._stop
