@@ -56,7 +56,13 @@ from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
 from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
 from juno_bind_trio.completion import TurnTextStream
 from juno_bind_trio.plugins import SuspendDirective, kind_for_error, tool_failure_message
-from juno_bind_trio.run import ToolBatch, tool_call_arguments, tool_call_id, tool_call_name
+from juno_bind_trio.run import (
+    DEFAULT_PER_TOOL_LIMIT,
+    ToolBatch,
+    tool_call_arguments,
+    tool_call_id,
+    tool_call_name,
+)
 
 from ._events import (
     AssistantMessageEvent,
@@ -349,7 +355,7 @@ class ToolLoop:
     )
     _run_id: str = attrs.field(factory=_new_run_id, alias="run_id", converter=_check_run_id)
     _per_tool_limit: int = attrs.field(
-        default=5, alias="per_tool_limit", converter=_check_per_tool_limit
+        default=DEFAULT_PER_TOOL_LIMIT, alias="per_tool_limit", converter=_check_per_tool_limit
     )
 
     # --- run-time state ------------------------------------------------------------
