@@ -27,11 +27,11 @@ Two mistakes this helper exists to prevent:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from juno_bind_trio._errors import StructuredOutputError
+from juno_bind_trio._validate import check_count
 
 from ._defects import (
     DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES,
@@ -50,21 +50,7 @@ _PREVIEW = 120
 
 
 def _check_max_retries(value: object) -> int:
-    if isinstance(value, (bool, float)):
-        raise TypeError(
-            f"retry_structured_output: max_retries must be a non-negative integer, got {value!r}"
-        )
-    try:
-        count = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"retry_structured_output: max_retries must be a non-negative integer, got {value!r}"
-        ) from None
-    if count < 0:
-        raise ValueError(
-            f"retry_structured_output: max_retries must be a non-negative integer, got {count!r}"
-        )
-    return count
+    return check_count("retry_structured_output: max_retries", value, minimum=0)
 
 
 async def retry_structured_output(

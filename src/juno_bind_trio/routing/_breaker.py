@@ -36,7 +36,6 @@ breaker runs on trio's autojump ``MockClock`` in tests and needs no wall clock.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, Literal, final
@@ -45,6 +44,7 @@ import anyio
 import attrs
 
 from juno_bind_trio._errors import UsageError
+from juno_bind_trio._validate import check_count
 
 __all__ = [
     "DEFAULT_FAILURE_THRESHOLD",
@@ -66,17 +66,7 @@ DEFAULT_RESET_TIMEOUT: Final = 30.0
 
 
 def _positive_int(field: str, value: object) -> int:
-    if isinstance(value, (bool, float)):
-        raise TypeError(f"CircuitBreaker: {field} must be a positive integer, got {value!r}")
-    try:
-        count = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"CircuitBreaker: {field} must be a positive integer, got {value!r}"
-        ) from None
-    if count < 1:
-        raise ValueError(f"CircuitBreaker: {field} must be a positive integer, got {count!r}")
-    return count
+    return check_count(f"CircuitBreaker: {field}", value, minimum=1)
 
 
 def _failure_threshold(value: object) -> int:

@@ -8,12 +8,13 @@ not at three in the morning on the first 503 that reaches the second stage.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeVar
 
 import attrs
+
+from juno_bind_trio._validate import check_count
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -41,6 +42,9 @@ because another provider that can answer now beats a turn that sits silent.
 """
 
 
+_ItemT = TypeVar("_ItemT")
+
+
 def _check_name(owner: str, field: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise TypeError(f"{owner}: {field} must be a non-empty string, got {value!r}")
@@ -52,18 +56,7 @@ def _check_optional_name(owner: str, field: str, value: object) -> str | None:
 
 
 def _check_count(owner: str, field: str, value: object) -> int:
-    # bool is an int, and `True` is never a retry count somebody meant; a float
-    # (nan above all: it compares false with everything) is refused rather than
-    # truncated, because the one job of this number is to bound something.
-    if isinstance(value, (bool, float)):
-        raise TypeError(f"{owner}: {field} must be a non-negative integer, got {value!r}")
-    try:
-        count = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{owner}: {field} must be a non-negative integer, got {value!r}") from None
-    if count < 0:
-        raise ValueError(f"{owner}: {field} must be a non-negative integer, got {count!r}")
-    return count
+    return check_count(f"{owner}: {field}", value, minimum=0)
 
 
 def _check_seconds(owner: str, field: str, value: object) -> float:
@@ -168,16 +161,25 @@ class Candidate:
     )
 
 
-def _stage_candidates(value: object) -> tuple[Candidate, ...]:
+def _sequence_of(
+    owner: str, field: str, item_type: type[_ItemT], value: object
+) -> tuple[_ItemT, ...]:
+    # A single item (or a str, or a mapping) passed where a list was meant would
+    # otherwise be iterated into nonsense before failing.
+    name = item_type.__name__
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise TypeError(f"RouteStage: candidates must be a sequence of Candidate, got {value!r}")
-    candidates = tuple(value)
-    for item in candidates:
-        if not isinstance(item, Candidate):
-            raise TypeError(f"RouteStage: candidates must hold Candidate objects, got {item!r}")
-    if not candidates:
-        raise ValueError("RouteStage: candidates must not be empty, got ()")
-    return candidates
+        raise TypeError(f"{owner}: {field} must be a sequence of {name}, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, item_type):
+            raise TypeError(f"{owner}: {field} must hold {name} objects, got {item!r}")
+    if not items:
+        raise ValueError(f"{owner}: {field} must not be empty, got ()")
+    return items
+
+
+def _stage_candidates(value: object) -> tuple[Candidate, ...]:
+    return _sequence_of("RouteStage", "candidates", Candidate, value)
 
 
 @attrs.frozen
@@ -207,15 +209,7 @@ class RouteStage:
 
 
 def _plan_stages(value: object) -> tuple[RouteStage, ...]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise TypeError(f"RoutePlan: stages must be a sequence of RouteStage, got {value!r}")
-    stages = tuple(value)
-    for item in stages:
-        if not isinstance(item, RouteStage):
-            raise TypeError(f"RoutePlan: stages must hold RouteStage objects, got {item!r}")
-    if not stages:
-        raise ValueError("RoutePlan: stages must not be empty, got ()")
-    return stages
+    return _sequence_of("RoutePlan", "stages", RouteStage, value)
 
 
 @attrs.frozen
