@@ -69,6 +69,7 @@ from ._events import (
     Interrupt,
     InterruptReceivedEvent,
     StatusEvent,
+    TextSinkErrorsEvent,
     ThinkingEvent,
     ToolCallRejectedEvent,
 )
@@ -78,7 +79,7 @@ from ._turn import ModelTurn
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from juno_bind_trio.completion import TurnStreamSink
+    from juno_bind_trio.completion import TurnOutcome, TurnStreamSink
     from juno_bind_trio.run import StopSignal, ToolCallLike
 
     from ._events import LoopEvent
@@ -293,7 +294,9 @@ class ToolLoop:
       ``receive_nowait`` before every model call.
     * ``text_sink``: a :class:`~juno_bind_trio.completion.TurnStreamSink`,
       or a factory ``(turn_id) -> TurnStreamSink``: the loop makes one
-      ``TurnTextStream`` per turn for ``call_model`` and finishes it.
+      ``TurnTextStream`` per turn for ``call_model`` and finishes it. A
+      turn whose sink raised is reported: a ``TextSinkErrorsEvent`` and
+      ``RunStats.text_sink_errors``.
     * ``max_text_resets``: the streams' ``max_resets``.
     * ``run_id``: prefixes every turn id (``"<run_id>:<iteration>"``);
       random by default.
@@ -381,6 +384,7 @@ class ToolLoop:
     _tool_calls_not_run: int = attrs.field(default=0, init=False)
     _tool_calls_interrupted: int = attrs.field(default=0, init=False)
     _compactions: int = attrs.field(default=0, init=False)
+    _text_sink_errors: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self._needs_compaction is not None and self._apply_compaction is None:
@@ -428,6 +432,7 @@ class ToolLoop:
             tool_calls_not_run=self._tool_calls_not_run,
             tool_calls_interrupted=self._tool_calls_interrupted,
             compactions=self._compactions,
+            text_sink_errors=self._text_sink_errors,
         )
 
     def statistics(self) -> ToolLoopStatistics:
@@ -599,23 +604,37 @@ class ToolLoop:
             # of the reader rather than a blank space. finish() is synchronous,
             # so it is safe on the way out of a cancel.
             if stream is not None:
-                stream.finish("failed")
+                self._finish_text_stream(stream, iteration, "failed")
             self._model_seconds += anyio.current_time() - started
             raise
         self._model_seconds += anyio.current_time() - started
         returned: object = result
         if not isinstance(returned, ModelTurnResult):
             if stream is not None:
-                stream.finish("failed")
+                self._finish_text_stream(stream, iteration, "failed")
             raise TypeError(f"ToolLoop: call_model must return a ModelTurnResult, got {returned!r}")
         if stream is not None:
-            stream.finish("succeeded")
+            self._finish_text_stream(stream, iteration, "succeeded")
         self._input_tokens += result.input_tokens
         self._output_tokens += result.output_tokens
         self._cost += result.cost
         if result.reasoning and self._send_event is not None:
             self._emit(ThinkingEvent(iteration, result.reasoning))
         return result
+
+    def _finish_text_stream(
+        self, stream: TurnTextStream, iteration: int, outcome: TurnOutcome
+    ) -> None:
+        # Synchronous, no checkpoint: runs on the way out of a cancel too. A
+        # turn whose sink raised has a reader out of step; say so, with the
+        # text to resync it from, rather than leave the count on a stream
+        # nobody else holds.
+        stream.finish(outcome)
+        errors = stream.sink_errors
+        if errors:
+            self._text_sink_errors += errors
+            if self._send_event is not None:
+                self._emit(TextSinkErrorsEvent(iteration, stream.turn_id, errors, stream.text))
 
     def _open_text_stream(self, turn_id: str) -> TurnTextStream | None:
         given = self._text_sink
