@@ -38,7 +38,7 @@ __all__ = [
 
 @runtime_checkable
 class TurnStreamSink(Protocol):
-    """What a :class:`~juno_bind_trio.completion.TurnTextStream` writes to.
+    """What a [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] writes to.
 
     ``retractable`` is read **once**, when the stream is created. Re-reading
     it would let ``produced_output`` go from true back to false: a sink that
@@ -59,7 +59,8 @@ class TurnStreamSink(Protocol):
 
 @final
 class ListSink:
-    """Collects every event in :attr:`events`. For tests, benchmarks and relays.
+    """Collects every event in [`events`][juno_bind_trio.completion.ListSink]. For tests, benchmarks
+    and relays.
 
     ``emit`` is the list's own ``append``, so this sink adds nothing to the
     cost of a delta.
@@ -79,7 +80,8 @@ class ListSink:
 
 
 DEFAULT_SINK_BUFFER_SIZE = 1024
-"""Default buffer of :func:`open_memory_sink`: a long answer's worth of deltas.
+"""Default buffer of [`open_memory_sink()`][juno_bind_trio.completion.open_memory_sink]: a long
+answer's worth of deltas.
 
 Big enough that a consumer that keeps up with a screen never fills it; small
 enough that a consumer that died holds at most this many events before the
@@ -97,8 +99,8 @@ class MemoryStreamSink:
     (``anyio.BrokenResourceError``, ``anyio.ClosedResourceError``) ``emit``
     raises, and the stream counts a sink error, exactly as the contract says
     for a closed socket. What that means for the reader: a lost *text* event
-    leaves a gap in ``seq`` that a :class:`TurnTextView` holds across until
-    its hold buffer overflows and it asks for a resync; a lost *reset* latches
+    leaves a gap in ``seq`` that a [`TurnTextView`][juno_bind_trio.completion.TurnTextView] holds
+    across until its hold buffer overflows and it asks for a resync; a lost *reset* latches
     ``produced_output`` so routing stops replaying onto a surface that never
     cleared. Size the buffer so that this happens only when the reader has
     really stopped reading.
