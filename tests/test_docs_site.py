@@ -21,9 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ROLE_LEFTOVER = re.compile(
-    r":(?:py:)?(?:class|meth|func|data|attr|exc|mod|obj|const):(?:<code>|`)"
-)
+ROLE_LEFTOVER = re.compile(r":(?:py:)?(?:class|meth|func|data|attr|exc|mod|obj|const):(?:<code>|`)")
 UNRESOLVED_REF = re.compile(r"\]\[[A-Za-z_][\w.]*\]|<autoref\b")
 RAW_FIELD = re.compile(r"(?m)(?:^|>)\s*:(?:param|type|returns?|rtype|raises?|ivar|var)\b[^:<]*:")
 RST_LITERAL = re.compile(r"\S::</p>")
