@@ -82,7 +82,7 @@ async def routed_turn(script: Any, reader: Reader, plan: RoutePlan | None = None
         content = result.unwrap().content
         assert content is not None
         assert stream.text == content
-    return content
+        return content
 
 
 async def test_a_20000_chunk_burst_reaches_the_reader_whole() -> None:
