@@ -79,10 +79,9 @@ async def routed_turn(script: Any, reader: Reader, plan: RoutePlan | None = None
         result = await model.route(MESSAGES, text_stream=stream)
         stream.finish("succeeded" if result.ok else "failed")
         assert stream.sink_errors == 0
-        content = result.unwrap().content
-        assert content is not None
+        content = result.unwrap().content or ""
         assert stream.text == content
-        return content
+    return content
 
 
 async def test_a_20000_chunk_burst_reaches_the_reader_whole() -> None:
