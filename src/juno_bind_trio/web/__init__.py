@@ -8,10 +8,10 @@ agreement with [TurnTextView][juno_bind_trio.completion.TurnTextView]) and
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Final
+from pathlib import Path as _Path
+from typing import Final as _Final
 
 __all__ = ["STATIC_DIR"]
 
-STATIC_DIR: Final[Path] = Path(__file__).resolve().parent / "static"
+STATIC_DIR: _Final[_Path] = _Path(__file__).resolve().parent / "static"
 """The directory of the JavaScript client's modules, to serve under any URL prefix."""
