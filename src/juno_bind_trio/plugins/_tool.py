@@ -175,11 +175,11 @@ def tool_error_text(exc: BaseException) -> str:
       (``"TimeoutError"``). The TypeScript package writes ``""`` here; this
       package differs on purpose, because an empty error leaves the model
       nothing to act on and the type is the one fact there is.
-    * :class:`~juno_bind_trio.ToolFailureError`: its message as it is (even
+    * [`ToolFailureError`][juno_bind_trio.ToolFailureError]: its message as it is (even
       empty): the tool wrote that sentence for the model, and ``kind``
       carries the classification.
-    * The harness's own :class:`~juno_bind_trio.AbortedToolCallError` and
-      :class:`~juno_bind_trio.InterruptedToolCallError`: their message as it
+    * The harness's own [`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError] and
+      [`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError]: their message as it
       is, the TypeScript package's exact sentence for a refusal.
 
     Never raises: an exception whose ``__str__`` fails (or returns something
