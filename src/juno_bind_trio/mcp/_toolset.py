@@ -59,9 +59,9 @@ __all__ = [
 IDEMPOTENCY_KEY_META: Final = "juno-bind-trio/idempotency-key"
 """The ``_meta`` key a call of a tool marked ``uses_idempotency_key`` carries its key under.
 
-The key is stable across crashes and resumes of the run (see
-[RunContext][juno_bind_trio.agent.RunContext]), so a server that remembers
-the keys it has acted on can make a repeated call a no-op.
+The key is stable across crashes and resumes of the run (the agent's
+``RunContext.idempotency_key``), so a server that remembers the keys it has
+acted on can make a repeated call a no-op.
 """
 
 _PAGE_CAP: Final = 1000
@@ -72,10 +72,10 @@ _PAGE_CAP: Final = 1000
 class MCPToolset:
     """The tools of one connected MCP server; what the ``open_mcp_*`` blocks yield.
 
-    Pass it to ``Agent(tools=[...])`` beside ``@tool`` functions: its
-    [tools][juno_bind_trio.mcp.MCPToolset.tools] are built with
-    ``Tool.from_schema``, and each call is routed to the server. It is usable
-    only inside the ``async with`` block that made it.
+    [infos][juno_bind_trio.mcp.MCPToolset.infos] describes each tool as the
+    model will see it, and [call][juno_bind_trio.mcp.MCPToolset.call] routes
+    a call to the server. It is usable only inside the ``async with`` block
+    that made it.
     """
 
     _server: str
