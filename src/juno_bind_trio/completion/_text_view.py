@@ -60,7 +60,7 @@ def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
 
 
 @final
-@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
+@attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
 class TurnTextView:
     """Reassembles one turn's text from events delivered in any order, any number of times.
 
@@ -85,6 +85,21 @@ class TurnTextView:
     _held: dict[int, TurnStreamEvent] = attrs.field(factory=dict, init=False, repr=False)
     _resync_needed: bool = attrs.field(default=False, init=False)
     _final: bool = attrs.field(default=False, init=False)
+
+    def __repr__(self) -> str:
+        shown = self.text
+        if len(shown) > 60:
+            shown = shown[:28] + "…" + shown[-28:]
+        flags = "".join(
+            (
+                " resync_needed" if self._resync_needed else "",
+                " final" if self._final else "",
+            )
+        )
+        return (
+            f"<TurnTextView turn_id={self._turn_id!r} text={shown!r} ({len(self.text)} chars) "
+            f"epoch={self._newest_epoch} last_seq={self._last_seq} held={len(self._held)}{flags}>"
+        )
 
     @property
     def turn_id(self) -> str:
