@@ -289,7 +289,7 @@ class Agent(Generic[DepsT, OutputT]):
         stop: object,
         run_id: object,
         parent: object,
-        emit: Any,
+        pipe: _EventPipe | None,
     ) -> _RunCore[OutputT]:
         if not isinstance(prompt, str):
             raise TypeError(f"{owner}: prompt must be a str, got {prompt!r}")
@@ -335,7 +335,7 @@ class Agent(Generic[DepsT, OutputT]):
             stop=cast("StopSignal | None", stop),
             run_id=run_id,
             parent=parent,
-            emit=emit,
+            pipe=pipe,
         )
 
     async def run(
@@ -376,7 +376,7 @@ class Agent(Generic[DepsT, OutputT]):
             stop=stop,
             run_id=run_id,
             parent=parent,
-            emit=None,
+            pipe=None,
         )
         return await core.run()
 
@@ -418,7 +418,7 @@ class Agent(Generic[DepsT, OutputT]):
             stop=None,
             run_id=run_id,
             parent=None,
-            emit=None,
+            pipe=None,
         )
         call = functools.partial(
             self.run, prompt, deps=deps, message_history=message_history, run_id=run_id
@@ -464,6 +464,6 @@ class Agent(Generic[DepsT, OutputT]):
             stop=stop,
             run_id=run_id,
             parent=parent,
-            emit=pipe.put,
+            pipe=pipe,
         )
         return open_agent_run(core, pipe)

@@ -5,25 +5,24 @@ adds nothing to the kernel's control flow. What it adds is plumbing, each
 piece in one place so that a layer above (a durable store) has one seam to
 wrap:
 
-* :meth:`_RunCore.build_loop` builds the loop: every port the run uses is
-  named there, ``save_session`` included.
-* :meth:`_RunCore.dispatch` is the only way a tool runs: name lookup, the
-  [RunContext][juno_bind_trio.agent.RunContext], the tool, the conversion of
+* ``_RunCore.build_loop`` builds the loop: every
+  port the run uses is named there, ``save_session`` included.
+* ``_RunCore.dispatch`` is the only way a tool runs:
+  name lookup, the [RunContext][juno_bind_trio.agent.RunContext], the tool, the conversion of
   its return value into the tool message, and the started/ended events.
   Receipts are recorded around it.
-* :meth:`_RunCore.call_model` is the only way the model is called: the
-  structured-output re-ask lives there, around the model, inside the turn.
+* ``_RunCore.call_model`` is the only way the model
+  is called: the structured-output re-ask lives there, around the model, inside the turn.
 
 Events for a reader ([open_run][juno_bind_trio.agent.Agent.open_run]) go
-through one small seam, :class:`_EventPipe`: the text stream's sink, the
-dispatcher and the loop's rejection events all write to it synchronously,
+through one small seam, ``_EventPipe``: the text stream's
+sink, the dispatcher and the loop's rejection events all write to it synchronously,
 in the order things happen, and the reader takes them out in that order.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -41,6 +40,7 @@ from juno_bind_trio._errors import (
     UsageError,
 )
 from juno_bind_trio.completion import (
+    CoalescingSink,
     ResetEvent,
     TextEvent,
     TurnStreamEvent,
@@ -108,43 +108,38 @@ def new_run_id() -> str:
 class _EventPipe:
     """The ordered stream between a run and its reader: synchronous in, awaited out.
 
-    ``put`` never blocks and never raises: the run must not wait on a reader,
-    and a reader that went away must not end the run.
+    A [CoalescingSink][juno_bind_trio.completion.CoalescingSink]: the turn
+    text stream writes to it as its sink, and the run's own events go on the
+    same channel with ``send_nowait``, so the reader sees one order. Text
+    still waiting for a busy reader merges, so memory is bounded by the text,
+    not by the number of deltas, and the run never waits for the reader.
+
+    ``put`` never raises: a reader that went away must not end the run.
     """
 
-    __slots__ = ("_receive", "_send")
+    __slots__ = ("_receiver", "sink")
 
     def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
+        self.sink: CoalescingSink[AgentEvent] = CoalescingSink(retractable=True)
+        self._receiver = self.sink.receiver
 
     def put(self, event: AgentEvent) -> None:
         # The reader left: the run goes on, or is being cancelled.
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._send.send_nowait(event)
+            self.sink.send_nowait(event)
 
     def close(self) -> None:
-        self._send.close()
+        self.sink.close()
 
     def close_reader(self) -> None:
-        self._receive.close()
+        self._receiver.close()
 
     async def get(self) -> AgentEvent:
         """The next event; ``StopAsyncIteration`` after the last."""
         try:
-            return await self._receive.receive()
+            return await self._receiver.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
-
-
-@final
-class _PipeSink:
-    """The text stream's sink for a reader: retractable, writes into the pipe."""
-
-    __slots__ = ("emit", "retractable")
-
-    def __init__(self, emit: Callable[[AgentEvent], None]) -> None:
-        self.retractable = True
-        self.emit = emit
 
 
 @final
@@ -293,9 +288,11 @@ class _RunCore(Generic[OutputT]):
         stop: StopSignal | None,
         run_id: str,
         parent: RunContext[Any] | None,
-        emit: Callable[[AgentEvent], None] | None,
+        pipe: _EventPipe | None,
     ) -> None:
         self.settings = settings
+        self.pipe = pipe
+        emit = None if pipe is None else pipe.put
         self.deps = deps
         self.run_id = run_id
         self.parent = parent
@@ -325,9 +322,9 @@ class _RunCore(Generic[OutputT]):
         """The run's one ToolLoop, every port named here."""
         settings = self.settings
         sink: TurnStreamSink | None = settings.text_sink
-        if self.emit is not None:
-            pipe_sink = _PipeSink(self.emit)
-            sink = pipe_sink if sink is None else _FanOutSink(pipe_sink, sink)
+        if self.pipe is not None:
+            reader: TurnStreamSink = self.pipe.sink
+            sink = reader if sink is None else _FanOutSink(reader, sink)
         serial = any(t.serial for t in self.tools.values())
         return ToolLoop(
             state=self.state,
