@@ -26,7 +26,6 @@ from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
 from ._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from ._errors import ToolCallError as ToolCallError
 from ._errors import ToolFailureError as ToolFailureError
-from ._errors import ToolRaisedError as ToolRaisedError
 from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
@@ -59,7 +58,6 @@ __all__ = [
     "ToolCallAssemblyError",
     "ToolCallError",
     "ToolFailureError",
-    "ToolRaisedError",
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",

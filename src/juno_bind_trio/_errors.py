@@ -15,8 +15,6 @@ Whose fault an error is shows in where it hangs:
     │   └── InterruptedToolCallError   claimed, then cut off by a cancel: effect unknown
     ├── ToolFailureError               a tool's own failure, with its ToolFailureKind (raised
     │                                  by tools; becomes a result, never leaves the pool)
-    ├── ToolRaisedError                an agent tool raised an ordinary exception: carries it,
-    │                                  reads "<Type>: <message>" (a result, like the above)
     ├── StreamStallError               them: a provider stream went silent past a budget
     ├── CompletionDefectError          them: a completion that cannot be used as it is
     │   ├── ToolCallAssemblyError      streamed tool-call deltas that contradict each other
@@ -63,7 +61,6 @@ __all__ = [
     "ToolCallAssemblyError",
     "ToolCallError",
     "ToolFailureError",
-    "ToolRaisedError",
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",
@@ -184,29 +181,6 @@ class ToolFailureError(JunoBindError):
 
     def __reduce__(self) -> tuple[type[ToolFailureError], tuple[ToolFailureKind, str]]:
         return (type(self), (self.kind, self.message))
-
-
-class ToolRaisedError(JunoBindError):
-    """A tool of an [Agent][juno_bind_trio.agent.Agent] raised an exception that is not a
-    [ToolFailureError][juno_bind_trio.ToolFailureError].
-
-    ``str(error)`` is ``"<ExceptionType>: <message>"`` (``"KeyError: 'city'"``,
-    where the bare exception would read ``"'city'"``), which is what the model
-    reads in the failure envelope; ``error`` and ``__cause__`` are the
-    exception itself, for a log. It has no ``kind``: the tool did not say
-    what went wrong, so the envelope names none.
-    """
-
-    error: BaseException
-
-    def __init__(self, error: BaseException) -> None:
-        text = str(error)
-        name = type(error).__name__
-        super().__init__(f"{name}: {text}" if text else name)
-        self.error = error
-
-    def __reduce__(self) -> tuple[type[ToolRaisedError], tuple[BaseException]]:
-        return (type(self), (self.error,))
 
 
 # --- provider streams (juno_bind_trio.completion) -----------------------------

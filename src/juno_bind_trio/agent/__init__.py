@@ -8,8 +8,6 @@ Built on the kernel, adding no loop of its own: every run is one
 schemas come from their signatures.
 """
 
-from juno_bind_trio._errors import ToolRaisedError as ToolRaisedError
-
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
 from ._context import RunContext as RunContext
@@ -37,7 +35,6 @@ __all__ = [
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
-    "ToolRaisedError",
     "Toolset",
     "TurnEndedEvent",
     "tool",

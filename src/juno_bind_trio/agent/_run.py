@@ -36,7 +36,6 @@ from juno_bind_trio._cancel import cancelled_now
 from juno_bind_trio._errors import (
     StructuredOutputError,
     ToolFailureError,
-    ToolRaisedError,
     UsageError,
 )
 from juno_bind_trio.completion import (
@@ -56,7 +55,7 @@ from juno_bind_trio.loop import (
     ToolCallRejectedEvent,
     ToolLoop,
 )
-from juno_bind_trio.plugins import tool_failure_content
+from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_content
 from juno_bind_trio.run import (
     ChainRef,
     ChainRule,
@@ -381,25 +380,11 @@ class _RunCore(Generic[OutputT]):
                         f"the tool returned a {type(value).__name__}, which cannot be "
                         f"written as JSON ({exc})",
                     ) from None
-        except (ToolFailureError, UsageError) as exc:
-            if emit is not None and not cancelled_now():
-                emit(
-                    self._failed(
-                        iteration,
-                        call_id,
-                        name,
-                        exc,
-                        exc.kind if isinstance(exc, ToolFailureError) else None,
-                    )
-                )
-            raise
         except Exception as exc:
-            if cancelled_now():
-                raise  # cut off: the loop answers it "interrupted"
-            raised = ToolRaisedError(exc)
-            if emit is not None:
-                emit(self._failed(iteration, call_id, name, raised, None))
-            raise raised from exc
+            # Cut off by a cancel: the loop answers it "interrupted" and reports that.
+            if emit is not None and not cancelled_now():
+                emit(self._failed(iteration, call_id, name, exc, kind_for_error(exc)))
+            raise
         outcome = ToolCallOutcome(
             tool_message={"role": "tool", "tool_call_id": call_id, "content": content}
         )
@@ -463,7 +448,7 @@ class _RunCore(Generic[OutputT]):
             tool_name=name,
             status="failed",
             kind=kind,
-            content=tool_failure_content(str(error) or type(error).__name__, kind),
+            content=tool_failure_content(tool_error_text(error), kind),
         )
 
     async def _structured_turn(
