@@ -119,7 +119,7 @@ def test_turn_text_view_repr_shows_its_turn_and_visible_text() -> None:
     )
     view.apply(TextEvent("run:1", 0, 3, "held back"))
     assert repr(view).endswith("last_seq=1, held=1)")
-    view.apply(ResetEvent("run:1", 1, 2, "retry"))
+    view.apply(ResetEvent("run:1", 1, 2, "attempt_failed"))
     view.finalize()
     assert repr(view).startswith("TurnTextView(turn_id='run:1', text='', epoch=1")
     assert repr(view).endswith("final=True)")
