@@ -32,6 +32,7 @@ from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
+from ._public import publish as _publish
 from .agent import Agent as Agent
 from .agent import AgentResult as AgentResult
 from .agent import RunContext as RunContext
@@ -69,3 +70,5 @@ __all__ = [
     "__version__",
     "tool",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -8,6 +8,8 @@ Built on the kernel, adding no loop of its own: every run is one
 schemas come from their signatures.
 """
 
+from juno_bind_trio._public import publish as _publish
+
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
 from ._context import RunContext as RunContext
@@ -39,3 +41,5 @@ __all__ = [
     "TurnEndedEvent",
     "tool",
 ]
+
+_publish(__name__, globals(), __all__)
