@@ -197,17 +197,3 @@ def test_view_converges_to_the_last_rendered_attempt_under_any_delivery(
     assert view.held == 0
     assert view.text == expected
     assert view.last_seq == len(events) - 1
-
-
-def test_repr_shows_the_turn_and_what_it_shows() -> None:
-    view = TurnTextView("t1")
-    view.apply(t(0, 0, "Hello"))
-    view.apply(t(0, 2, "held"))
-    assert repr(view) == (
-        "<TurnTextView turn_id='t1' text='Hello' (5 chars) epoch=0 last_seq=0 held=1>"
-    )
-    view.finalize("x" * 100)
-    assert repr(view) == (
-        f"<TurnTextView turn_id='t1' text='{'x' * 28}…{'x' * 28}' (100 chars) "
-        "epoch=0 last_seq=0 held=0 final>"
-    )

@@ -59,6 +59,10 @@ def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
         raise TypeError(f"TurnTextView: turn_id must be a non-empty string, got {value!r}")
 
 
+# How much of the visible text a repr shows before it elides the rest.
+_REPR_TEXT = 60
+
+
 @final
 @attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
 class TurnTextView:
@@ -87,18 +91,18 @@ class TurnTextView:
     _final: bool = attrs.field(default=False, init=False)
 
     def __repr__(self) -> str:
-        shown = self.text
-        if len(shown) > 60:
-            shown = shown[:28] + "…" + shown[-28:]
+        text = self.text
+        if len(text) > _REPR_TEXT:
+            text = text[: _REPR_TEXT - 1] + "…"
         flags = "".join(
             (
-                " resync_needed" if self._resync_needed else "",
-                " final" if self._final else "",
+                ", resync_needed=True" if self._resync_needed else "",
+                ", final=True" if self._final else "",
             )
         )
         return (
-            f"<TurnTextView turn_id={self._turn_id!r} text={shown!r} ({len(self.text)} chars) "
-            f"epoch={self._newest_epoch} last_seq={self._last_seq} held={len(self._held)}{flags}>"
+            f"TurnTextView(turn_id={self._turn_id!r}, text={text!r}, epoch={self._newest_epoch}, "
+            f"last_seq={self._last_seq}, held={len(self._held)}{flags})"
         )
 
     @property
