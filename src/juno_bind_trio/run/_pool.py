@@ -429,13 +429,10 @@ class ToolBatch(Generic[T]):
                         self._interrupt(index, failures)
                         await checkpoint_if_cancelled()
                         continue  # pragma: no cover - the checkpoint above raises
-                    if failures is None:
-                        # The cancellation: raised afresh by the backend, since on
-                        # asyncio the one caught may be a stray CancelledError that
-                        # the scopes above would not recognise as theirs.
-                        await checkpoint_if_cancelled()
-                    # (Or a BaseException that outranks the cancel.) Left "running":
-                    # run()'s sweep answers this call "interrupted".
+                    # The cancellation itself (the task group turns even a stray
+                    # CancelledError into its own), or a BaseException that
+                    # outranks it. Left "running": run()'s sweep answers this call
+                    # "interrupted".
                     raise
                 if not is_foreign_cancellation(exc):
                     raise
