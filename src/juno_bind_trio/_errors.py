@@ -23,7 +23,11 @@ Whose fault an error is shows in where it hangs:
     ├── RoutingError                   them: no route answered (carries the whole trail)
     │   ├── AllRoutesFailedError       every attempt failed: one error, every attempt in it
     │   └── NoViableEndpointError      circuit breakers left nothing to try
-    └── RunTimeoutError (TimeoutError) the run's own deadline expired
+    ├── RunTimeoutError (TimeoutError) the run's own deadline expired
+    ├── MCPConnectionError             an MCP server could not be started, reached or
+    │                                  greeted (juno_bind_trio.mcp)
+    └── MCPToolError                   an MCP tool answered a call with ``isError`` (a result,
+                                       raised inside the tool; never leaves the pool)
 
 Argument validation at a public boundary raises the builtin that means the
 same thing (``TypeError`` for a wrong type, ``ValueError`` for a wrong value),
@@ -51,6 +55,8 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "MCPConnectionError",
+    "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
     "RunTimeoutError",
@@ -459,3 +465,48 @@ class SchemaError(JunoBindError, ValueError):
 
     def __reduce__(self) -> tuple[type[SchemaError], tuple[str, str]]:
         return (type(self), (str(self), self.pointer))
+
+
+# --- MCP servers (juno_bind_trio.mcp) -----------------------------------------
+
+
+class MCPConnectionError(JunoBindError):
+    """An MCP server could not be started, reached, or completed the protocol's greeting.
+
+    Raised when an ``async with`` block of [juno_bind_trio.mcp][] is entered,
+    never during a run: a server that cannot be used is a wiring problem to fix
+    before any model sees its tools. ``server`` names the server (its command
+    line or URL); the underlying error is the ``__cause__``.
+    """
+
+    server: str
+
+    def __init__(self, message: str, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+    def __reduce__(self) -> tuple[type[MCPConnectionError], tuple[str, str]]:
+        return (type(self), (str(self), self.server))
+
+
+class MCPToolError(JunoBindError):
+    """An MCP tool ran and reported its own failure (a result with ``isError: true``).
+
+    Raised by the tool a [juno_bind_trio.mcp][] toolset builds, so the call is
+    answered as a failed call whose ``error`` is the server's text, exactly as
+    a local tool's exception is: the model reads what went wrong and may try
+    again differently. It has no ``kind``: the server said what failed, not
+    which kind of failure it was. ``tool_name`` is the server's name for the
+    tool; ``structured`` is the result's structured content, if any.
+    """
+
+    tool_name: str
+    structured: object
+
+    def __init__(self, message: str, tool_name: str, structured: object = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.structured = structured
+
+    def __reduce__(self) -> tuple[type[MCPToolError], tuple[str, str, object]]:
+        return (type(self), (str(self), self.tool_name, self.structured))
