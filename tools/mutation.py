@@ -179,7 +179,13 @@ class _Points:
 
 def _is_docstring_node(parent: ast.AST, child: ast.AST) -> bool:
     body = getattr(parent, "body", None)
-    return isinstance(body, list) and bool(body) and body[0] is child and _is_docstring(child)  # type: ignore[arg-type]
+    return (
+        isinstance(body, list)
+        and bool(body)
+        and body[0] is child
+        and isinstance(child, ast.stmt)
+        and _is_docstring(child)
+    )
 
 
 class _Replace(ast.NodeTransformer):
@@ -215,7 +221,8 @@ class _Replace(ast.NodeTransformer):
             node.value = (not node.value) if isinstance(node.value, bool) else node.value + 1
         elif kind == "augassign":
             node.op = ast.Sub()
-        return node
+        mutated: ast.AST = node
+        return mutated
 
 
 def mutants(path: Path) -> list[tuple[str, str]]:
