@@ -33,10 +33,15 @@ from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
 from ._public import publish as _publish
-from .agent import Agent as Agent
-from .agent import AgentResult as AgentResult
-from .agent import RunContext as RunContext
-from .agent import tool as tool
+
+# The exceptions' public home is this package: published before the agent
+# import below pulls in the subpackages, which re-export some of them.
+_publish(__name__, globals(), [n for n in dir() if n[:1].isupper() and n.endswith("Error")])
+
+from .agent import Agent as Agent  # noqa: E402
+from .agent import AgentResult as AgentResult  # noqa: E402
+from .agent import RunContext as RunContext  # noqa: E402
+from .agent import tool as tool  # noqa: E402
 
 __version__ = "0.1.0.dev0"
 
