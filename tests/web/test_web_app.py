@@ -90,7 +90,7 @@ async def test_a_run_streams_every_event_once_with_ids_and_ends() -> None:
     assert texts_of(frames)["t1"].text == FINAL
     assert json.loads(frames[-2]["data"])["reason"] == "completed"
     # A browser reconnecting after the end is told to stop (204), not replayed to.
-    async with serving(agent) as (app, runs):
+    async with serving(agent) as (app, _runs):
         client = Client(app)
         run_id = await start(client)
         frames = await read_all(client, run_id)

@@ -25,6 +25,8 @@ from typing import Final as _Final
 STATIC_DIR: _Final[_Path] = _Path(__file__).resolve().parent / "static"
 """The directory of the JavaScript client's modules, to serve under any URL prefix."""
 
+from juno_bind_trio._public import publish as _publish  # noqa: E402
+
 from ._app import DEFAULT_ALLOWED_HOSTS as DEFAULT_ALLOWED_HOSTS  # noqa: E402
 from ._app import KEEPALIVE_INTERVAL as KEEPALIVE_INTERVAL  # noqa: E402
 from ._app import Action as Action  # noqa: E402
@@ -57,3 +59,5 @@ __all__ = [
     "create_app",
     "serve",
 ]
+
+_publish(__name__, globals(), __all__)
