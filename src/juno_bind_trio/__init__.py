@@ -34,12 +34,12 @@ from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
 from ._public import publish as _publish
 
-# The exceptions take this module as their home before any subpackage is
-# imported: the agent below imports the others, and each publishes what it
-# re-exports, so a name keeps the first home it is given.
-_publish(__name__, globals(), [name for name in dir() if not name.startswith("_")])
+# The exception tree is published here, before anything below imports a
+# subpackage that re-exports it: the first publish of a name wins, and an
+# exception's home is the top level (``juno_bind_trio.UsageError``).
+_publish(__name__, globals(), [name for name in list(globals()) if not name.startswith("_")])
 
-from .agent import Agent as Agent  # noqa: E402 - after the exceptions are published
+from .agent import Agent as Agent  # noqa: E402
 from .agent import AgentResult as AgentResult  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
 from .agent import tool as tool  # noqa: E402
