@@ -34,9 +34,10 @@ from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
 from ._public import publish as _publish
 
-# The exceptions' public home is this package: published before the agent
-# import below pulls in the subpackages, which re-export some of them.
-_publish(__name__, globals(), [n for n in dir() if n[:1].isupper() and n.endswith("Error")])
+# The exception tree is published here, before anything below imports a
+# subpackage that re-exports it: the first publish of a name wins, and an
+# exception's home is the top level (``juno_bind_trio.UsageError``).
+_publish(__name__, globals(), [name for name in list(globals()) if not name.startswith("_")])
 
 from .agent import Agent as Agent  # noqa: E402
 from .agent import AgentResult as AgentResult  # noqa: E402
