@@ -15,8 +15,8 @@ from typing import Any
 
 import anyio
 import pytest
-
 from asgi_driver import Client
+
 from juno_bind_trio.completion import TurnTextView, event_from_wire
 
 pytestmark = pytest.mark.anyio
