@@ -28,6 +28,7 @@ import anyio
 
 from juno_bind_trio.completion import (
     CoalescingReceiver,
+    ListSink,
     TurnStreamEvent,
     TurnTextStream,
     TurnTextView,
@@ -97,10 +98,18 @@ async def run_backend(rounds: int) -> dict[str, float]:
             assert view.text == result.content
             return view.text
 
+        async def routed_no_reader(_client: Any) -> str:
+            # The reference: the same routed turn into a ListSink, nobody reading.
+            stream = TurnTextStream(sink=ListSink(), turn_id="t")
+            result = await model.route(MESSAGES, text_stream=stream)
+            stream.finish("succeeded")
+            return result.unwrap().content or ""
+
         variants: dict[str, Callable[[Any], Awaitable[str]]] = {
             "raw": raw_turn,
             "route": routed_with_reader,
             "loop": loop_with_reader,
+            "route_list": routed_no_reader,
         }
         timings: dict[str, list[float]] = {name: [] for name in variants}
         for turn in variants.values():  # warm-up: connections, imports, caches
@@ -120,6 +129,7 @@ async def run_backend(rounds: int) -> dict[str, float]:
         "raw_ms": raw * 1e3,
         "route": statistics.median(timings["route"]) / raw,
         "loop": statistics.median(timings["loop"]) / raw,
+        "route_list": statistics.median(timings["route_list"]) / raw,
     }
 
 
@@ -138,7 +148,8 @@ def main() -> None:
         print(
             f"  {backend:8} raw {result['raw_ms']:7.1f} ms   "
             f"route + reader {result['route']:5.3f}x   "
-            f"one-turn ToolLoop + reader {result['loop']:5.3f}x"
+            f"one-turn ToolLoop + reader {result['loop']:5.3f}x   "
+            f"(reference: route into a ListSink, no reader {result['route_list']:5.3f}x)"
         )
 
 
