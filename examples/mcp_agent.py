@@ -7,10 +7,10 @@ With ``--base-url``, ``--api-key`` and ``--model`` (or ``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``OPENAI_MODEL``) a real model decides what to call.
 
 The MCP server is ``examples/mcp_notes_server.py``, a small notes server
-written with the official SDK, started as a subprocess. The agent gets its tools as ``notes_add_note``
-and ``notes_list_notes`` (the ``prefix``), beside the local ``word_count``;
-``add_note`` is marked non-repeatable, so a resumed run never adds a note
-twice.
+written with the official SDK, started as a subprocess. The agent gets its
+tools as ``notes_add_note`` and ``notes_list_notes`` (the ``prefix``), beside
+the local ``word_count``; ``add_note`` is marked non-repeatable, so a resumed
+run never adds a note twice.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from juno_bind_trio.mcp import open_mcp_stdio
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import StreamResponse, open_fake_openai_server
-
 
 NOTES_SERVER = Path(__file__).with_name("mcp_notes_server.py")
 

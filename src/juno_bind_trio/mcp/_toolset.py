@@ -146,6 +146,17 @@ class MCPToolset:
         return self._tools
 
     @property
+    def lost(self) -> str | None:
+        """Why the connection ended while the block was still open, or ``None``.
+
+        Set when the transport failed (a streamable-HTTP server that died
+        under a request, for one); from then on every call fails at once
+        as ``"external"``. A stdio server that exits is found out by the
+        next call instead, with the same answer.
+        """
+        return self._lost
+
+    @property
     def infos(self) -> tuple[MCPToolInfo, ...]:
         """Every tool the server listed when the block was entered, in its order."""
         return self._infos
