@@ -61,3 +61,10 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".")
     for script in sorted(__import__("pathlib").Path("benchmarks").glob("bench_*.py")):
         session.run("python", str(script))
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
+    session.install("-e", ".[test]")
+    session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)
