@@ -147,5 +147,8 @@ def open_memory_sink(
             "open_memory_sink: max_buffer_size must be a non-negative integer or math.inf, "
             f"got {max_buffer_size!r}"
         )
+    if not isinstance(retractable, bool):
+        # Checked before the streams exist: refused later, they would leak unclosed.
+        raise TypeError(f"open_memory_sink: retractable must be a bool, got {retractable!r}")
     send, receive = anyio.create_memory_object_stream[TurnStreamEvent](max_buffer_size)
     return MemoryStreamSink(send, retractable=retractable), receive

@@ -1,0 +1,47 @@
+"""Fuzz entries for `juno_bind_trio.testing`."""
+
+from __future__ import annotations
+
+from fuzz_support import Entry
+
+from juno_bind_trio.testing import (
+    CloseBeforeResponse,
+    CompletionResponse,
+    Disconnect,
+    ErrorEvent,
+    ErrorResponse,
+    FakeOpenAIServer,
+    Finish,
+    MalformedChunk,
+    Pause,
+    RawEvent,
+    ReasoningDelta,
+    RecordedRequest,
+    StreamResponse,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    open_fake_openai_server,
+    serve_fake_openai,
+)
+
+ENTRIES = [
+    Entry(CloseBeforeResponse),
+    Entry(CompletionResponse, xfail="tool_calls=None: a bare 'not iterable' TypeError"),
+    Entry(Disconnect),
+    Entry(ErrorEvent),
+    Entry(ErrorResponse),
+    Entry(FakeOpenAIServer),
+    Entry(Finish),
+    Entry(MalformedChunk),
+    Entry(Pause),
+    Entry(RawEvent),
+    Entry(ReasoningDelta),
+    Entry(RecordedRequest),
+    Entry(StreamResponse),
+    Entry(TextDelta),
+    Entry(ToolCallDelta),
+    Entry(Usage),
+    Entry(open_fake_openai_server),
+    Entry(serve_fake_openai, also_named=("open_fake_openai_server",)),
+]
