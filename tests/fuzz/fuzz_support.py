@@ -258,7 +258,9 @@ def _valid_for(hint: Any) -> st.SearchStrategy[Any] | None:
 
 
 def _hints(target: Callable[..., Any]) -> dict[str, Any]:
-    function = target.__init__ if isinstance(target, type) else target
+    function: Any = vars(target).get("__init__", target) if isinstance(target, type) else target
+    if isinstance(target, type) and function is target:
+        function = getattr(target, "__init__")  # noqa: B009 - inherited, not on the class
     try:
         return typing.get_type_hints(function)
     except Exception:

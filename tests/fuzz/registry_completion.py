@@ -12,8 +12,12 @@ from juno_bind_trio import ToolCallArgumentsError
 from juno_bind_trio.completion import (
     AssembledCompletion,
     AssembledToolCall,
+    CoalescingReceiver,
+    CoalescingSink,
+    CoalescingSinkStatistics,
     CompletionDefect,
     ListSink,
+    MemorySinkPair,
     MemoryStreamSink,
     ResetEvent,
     StreamWatchdog,
@@ -43,13 +47,11 @@ def parsed_arguments_are_json(arguments: Call, result: Any) -> None:
     canonical_json(result)
 
 
-def close_the_streams(arguments: Call, result: Any) -> None:
-    sink, receive = result
-    sink.send_stream.close()
-    receive.close()
-
-
 ENTRIES = [
+    Entry(CoalescingReceiver),
+    Entry(CoalescingSink),
+    Entry(CoalescingSinkStatistics),
+    Entry(MemorySinkPair),
     Entry(AssembledCompletion),
     Entry(AssembledToolCall),
     Entry(CompletionDefect),
@@ -66,7 +68,7 @@ ENTRIES = [
     Entry(event_from_wire),
     Entry(expects_json_output),
     Entry(json_parses, args=ARGUMENT_TEXT),
-    Entry(open_memory_sink, check=close_the_streams),
+    Entry(open_memory_sink),
     Entry(
         parse_tool_call_arguments,
         args=ARGUMENT_TEXT,
