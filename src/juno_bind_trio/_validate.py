@@ -8,8 +8,39 @@ in this package does.
 from __future__ import annotations
 
 import operator
+import reprlib
+from typing import Final
 
-__all__ = ["check_count"]
+__all__ = ["MAX_JSON_DEPTH", "check_count", "shown"]
+
+MAX_JSON_DEPTH: Final = 500
+"""How deep a JSON value may nest (containers inside containers) anywhere in this package.
+
+Tool-call arguments, the values hashed for receipts and tool schemas are
+read by recursive code on both sides of the wire (Python's own ``json``
+gives up near 1,000 levels). Real ones nest a handful of levels; a value
+past this limit is refused with a ``ValueError`` (or the package error of
+the function that reads it) instead of exhausting the stack.
+"""
+
+_SHOWN: Final = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = 80
+_SHOWN.maxother = 80
+_SHOWN.maxlong = 40
+
+
+def shown(value: object) -> str:
+    """A short ``repr`` of *value* for an error message, whatever *value* is.
+
+    Bounded in depth and length, so naming a value nested thousands of levels
+    deep, or an integer of a million digits, costs nothing and cannot fail;
+    an object whose own ``repr`` raises is named by its type.
+    """
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # noqa: BLE001 - the message must be built whatever the value does
+        return f"<{type(value).__name__} object>"
 
 
 def check_count(where: str, value: object, *, minimum: int) -> int:

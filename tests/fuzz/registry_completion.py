@@ -74,7 +74,6 @@ ENTRIES = [
         args=ARGUMENT_TEXT,
         raises=(ToolCallArgumentsError,),
         check=parsed_arguments_are_json,
-        xfail="1e400 parses to inf",
     ),
     Entry(retry_structured_output, also_named=("expects_json_output",)),
     Entry(structured_output_parses),

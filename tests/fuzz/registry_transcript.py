@@ -77,7 +77,6 @@ ENTRIES = [
         raises=(TranscriptError,),
         check=keeps_the_provider_rule,
         check_error=names_the_message,
-        xfail="an unhashable role is a bare TypeError",
     ),
     Entry(HealChange),
     Entry(HealResult),
