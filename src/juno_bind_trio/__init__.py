@@ -14,6 +14,8 @@ from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
+from ._errors import MCPConnectionError as MCPConnectionError
+from ._errors import MCPToolError as MCPToolError
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
 from ._errors import RunTimeoutError as RunTimeoutError
@@ -39,6 +41,8 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "MCPConnectionError",
+    "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
     "RunTimeoutError",

@@ -1,6 +1,6 @@
 """Every exception this package defines, in one tree.
 
-Whose fault an error is shows in where it hangs::
+Whose fault an error is shows in where it hangs:
 
     JunoBindError                      base of everything raised on purpose here
     ├── UsageError (RuntimeError)      you: the caller broke a lifetime or call-order rule
@@ -23,7 +23,11 @@ Whose fault an error is shows in where it hangs::
     ├── RoutingError                   them: no route answered (carries the whole trail)
     │   ├── AllRoutesFailedError       every attempt failed: one error, every attempt in it
     │   └── NoViableEndpointError      circuit breakers left nothing to try
-    └── RunTimeoutError (TimeoutError) the run's own deadline expired
+    ├── RunTimeoutError (TimeoutError) the run's own deadline expired
+    ├── MCPConnectionError             an MCP server could not be started, reached or
+    │                                  greeted (juno_bind_trio.mcp)
+    └── MCPToolError                   an MCP tool answered a call with ``isError`` (a result,
+                                       raised inside the tool; never leaves the pool)
 
 Argument validation at a public boundary raises the builtin that means the
 same thing (``TypeError`` for a wrong type, ``ValueError`` for a wrong value),
@@ -51,6 +55,8 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "MCPConnectionError",
+    "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
     "RunTimeoutError",
@@ -77,7 +83,7 @@ class UsageError(JunoBindError, RuntimeError):
 
 
 class TurnStreamUsageError(UsageError):
-    """A :class:`~juno_bind_trio.completion.TurnTextStream` was driven out of order."""
+    """A [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] was driven out of order."""
 
 
 class WireFormatError(JunoBindError, ValueError):
@@ -151,7 +157,7 @@ class ToolFailureError(JunoBindError):
     """A tool's own failure, raised by the tool with an explicit ``kind``.
 
     ``ToolFailureError(kind, message)``: *kind* is a
-    :data:`~juno_bind_trio.plugins.ToolFailureKind` (``"validation"``,
+    [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind] (``"validation"``,
     ``"not_found"``, …) so the loop's envelope can say what kind of failure
     it was without matching on the message, which is brittle and
     locale-dependent; ``str(error)`` is *message* alone.
@@ -297,10 +303,10 @@ class RoutingError(JunoBindError):
     """Routing ended without an answer. ``attempts`` is the whole trail, ``skipped``
     the candidates a circuit breaker refused.
 
-    Not an exception group, though shaped like one (:attr:`exceptions`): a
-    plan with one candidate that fails once would otherwise raise a group of
-    one, and ``except*`` would start matching SDK errors inside a routing
-    failure.
+    Not an exception group, though shaped like one
+    ([`exceptions`][juno_bind_trio.RoutingError.exceptions]): a plan with one candidate that fails
+    once would otherwise raise a group of one, and ``except*`` would start matching SDK errors
+    inside a routing failure.
     """
 
     attempts: tuple[AttemptRecord[Any], ...]
@@ -329,9 +335,9 @@ class AllRoutesFailedError(RoutingError):
     """Every attempt routing was allowed to make failed. The message lists each one.
 
     Its ``__cause__`` is the last attempt's exception, so a traceback ends at
-    the failure that exhausted the plan. :attr:`retry_after` is the shortest
-    wait any server asked for (the earliest moment one said it would take
-    traffic again), or ``None``.
+    the failure that exhausted the plan.
+    [`retry_after`][juno_bind_trio.AllRoutesFailedError.retry_after] is the shortest wait any server
+    asked for (the earliest moment one said it would take traffic again), or ``None``.
     """
 
     def __init__(
@@ -381,8 +387,8 @@ class AllRoutesFailedError(RoutingError):
 class NoViableEndpointError(RoutingError):
     """Nothing was attempted: the circuit breaker refused every candidate of the plan.
 
-    A different fact from :class:`AllRoutesFailedError` (everything tried
-    failed): here no endpoint was even asked, so the useful reaction is to
+    A different fact from [`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError] (everything
+    tried failed): here no endpoint was even asked, so the useful reaction is to
     wait for a breaker to half-open, not to investigate the request.
     """
 
@@ -400,13 +406,14 @@ class NoViableEndpointError(RoutingError):
 
 
 class RunTimeoutError(JunoBindError, TimeoutError):
-    """The run's own deadline (a :class:`~juno_bind_trio.run.RunDeadline`) ran out.
+    """The run's own deadline (a [`RunDeadline`][juno_bind_trio.run.RunDeadline]) ran out.
 
     Raised where the deadline's scope ends, never for a cancellation that came
     from outside it: a timeout and a cancellation are different outcomes, and
-    a host stores them differently (:func:`~juno_bind_trio.run.classify_run_failure`).
-    ``seconds`` is the budget that ran out. A ``TimeoutError``, so code that
-    already handles timeouts generically keeps working.
+    a host stores them differently
+    ([`classify_run_failure()`][juno_bind_trio.run.classify_run_failure]). ``seconds`` is the budget
+    that ran out. A ``TimeoutError``, so code that already handles timeouts generically keeps
+    working.
     """
 
     seconds: float
@@ -423,7 +430,8 @@ class RunTimeoutError(JunoBindError, TimeoutError):
 
 
 class TranscriptError(JunoBindError, ValueError):
-    """A transcript message :func:`~juno_bind_trio.transcript.heal_transcript` cannot read.
+    """A transcript message [`heal_transcript()`][juno_bind_trio.transcript.heal_transcript] cannot
+    read.
 
     ``index`` is the position of the offending message in the list you passed,
     so a host that loads transcripts from storage can log or quarantine exactly
@@ -457,3 +465,48 @@ class SchemaError(JunoBindError, ValueError):
 
     def __reduce__(self) -> tuple[type[SchemaError], tuple[str, str]]:
         return (type(self), (str(self), self.pointer))
+
+
+# --- MCP servers (juno_bind_trio.mcp) -----------------------------------------
+
+
+class MCPConnectionError(JunoBindError):
+    """An MCP server could not be started, reached, or completed the protocol's greeting.
+
+    Raised when an ``async with`` block of [juno_bind_trio.mcp][] is entered,
+    never during a run: a server that cannot be used is a wiring problem to fix
+    before any model sees its tools. ``server`` names the server (its command
+    line or URL); the underlying error is the ``__cause__``.
+    """
+
+    server: str
+
+    def __init__(self, message: str, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+    def __reduce__(self) -> tuple[type[MCPConnectionError], tuple[str, str]]:
+        return (type(self), (str(self), self.server))
+
+
+class MCPToolError(JunoBindError):
+    """An MCP tool ran and reported its own failure (a result with ``isError: true``).
+
+    Raised by the tool a [juno_bind_trio.mcp][] toolset builds, so the call is
+    answered as a failed call whose ``error`` is the server's text, exactly as
+    a local tool's exception is: the model reads what went wrong and may try
+    again differently. It has no ``kind``: the server said what failed, not
+    which kind of failure it was. ``tool_name`` is the server's name for the
+    tool; ``structured`` is the result's structured content, if any.
+    """
+
+    tool_name: str
+    structured: object
+
+    def __init__(self, message: str, tool_name: str, structured: object = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.structured = structured
+
+    def __reduce__(self) -> tuple[type[MCPToolError], tuple[str, str, object]]:
+        return (type(self), (str(self), self.tool_name, self.structured))

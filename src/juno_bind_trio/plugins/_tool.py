@@ -5,12 +5,12 @@ A failed tool call still has to be answered in the transcript (every
 answer is read by two audiences: the model on its next turn and the host
 (UI, retry policy, logs). Both need to tell failures apart *without matching
 on the error string*, which is brittle and locale-dependent. So the loop
-writes every failure as one small JSON envelope::
+writes every failure as one small JSON envelope:
 
     {"success": false, "kind": "not_run", "error": "This call was never started, …"}
 
-``kind`` is a :data:`ToolFailureKind` when the failure has one and is left out
-when it does not, exactly as the TypeScript package's loop does for an
+``kind`` is a [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind] when the failure has one
+and is left out when it does not, exactly as the TypeScript package's loop does for an
 ordinary failure. The two kinds the harness itself assigns are different
 facts and must never be conflated: ``"not_run"`` (never started, nothing
 changed, do not retry) and ``"interrupted"`` (started, cut off by a cancel,
@@ -20,15 +20,20 @@ its effect unknown: check before repeating).
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
-from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError
+from juno_bind_trio._errors import (
+    AbortedToolCallError,
+    InterruptedToolCallError,
+    ToolCallError,
+    ToolFailureError,
+)
+from juno_bind_trio._validate import is_async_callable
 
 __all__ = [
     "TOOL_FAILURE_KINDS",
@@ -36,6 +41,7 @@ __all__ = [
     "ToolFailureKind",
     "ToolHandler",
     "kind_for_error",
+    "tool_error_text",
     "tool_failure_content",
     "tool_failure_message",
 ]
@@ -51,19 +57,20 @@ ToolFailureKind = Literal[
 * ``"conflict"``: the target's state forbids it now (a version mismatch, a duplicate).
 * ``"external"``: a service the tool depends on failed.
 * ``"not_run"``: the harness refused the call before it started; nothing
-  happened and nothing changed (:class:`~juno_bind_trio.AbortedToolCallError`).
+  happened and nothing changed ([`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError]).
 * ``"system"``: the tool or the harness is broken.
 * ``"interrupted"``: this port's addition: the call started and a cancel cut
   it off, so whether it took effect is unknown
-  (:class:`~juno_bind_trio.InterruptedToolCallError`). Not ``"not_run"``:
+  ([`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError]). Not ``"not_run"``:
   a resumed run must check before repeating it, not assume nothing happened.
 
 Tools should set it explicitly, by raising
-:class:`~juno_bind_trio.ToolFailureError`.
+[`ToolFailureError`][juno_bind_trio.ToolFailureError].
 """
 
 TOOL_FAILURE_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolFailureKind))
-"""Every :data:`ToolFailureKind`, for checking a value at run time."""
+"""Every [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind], for checking a value at run
+time."""
 
 ToolHandler = Callable[..., Awaitable[Any]]
 """An async callable that executes a tool; the host's dispatcher decides its arguments
@@ -89,11 +96,16 @@ def tool_failure_content(error: str, kind: ToolFailureKind | None = None) -> str
     """The JSON a failed call's ``tool`` message carries as its content.
 
     Key order ``success``, ``kind``, ``error``; ``kind`` is left out when it
-    is ``None``. Non-ASCII text is kept as it is (``ensure_ascii=False``): the
-    reader is a model, and escapes only cost it tokens.
+    is ``None``. Written in ``JSON.stringify``'s compact form (no space after
+    ``,`` or ``:``), byte for byte what the TypeScript package writes, so a
+    host that stores or hashes transcripts from both gets the same bytes.
+    Non-ASCII text is kept as it is (``ensure_ascii=False``, as
+    ``JSON.stringify`` does): the reader is a model, and escapes only cost it
+    tokens.
 
     :raises TypeError: *error* is not a string, or *kind* neither ``None`` nor a string.
-    :raises ValueError: *kind* is a string but not a :data:`ToolFailureKind`.
+    :raises ValueError: *kind* is a string but not a
+        [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
     """
     if not isinstance(error, str):
         raise TypeError(f"tool_failure_content: error must be a string, got {error!r}")
@@ -102,7 +114,7 @@ def tool_failure_content(error: str, kind: ToolFailureKind | None = None) -> str
     if kind is not None:
         envelope["kind"] = kind
     envelope["error"] = error
-    return json.dumps(envelope, ensure_ascii=False)
+    return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
 
 
 def tool_failure_message(
@@ -111,7 +123,7 @@ def tool_failure_message(
     """The ``tool`` message answering a failed call: ``role``, ``tool_call_id``, ``content``.
 
     :raises TypeError: *tool_call_id* is not a non-empty string, or *error* not a string.
-    :raises ValueError: *kind* is not a :data:`ToolFailureKind`.
+    :raises ValueError: *kind* is not a [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
     """
     given: object = tool_call_id
     if not isinstance(given, str) or not given:
@@ -129,12 +141,13 @@ def tool_failure_message(
 
 
 def kind_for_error(exc: BaseException) -> ToolFailureKind | None:
-    """The :data:`ToolFailureKind` an exception stands for, or ``None`` for an ordinary failure.
+    """The [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind] an exception stands for, or
+    ``None`` for an ordinary failure.
 
-    ``"not_run"`` for an :class:`~juno_bind_trio.AbortedToolCallError`,
-    ``"interrupted"`` for an :class:`~juno_bind_trio.InterruptedToolCallError`;
+    ``"not_run"`` for an [`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError],
+    ``"interrupted"`` for an [`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError];
     otherwise the exception's own ``kind`` attribute if it is a valid kind
-    (:class:`~juno_bind_trio.ToolFailureError` carries one, and so may a
+    ([`ToolFailureError`][juno_bind_trio.ToolFailureError] carries one, and so may a
     host's own exception), else ``None``. An unknown ``kind`` is ignored
     rather than trusted: a misspelt discriminant is worse than none.
     """
@@ -142,10 +155,48 @@ def kind_for_error(exc: BaseException) -> ToolFailureKind | None:
         return "not_run"
     if isinstance(exc, InterruptedToolCallError):
         return "interrupted"
-    kind = getattr(exc, "kind", None)
+    try:
+        kind = getattr(exc, "kind", None)
+    except Exception:
+        # A `kind` property that raises: the answer must still be written.
+        return None
     if isinstance(kind, str) and kind in TOOL_FAILURE_KINDS:
         return kind  # type: ignore[return-value]
     return None
+
+
+def tool_error_text(exc: BaseException) -> str:
+    """The text a failed tool call's answer carries for *exc*: what the model reads.
+
+    * A tool's own exception: ``"<ExceptionType>: <message>"``, for example
+      ``KeyError: 'city'``. The type is half of what the model can act on;
+      ``'city'`` alone says nothing.
+    * An exception with an empty message: its type name alone
+      (``"TimeoutError"``). The TypeScript package writes ``""`` here; this
+      package differs on purpose, because an empty error leaves the model
+      nothing to act on and the type is the one fact there is.
+    * [`ToolFailureError`][juno_bind_trio.ToolFailureError]: its message as it is (even
+      empty): the tool wrote that sentence for the model, and ``kind``
+      carries the classification.
+    * The harness's own [`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError] and
+      [`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError]: their message as it
+      is, the TypeScript package's exact sentence for a refusal.
+
+    Never raises: an exception whose ``__str__`` fails (or returns something
+    other than a string) is rendered by its type name, because the answer has
+    to be written whatever the tool raised.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, ToolFailureError):
+        message: object = exc.message
+        return message if isinstance(message, str) else name
+    try:
+        text = str(exc)
+    except Exception:
+        return name
+    if isinstance(exc, ToolCallError):
+        return text
+    return f"{name}: {text}" if text else name
 
 
 def _check_name(name: object) -> str:
@@ -185,14 +236,11 @@ def _check_parameters(parameters: object) -> dict[str, Any]:
 
 
 def _check_handler(handler: object) -> ToolHandler:
-    call = getattr(handler, "__call__", None)  # noqa: B004 - an async __call__ counts
-    if not callable(handler) or not (
-        inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
-    ):
+    if not is_async_callable(handler):
         # A sync function that slips through would fail on every call, as a
         # tool failure far from here; refuse it where the tool is defined.
         raise TypeError(f"ToolDef: handler must be an async function, got {handler!r}")
-    return handler
+    return cast("ToolHandler", handler)
 
 
 def _check_runs_serially(value: object) -> bool:

@@ -24,7 +24,7 @@ never ran still come back, as ``Error(AbortedToolCallError(id))``, because
 every ``tool_call_id`` of the assistant message needs an answer either way,
 and a caller that got a shorter list than it passed would mispair the rest.
 
-The hard cancel is Trio's: the scope around :meth:`ToolBatch.run` is
+The hard cancel is Trio's: the scope around [`ToolBatch.run()`][juno_bind_trio.run.ToolBatch.run] is
 cancelled. Then nothing queued starts, calls in flight are cancelled at their
 next checkpoint, and the cancellation propagates out of ``run()`` untouched.
 Returning a list is then impossible, but the loop above still has to answer
@@ -48,7 +48,13 @@ import anyio.lowlevel
 import attrs
 import outcome
 
-from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled_fn
+from juno_bind_trio._cancel import (
+    cancelled_now,
+    checkpoint_if_cancelled_fn,
+    is_foreign_cancellation,
+    one_failure,
+    split_cancellations,
+)
 from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
 
 from ._calls import StopSignal, ToolCallLike, read_tool_call
@@ -64,7 +70,7 @@ __all__ = [
 T = TypeVar("T")
 
 CallState = Literal["queued", "running", "finished", "refused", "interrupted"]
-"""Where one call of a :class:`ToolBatch` is.
+"""Where one call of a [`ToolBatch`][juno_bind_trio.run.ToolBatch] is.
 
 ``"queued"`` (not claimed yet) → ``"running"`` (claimed, its tool awaited) →
 ``"finished"`` (returned or raised: its result is ``Value`` or ``Error``).
@@ -119,7 +125,8 @@ _make_value: Final = _fast_value_maker()
 
 @attrs.frozen
 class ToolBatchStatistics:
-    """A snapshot of a :class:`ToolBatch`, from :meth:`ToolBatch.statistics`.
+    """A snapshot of a [`ToolBatch`][juno_bind_trio.run.ToolBatch], from
+    [`ToolBatch.statistics()`][juno_bind_trio.run.ToolBatch.statistics].
 
     ``claimed`` counts every call a worker has taken: ``in_flight`` (running
     now) + ``finished`` + ``interrupted``. Each call is in exactly one of
@@ -182,18 +189,20 @@ class ToolBatch(Generic[T]):
     """One assistant message's tool calls, run once, and readable however the run ended.
 
     ``ToolBatch(calls)`` checks every call up front (each is a function tool
-    call, in either shape :data:`~juno_bind_trio.run.ToolCallLike` allows;
+    call, in either shape [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] allows;
     ids are non-empty and unique) and groups them by tool name. Every call
     starts ``"queued"``.
 
-    Hold on to the batch across :meth:`run`: when a hard cancel ends the run,
-    :attr:`states` and :meth:`result` still say, for every call, whether it
-    finished, was refused (never started) or was interrupted (started and
-    cut off), which is what the caller needs to answer each ``tool_call_id``.
+    Hold on to the batch across [`run()`][juno_bind_trio.run.ToolBatch.run]: when a hard cancel ends
+    the run, [`states`][juno_bind_trio.run.ToolBatch.states] and
+    [`result()`][juno_bind_trio.run.ToolBatch.result] still say, for every call, whether it
+    finished, was refused (never started) or was interrupted (started and cut off), which is what
+    the caller needs to answer each ``tool_call_id``.
 
-    The outcomes in :meth:`run`'s list and those :meth:`result` returns are
-    the same objects, and an ``outcome`` can be unwrapped once: read
-    ``.value`` / ``.error`` where more than one reader needs them.
+    The outcomes in [`run()`][juno_bind_trio.run.ToolBatch.run]'s list and those
+    [`result()`][juno_bind_trio.run.ToolBatch.result] returns are the same objects, and an
+    ``outcome`` can be unwrapped once: read ``.value`` / ``.error`` where more than one reader needs
+    them.
     """
 
     _calls: tuple[ToolCallLike, ...] = attrs.field(converter=_check_calls, alias="calls")
@@ -258,11 +267,12 @@ class ToolBatch(Generic[T]):
 
     @property
     def states(self) -> tuple[CallState, ...]:
-        """The :data:`CallState` of every call, aligned with :attr:`calls` (a snapshot)."""
+        """The [`CallState`][juno_bind_trio.run.CallState] of every call, aligned with
+        [`calls`][juno_bind_trio.run.ToolBatch.calls] (a snapshot)."""
         return tuple(self._states)
 
     def state(self, index: int) -> CallState:
-        """The :data:`CallState` of the call at *index*."""
+        """The [`CallState`][juno_bind_trio.run.CallState] of the call at *index*."""
         return self._states[index]
 
     def result(self, index: int) -> outcome.Outcome[T] | None:
@@ -292,7 +302,8 @@ class ToolBatch(Generic[T]):
         stop: StopSignal | None = None,
         per_tool_limit: int = DEFAULT_PER_TOOL_LIMIT,
     ) -> list[outcome.Outcome[T]]:
-        """Run every call through ``await run(call)``; return results aligned with :attr:`calls`.
+        """Run every call through ``await run(call)``; return results aligned with
+        [`calls`][juno_bind_trio.run.ToolBatch.calls].
 
         Each result is ``outcome.Value(v)`` for a call that returned ``v``,
         ``outcome.Error(exc)`` for one that raised an ``Exception`` (a failing
@@ -346,14 +357,27 @@ class ToolBatch(Generic[T]):
             # Synchronously, before anything else can run: this is what lets a
             # caller answer every call in its `except` / `finally`.
             self._settle_unfinished()
-            # A tool that raised a BaseException that is not an Exception (a
-            # KeyboardInterrupt, a SystemExit) is one failure, not a group; the
-            # task group's wrapping is an implementation detail.
-            if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                (leaf,) = exc.exceptions
-                if not isinstance(leaf, (anyio.get_cancelled_exc_class(), BaseExceptionGroup)):
-                    raise leaf from exc
+            # What leaves is the cancellation alone, or the failure alone. Only a
+            # BaseException that is not an Exception (a KeyboardInterrupt, a
+            # SystemExit, a host's own subclass) gets here from a tool, and the
+            # task group wraps it, together with the Cancelled of every worker it
+            # cut off. Taking the cancellations out first is what makes one
+            # failure one exception on both backends (on Trio the cancel of a
+            # sibling lands in the same group; asyncio often raises it bare), and
+            # what lets a caller's cancel scope absorb a cancel that is all
+            # cancellation. A genuine group of several failures stays a group.
+            _, failures = split_cancellations(exc)
+            if failures is not None:
+                failure = one_failure(failures)
+                if failure is not exc:
+                    raise failure from exc
             raise
+        # A worker that ended without settling its call would leave a None in the
+        # list below, and a caller would pair it with nothing. Every way a tool
+        # can end is settled in _work; this sweep keeps the promise regardless.
+        states = self._states
+        if "running" in states or "queued" in states:
+            self._settle_unfinished()
         # Every slot is settled now; a copy, so the caller cannot rewrite the batch.
         return cast("list[outcome.Outcome[T]]", list(self._results))
 
@@ -388,16 +412,43 @@ class ToolBatch(Generic[T]):
                     # (a common habit of wrappers). It was cut off, whatever
                     # it says: record it as interrupted, keeping what it
                     # raised as the cause, and let the cancellation through.
-                    interrupted = InterruptedToolCallError(self._ids[index])
-                    interrupted.__cause__ = exc
-                    states[index] = "interrupted"
-                    results[index] = _Error(interrupted)
+                    self._interrupt(index, exc)
                     await checkpoint_if_cancelled()
                     continue  # pragma: no cover - the checkpoint above raises
+                results[index] = _Error(exc)
+            except BaseException as exc:
+                if cancelled_now():
+                    _, failures = split_cancellations(exc)
+                    if isinstance(failures, Exception):
+                        # A tool that fans out in its own task group: one part
+                        # failed while the cancel cut off another, and the group
+                        # holds both. The same fact as above (cut off, whatever
+                        # else went wrong), so the same answer; the cancellation
+                        # leaves as itself, not in a group, so the caller's
+                        # scope absorbs it.
+                        self._interrupt(index, failures)
+                        await checkpoint_if_cancelled()
+                        continue  # pragma: no cover - the checkpoint above raises
+                    # The cancellation itself, or a BaseException that outranks
+                    # it: run()'s sweep answers this call "interrupted".
+                    raise
+                if not is_foreign_cancellation(exc):
+                    raise
+                # asyncio's CancelledError from a future somebody else cancelled,
+                # while nobody cancelled the run: the tool failed, like any
+                # other failure. Left to propagate, it would end this worker
+                # silently (the task group reads it as the worker's own cancel)
+                # and take its siblings' calls with it.
                 results[index] = _Error(exc)
             else:
                 results[index] = make_value(value)
             states[index] = "finished"
+
+    def _interrupt(self, index: int, cause: BaseException) -> None:
+        interrupted = InterruptedToolCallError(self._ids[index])
+        interrupted.__cause__ = cause
+        self._states[index] = "interrupted"
+        self._results[index] = _Error(interrupted)
 
     def _settle_unfinished(self) -> None:
         """Settle every call still queued (refused) or running (interrupted). No checkpoint."""
@@ -424,7 +475,7 @@ async def run_tool_calls_pooled_by_tool(
     The one-shot form of ``await ToolBatch(calls).run(run, stop=stop,
     per_tool_limit=per_tool_limit)``, for a caller that does not need to read
     the batch after a hard cancel. An empty batch returns ``[]``. See
-    :meth:`ToolBatch.run` for the results and both ways to stop.
+    [`ToolBatch.run()`][juno_bind_trio.run.ToolBatch.run] for the results and both ways to stop.
     """
     batch: ToolBatch[T] = ToolBatch(calls)
     return await batch.run(run, stop=stop, per_tool_limit=per_tool_limit)
