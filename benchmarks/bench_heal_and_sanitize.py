@@ -181,7 +181,7 @@ def main() -> None:
                 *(
                     (
                         f"sanitize_tool_schema(dialect={d!r})",
-                        lambda d=d: sanitize_tool_schema(schema, dialect=d),  # type: ignore[misc]
+                        lambda d=d: sanitize_tool_schema(schema, dialect=d),
                     )
                     for d in dialects
                 ),

@@ -41,7 +41,7 @@ def shown(value: object) -> str:
     """
     try:
         return _SHOWN.repr(value)
-    except Exception:  # noqa: BLE001 - the message must be built whatever the value does
+    except Exception:
         return f"<{type(value).__name__} object>"
 
 

@@ -8,6 +8,7 @@ from juno_bind_trio.plugins import (
     SuspendDirective,
     ToolDef,
     kind_for_error,
+    tool_error_text,
     tool_failure_content,
     tool_failure_message,
 )
@@ -16,6 +17,7 @@ ENTRIES = [
     Entry(SuspendDirective),
     Entry(ToolDef),
     Entry(kind_for_error),
+    Entry(tool_error_text),
     Entry(tool_failure_content),
     Entry(tool_failure_message),
 ]

@@ -12,8 +12,8 @@ a host's own dispatcher agree on what a call asked for:
 | `"{}"` | `{}` | no |
 | `'{"q": "x"}'` | `{"q": "x"}` | no |
 | `"[1, 2]"`, `"42"`, ... | [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError] | no |
-| malformed, `NaN`, `1e400` | [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError] | no |
-| nested past 500 levels | [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError] | no |
+| malformed, `NaN`, `1e400` | the same error | no |
+| nested past 500 levels | the same error | no |
 
 Why these answers:
 
@@ -68,10 +68,13 @@ def _reject_constant(token: str) -> NoReturn:
     raise ValueError(f"{token} is not standard JSON")
 
 
+_PAST: Final = "no party on the wire can hold it as a number"
+
+
 def _finite_float(token: str) -> float:
     value = float(token)
     if value in (math.inf, -math.inf):
-        raise ValueError(f"the number {token[:40]} is past the largest double, so not a JSON number any party can hold")
+        raise ValueError(f"the number {token[:40]} is past the largest double ({_PAST})")
     return value
 
 
@@ -80,7 +83,7 @@ def _double_int(token: str) -> int:
     # integer past the largest double is a number no other party can hold.
     value = int(token)
     if len(token) > 308 and not -_MAX_DOUBLE <= value <= _MAX_DOUBLE:
-        raise ValueError(f"the number {token[:40]}... is past the largest double, so not a JSON number any party can hold")
+        raise ValueError(f"the number {token[:40]}... is past the largest double ({_PAST})")
     return value
 
 

@@ -261,8 +261,8 @@ def _encode(value: object, out: list[str], active: set[int]) -> None:
                 # TypeScript host holds Infinity, which JSON.stringify writes as null).
                 raise _Refused(
                     ValueError,
-                    f"is an integer of about {int(value.bit_length() * 0.30103) + 1} digits, past the "
-                    "largest JSON number (about 1.8e308)",
+                    f"is an integer of about {int(value.bit_length() * 0.30103) + 1} digits, "
+                    "past the largest JSON number (about 1.8e308)",
                 ) from None
             out.append(_number(nearest))
     elif isinstance(value, float):
