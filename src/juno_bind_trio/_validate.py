@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
 import reprlib
 from typing import Final
 
-__all__ = ["MAX_JSON_DEPTH", "check_count", "is_async_callable", "shown"]
+__all__ = ["MAX_JSON_DEPTH", "check_count", "is_async_callable", "real_number", "shown"]
 
 MAX_JSON_DEPTH: Final = 500
 """How deep a JSON value may nest (containers inside containers) anywhere in this package.
@@ -30,6 +31,24 @@ _SHOWN.maxlevel = 3
 _SHOWN.maxstring = 80
 _SHOWN.maxother = 80
 _SHOWN.maxlong = 40
+
+
+def real_number(value: object) -> float | None:
+    """*value* as a ``float`` if it is an ``int`` or a ``float`` (not a bool), else ``None``.
+
+    An integer past the largest double (``10**400``) is infinite here, as it
+    is to every reader that holds numbers as doubles: a span of seconds that
+    long is longer than any finite one. So a check for "a finite number of
+    seconds" refuses it with a ``ValueError``, and one that takes ``math.inf``
+    for "never" accepts it as that, instead of ``float()`` raising
+    ``OverflowError`` from inside.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def shown(value: object) -> str:

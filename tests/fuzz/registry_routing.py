@@ -72,6 +72,5 @@ ENTRIES = [
         parse_retry_after,
         args=RETRY_AFTER_CALLS,
         check=no_wait_or_a_finite_wait,
-        xfail="headers of the wrong type: AttributeError",
     ),
 ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
+from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.plugins import SuspendDirective
 from juno_bind_trio.run import tool_call_arguments, tool_call_id, tool_call_name
 
@@ -94,14 +95,10 @@ def _count(owner: str, name: str, value: object) -> int:
 
 
 def _seconds(owner: str, name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise TypeError(f"{owner}: {name} must be a finite non-negative number, got {value!r}")
-    return float(value)
+    seconds = real_number(value)
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise TypeError(f"{owner}: {name} must be a finite non-negative number, got {shown(value)}")
+    return seconds
 
 
 def _optional_text(owner: str, name: str, value: object) -> str | None:
