@@ -30,6 +30,7 @@ from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
+from ._public import publish as _publish
 
 __version__ = "0.1.0.dev0"
 
@@ -59,3 +60,5 @@ __all__ = [
     "WireFormatError",
     "__version__",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -193,11 +193,11 @@ def _count(what: str, value: object, *, minimum: int) -> int:
     return count
 
 
-def _max_depth(value: object) -> int:
+def _max_depth(value: int) -> int:
     return _count("ChainRule: max_depth", value, minimum=0)
 
 
-def _max_children(value: object) -> int:
+def _max_children(value: int) -> int:
     return _count("ChainRule: max_concurrent_children", value, minimum=0)
 
 
@@ -342,18 +342,19 @@ def _delay(what: str, value: object, *, allow_zero: bool) -> float:
     return seconds
 
 
-def _initial(value: object) -> float:
+def _initial(value: float) -> float:
     # Zero is refused: every later delay is a multiple of it, so a schedule
     # starting at zero would never back off and would poll in a tight loop. A
     # host that wants an immediate first check calls it before polling.
     return _delay("initial", value, allow_zero=False)
 
 
-def _max_delay(value: object) -> float:
+def _max_delay(value: float) -> float:
     return _delay("max_delay", value, allow_zero=False)
 
 
-def _factor(value: object) -> float:
+def _factor(given: float) -> float:
+    value: object = given  # checked at run time, whatever the type says
     message = f"PollSchedule: factor must be a finite number >= 1, got {shown(value)}"
     factor = real_number(value)
     if factor is None:
@@ -363,7 +364,7 @@ def _factor(value: object) -> float:
     return factor
 
 
-def _max_attempts(value: object) -> int | None:
+def _max_attempts(value: int | None) -> int | None:
     return None if value is None else _count("PollSchedule: max_attempts", value, minimum=1)
 
 

@@ -9,6 +9,8 @@ loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
 """
 
+from juno_bind_trio._public import publish as _publish
+
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -54,3 +56,5 @@ __all__ = [
     "open_fake_openai_server",
     "serve_fake_openai",
 ]
+
+_publish(__name__, globals(), __all__)
