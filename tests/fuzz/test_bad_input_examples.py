@@ -82,7 +82,8 @@ def test_parse_retry_after_ignores_a_value_it_cannot_read(value: Any) -> None:
 
 
 def test_parse_retry_after_reads_the_next_header_past_a_malformed_one() -> None:
-    assert parse_retry_after({"retry-after-ms": ["x"], "retry-after": "2"}) == 2.0
+    headers: dict[str, Any] = {"retry-after-ms": ["x"], "retry-after": "2"}
+    assert parse_retry_after(headers) == 2.0
 
 
 @pytest.mark.parametrize("now", [5, None, "now"])
