@@ -27,7 +27,7 @@ from juno_bind_trio.testing import (
 
 ENTRIES = [
     Entry(CloseBeforeResponse),
-    Entry(CompletionResponse, xfail="tool_calls=None: a bare 'not iterable' TypeError"),
+    Entry(CompletionResponse),
     Entry(Disconnect),
     Entry(ErrorEvent),
     Entry(ErrorResponse),

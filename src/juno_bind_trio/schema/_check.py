@@ -117,8 +117,7 @@ def check_schema(root: Mapping[str, Any]) -> None:
 
 
 def check_json(root: object) -> None:
-    """Refuse what is not a JSON document, or nests past
-    [`MAX_SCHEMA_DEPTH`][juno_bind_trio.schema._check.MAX_SCHEMA_DEPTH].
+    """Refuse what is not a JSON document, or nests past ``MAX_SCHEMA_DEPTH``.
 
     Walked without recursion, before anything recursive reads the schema:
     keys must be strings, numbers finite, and every value one JSON has.
