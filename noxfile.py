@@ -81,3 +81,10 @@ def fuzz(session: nox.Session) -> None:
         "-x",
         env={"JUNO_FUZZ_EXAMPLES": examples},
     )
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
+    session.install("-e", ".[test]")
+    session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)

@@ -19,6 +19,7 @@ SUBPACKAGES = [
     "juno_bind_trio.mcp",
     "juno_bind_trio.providers.openai",
     "juno_bind_trio.testing",
+    "juno_bind_trio.agent",
     "juno_bind_trio.web",
 ]
 
