@@ -27,6 +27,7 @@ schema, a JSON document) so the fuzz reaches past the first type check.
 from __future__ import annotations
 
 import collections.abc as abc
+import functools
 import inspect
 import math
 import sys
@@ -218,6 +219,8 @@ def _valid_for(hint: Any) -> st.SearchStrategy[Any] | None:
     """A strategy for values of *hint*, or ``None`` where only junk can stand in."""
     if hint in _EXAMPLES:
         return _EXAMPLES[hint]
+    if typing.get_origin(hint) in _EXAMPLES:  # AttemptRecord[Any]: the generic's examples
+        return _EXAMPLES[typing.get_origin(hint)]
     if hint is Any or hint is object:
         return None
     if hint is None or hint is type(None):
@@ -257,6 +260,15 @@ def _valid_for(hint: Any) -> st.SearchStrategy[Any] | None:
     return None
 
 
+@functools.cache
+def _public_names() -> dict[str, Any]:
+    names: dict[str, Any] = {}
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("juno_bind_trio"):
+            names.update({n: getattr(module, n) for n in getattr(module, "__all__", ())})
+    return names
+
+
 def _hints(target: Callable[..., Any]) -> dict[str, Any]:
     function: Any = vars(target).get("__init__", target) if isinstance(target, type) else target
     if isinstance(target, type) and function is target:
@@ -266,7 +278,8 @@ def _hints(target: Callable[..., Any]) -> dict[str, Any]:
     except Exception:
         pass
     module = sys.modules.get(getattr(function, "__module__", "") or "")
-    namespace = dict(vars(module)) if module is not None else {}
+    # Names imported only for type checking resolve to the package's public ones.
+    namespace = {**_public_names(), **(vars(module) if module is not None else {})}
     hints: dict[str, Any] = {}
     for name, text in getattr(function, "__annotations__", {}).items():
         try:
@@ -294,6 +307,14 @@ def auto(
     with no usable annotation still gets junk). A callable without a
     signature (a builtin exception class) gets a few junk positionals.
     """
+    # Deferred: built on first draw, after every registry module has registered
+    # its examples, whatever order they were imported in.
+    return st.deferred(lambda: _auto(target, junk, fixed))
+
+
+def _auto(
+    target: Callable[..., Any], junk: bool, fixed: dict[str, st.SearchStrategy[Any]]
+) -> st.SearchStrategy[Call]:
     try:
         signature = inspect.signature(target)
     except ValueError:
@@ -312,6 +333,9 @@ def auto(
             keywords[name] = (strategy, optional)
         else:
             positional.append((strategy, optional))
+
+    if not positional and not keywords:
+        return st.just(Call())
 
     @st.composite
     def calls(draw: st.DrawFn) -> Call:

@@ -29,7 +29,7 @@ ENTRIES = [
     Entry(LoopResult),
     Entry(LoopState),
     Entry(ModelTurn),
-    Entry(ModelTurnResult, xfail="a bad tool call is refused in words naming tool_call_id"),
+    Entry(ModelTurnResult),
     Entry(OutputProgressEvent),
     Entry(RunStats),
     Entry(StatusEvent),

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import hypothesis.strategies as st
-from fuzz_support import JUNK, Call, Entry, call
+from fuzz_support import JUNK, Call, Entry, call, register_example
 
 from juno_bind_trio.routing import (
     AttemptFailure,
@@ -27,6 +27,39 @@ from juno_bind_trio.routing import (
     classify_openai_error,
     execute_route_plan,
     parse_retry_after,
+)
+
+# Valid routing records, so the records (and the errors that carry them) are
+# fuzzed with the values the executor really builds.
+_candidates = st.builds(Candidate, st.sampled_from(["openai", "groq"]), model=st.just("m"))
+_cursors = st.builds(
+    RouteCursor,
+    st.integers(0, 2),
+    st.integers(0, 2),
+    st.integers(1, 3),
+    st.integers(1, 9),
+    st.text(max_size=4),
+)
+_classified = st.builds(
+    ClassifiedError,
+    st.sampled_from(list(RouteAction)),
+    st.builds(RuntimeError, st.text(max_size=5)),
+)
+register_example(Candidate, _candidates)
+register_example(RouteCursor, _cursors)
+register_example(
+    AttemptRecord,
+    st.builds(
+        AttemptRecord,
+        _cursors,
+        _candidates,
+        st.one_of(st.builds(AttemptSuccess, st.integers()), st.builds(AttemptFailure, _classified)),
+        st.one_of(st.none(), st.sampled_from(list(RouteAction))),
+        st.none(),
+    ),
+)
+register_example(
+    SkippedCandidate, st.builds(SkippedCandidate, st.integers(0, 2), st.integers(0, 2), _candidates)
 )
 
 HEADER_VALUES = st.one_of(

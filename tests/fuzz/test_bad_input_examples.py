@@ -11,8 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trio
 
-from juno_bind_trio.completion import StreamWatchdog
+from juno_bind_trio.completion import StreamWatchdog, retry_structured_output
+from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers.openai import open_openai_client
 from juno_bind_trio.routing import (
     Candidate,
     CircuitBreaker,
@@ -96,3 +99,29 @@ def test_parse_retry_after_refuses_a_clock_that_is_not_callable(now: Any) -> Non
 def test_parse_retry_after_refuses_a_clock_that_does_not_read_seconds(reading: Any) -> None:
     with pytest.raises(TypeError, match=r"^parse_retry_after: now\(\) must return"):
         parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=lambda: reading)
+
+
+@pytest.mark.parametrize("bad", [None, 3, "call", {"id": 1}])
+def test_a_model_turn_result_names_itself_and_the_call_it_refuses(bad: Any) -> None:
+    good = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    with pytest.raises((TypeError, ValueError), match=r"^ModelTurnResult: tool_calls\[1\]: "):
+        ModelTurnResult(tool_calls=[good, bad])
+
+
+@pytest.mark.parametrize(("name", "value"), [("base_url", 3), ("api_key", ["k"])])
+def test_open_openai_client_refuses_a_url_or_key_that_is_not_text(name: str, value: Any) -> None:
+    async def main() -> None:
+        async with open_openai_client(**{name: value}):
+            pass  # pragma: no cover - refused before
+
+    with pytest.raises(TypeError, match=f"^open_openai_client: {name} must be a str or None"):
+        trio.run(main)
+
+
+def test_retry_structured_output_refuses_a_produce_that_is_not_async() -> None:
+    async def main() -> None:
+        not_async: Any = lambda rejected: None  # noqa: E731 - the wiring mistake under test
+        await retry_structured_output(not_async, response_format={"type": "text"})
+
+    with pytest.raises(TypeError, match=r"^retry_structured_output: produce must be an async"):
+        trio.run(main)

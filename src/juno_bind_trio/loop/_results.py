@@ -117,13 +117,18 @@ def _tool_calls(given: Sequence[ToolCallLike] | None) -> tuple[ToolCallLike, ...
         )
     calls: tuple[ToolCallLike, ...] = tuple(value)
     seen: set[str] = set()
-    for call in calls:
+    for index, call in enumerate(calls):
         # Every accessor, once, here: a malformed call is the model's (or the
         # host's reassembly's) defect and must surface before the assistant
         # message is written, or the transcript holds a call nobody can answer.
-        call_id = tool_call_id(call)
-        tool_call_name(call)
-        tool_call_arguments(call)
+        try:
+            call_id = tool_call_id(call)
+            tool_call_name(call)
+            tool_call_arguments(call)
+        except (TypeError, ValueError) as exc:
+            # The accessors name themselves; the caller built a ModelTurnResult.
+            error = TypeError if isinstance(exc, TypeError) else ValueError
+            raise error(f"ModelTurnResult: tool_calls[{index}]: {exc}") from None
         if not call_id:
             raise ValueError(f"ModelTurnResult: a tool call has an empty id: {call!r}")
         if call_id in seen:
