@@ -361,7 +361,8 @@ _VIRTUAL_LIMIT: Final = 10_000.0
 
 def invoke(target: Callable[..., Any], arguments: Call) -> Any:
     """Call *target*; an async function runs (and an async context manager is entered
-    and left) on trio under an autojumping virtual clock, cut off after a long while."""
+    and left) on trio under an autojumping virtual clock, cut off after a long while;
+    a context manager a function returns is entered and left."""
     if inspect.iscoroutinefunction(target):
 
         async def run_coroutine() -> Any:
@@ -380,6 +381,9 @@ def invoke(target: Callable[..., Any], arguments: Call) -> Any:
             return None
 
         return trio.run(enter, clock=trio.testing.MockClock(autojump_threshold=0))
+    if not isinstance(target, type) and hasattr(result, "__enter__"):
+        with result as value:
+            return value
     return result
 
 

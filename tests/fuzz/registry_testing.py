@@ -21,6 +21,7 @@ from juno_bind_trio.testing import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    fake_openai_env,
     open_fake_openai_server,
     serve_fake_openai,
 )
@@ -42,6 +43,7 @@ ENTRIES = [
     Entry(TextDelta),
     Entry(ToolCallDelta),
     Entry(Usage),
+    Entry(fake_openai_env, also_named=("open_fake_openai_server",)),
     Entry(open_fake_openai_server),
     Entry(serve_fake_openai, also_named=("open_fake_openai_server",)),
 ]

@@ -125,3 +125,23 @@ def test_retry_structured_output_refuses_a_produce_that_is_not_async() -> None:
 
     with pytest.raises(TypeError, match=r"^retry_structured_output: produce must be an async"):
         trio.run(main)
+
+
+@pytest.mark.parametrize("app", [None, 3, "app"])
+def test_serve_refuses_an_app_that_is_not_callable_before_binding(app: Any) -> None:
+    from juno_bind_trio.web import serve
+
+    with pytest.raises(TypeError, match=r"^serve: app must be an ASGI application"):
+        trio.run(lambda: serve(app, port=0))
+
+
+@pytest.mark.parametrize("responses", [None, "hello", {"x": 1}, 3])
+def test_a_fake_server_script_mapping_a_model_to_no_sequence_is_refused(responses: Any) -> None:
+    from juno_bind_trio.testing import open_fake_openai_server
+
+    async def main() -> None:
+        async with open_fake_openai_server({"m": responses}):
+            pass  # pragma: no cover - refused before
+
+    with pytest.raises(TypeError, match=r"^open_fake_openai_server: script values must be"):
+        trio.run(main)
