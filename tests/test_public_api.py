@@ -18,6 +18,7 @@ SUBPACKAGES = [
     "juno_bind_trio.schema",
     "juno_bind_trio.providers.openai",
     "juno_bind_trio.testing",
+    "juno_bind_trio.store",
 ]
 
 
