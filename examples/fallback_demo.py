@@ -233,7 +233,7 @@ async def fallback_scenario(
             run_id="demo",
         )
         result = await loop.run()
-        await sink.send_stream.aclose()
+        sink.close()  # the reader takes what is left, then render() returns
     for index, route in enumerate(routes, 1):
         out.write(f"  turn {index} route:\n")
         for line in describe_route(route):
@@ -358,7 +358,7 @@ async def real_endpoint(out: TextIO, base_url: str, api_key: str, model_name: st
         try:
             result = await loop.run()
         finally:
-            await sink.send_stream.aclose()
+            sink.close()
     for index, route in enumerate(routes, 1):
         out.write(f"  turn {index} route:\n" + "\n".join(describe_route(route)) + "\n")
     out.write(f"  assistant: {result.content}\n")

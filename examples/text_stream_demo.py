@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from juno_bind_trio.completion import (
+    CoalescingReceiver,
     TurnStreamEvent,
     TurnTextStream,
     TurnTextView,
@@ -36,20 +36,21 @@ async def scripted_provider(attempt: int) -> AsyncIterator[str]:
         yield word
 
 
-async def render(receive: MemoryObjectReceiveStream[TurnStreamEvent], view: TurnTextView) -> None:
-    async with receive:
-        async for event in receive:
+async def render(events: CoalescingReceiver[TurnStreamEvent], view: TurnTextView) -> None:
+    async with events:
+        async for event in events:
             view.apply(event)
             label = "reset " if event.kind == "reset" else "text  "
             print(f"  {label} epoch={event.epoch} seq={event.seq:<2} screen: {view.text!r}")
 
 
 async def main() -> int:
-    sink, receive = open_memory_sink()
     view = TurnTextView("turn-1")
-    stream = TurnTextStream(sink=sink, turn_id="turn-1")
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(render, receive, view)
+    async with trio.open_nursery() as nursery, open_memory_sink() as (sink, events):
+        # Leaving this block closes the sink, so render() ends once it has
+        # taken every event: there is no separate close to remember.
+        nursery.start_soon(render, events, view)
+        stream = TurnTextStream(sink=sink, turn_id="turn-1")
         ok = False
         for attempt in range(2):
             stream.begin_attempt()
@@ -63,7 +64,6 @@ async def main() -> int:
                     f"  attempt {attempt} failed: {exc}; produced_output={stream.produced_output}"
                 )
         stream.finish("succeeded" if ok else "failed")
-        await sink.send_stream.aclose()
     view.finalize()
     print(f"final screen: {view.text!r} (resets sent: {stream.reset_count})")
     return 0 if view.text == "The answer is forty-two." else 1

@@ -170,8 +170,74 @@ def test_begin_attempt_rejects_unknown_reason() -> None:
 
 def test_finish_rejects_unknown_outcome() -> None:
     s = TurnTextStream(sink=ListSink(), turn_id="t")
-    with pytest.raises(ValueError, match=r"got 'done'"):
+    with pytest.raises(ValueError, match=r"TurnTextStream.finish: outcome must be .* got 'done'"):
         s.finish("done")  # type: ignore[arg-type]
+
+
+def test_an_unknown_outcome_finishes_the_stream_as_failed_and_then_raises() -> None:
+    """As the TypeScript package does: nothing stays armed, the partial text stays."""
+    sink = ListSink()
+    s = TurnTextStream(sink=sink, turn_id="t1")
+    s.begin_attempt()
+    s.observe("partial")
+    s.begin_attempt()  # arms a reset
+    with pytest.raises(ValueError, match=r"got 'ok'"):
+        s.finish("ok")  # type: ignore[arg-type]
+    assert s.finished
+    s.observe("after")  # a no-op now
+    s.finish("succeeded")  # idempotent: the armed reset was dropped, not flushed
+    assert wire(sink) == [text(0, 0, "partial")]
+    assert s.text == "partial"
+    with pytest.raises(ValueError, match=r"got None"):
+        s.finish(None)  # type: ignore[arg-type]
+
+
+def test_text_is_the_attempt_that_owns_the_screen() -> None:
+    s = TurnTextStream(sink=ListSink(), turn_id="t1")
+    assert s.text == ""
+    s.begin_attempt()
+    s.observe("Hel")
+    s.observe("lo")
+    assert s.text == "Hello"
+    s.begin_attempt()  # the retry has said nothing yet: the old text is still shown
+    assert s.text == "Hello"
+    s.observe("Hi")
+    assert s.text == "Hi"
+    s.begin_attempt()
+    s.finish("succeeded")  # the reset is flushed: the successful attempt had no text
+    assert s.text == ""
+
+
+def test_text_after_a_failed_turn_keeps_the_partial_text() -> None:
+    s = TurnTextStream(sink=ListSink(), turn_id="t1")
+    s.begin_attempt()
+    s.observe("partial")
+    s.begin_attempt()
+    s.finish("failed")
+    assert s.text == "partial"
+
+
+def test_text_on_a_permanent_surface_is_every_attempt() -> None:
+    sink = ListSink(retractable=False)
+    s = TurnTextStream(sink=sink, turn_id="t1")
+    s.begin_attempt()
+    s.observe("a")
+    s.begin_attempt()
+    s.observe("b")
+    s.finish("succeeded")
+    assert s.text == "ab" == "".join(e.text for e in sink.events if isinstance(e, TextEvent))
+
+
+def test_text_does_not_depend_on_the_sink() -> None:
+    """After a lost reset the surface is stranded; text is what a resync restores."""
+    s = TurnTextStream(sink=FlakySink(fail=lambda e: isinstance(e, ResetEvent)), turn_id="t1")
+    s.begin_attempt()
+    s.observe("old")
+    s.begin_attempt()
+    s.observe("new")  # the reset fails: nothing more is sent
+    s.finish("succeeded")
+    assert s.sink_errors == 1
+    assert s.text == "new"
 
 
 # -- the lazy reset ------------------------------------------------------------------------

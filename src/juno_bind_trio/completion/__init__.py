@@ -19,6 +19,10 @@ from ._assembly import ToolCallAccumulator as ToolCallAccumulator
 from ._assembly import ToolCallDelta as ToolCallDelta
 from ._assembly import ToolCallDeltaObject as ToolCallDeltaObject
 from ._assembly import ToolCallFunction as ToolCallFunction
+from ._coalescing import CoalescingReceiver as CoalescingReceiver
+from ._coalescing import CoalescingSink as CoalescingSink
+from ._coalescing import CoalescingSinkStatistics as CoalescingSinkStatistics
+from ._coalescing import MemorySinkPair as MemorySinkPair
 from ._defects import DEFAULT_COMPLETION_DEFECT_MAX_RETRIES as DEFAULT_COMPLETION_DEFECT_MAX_RETRIES
 from ._defects import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES as DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES
 from ._defects import AssembledCompletion as AssembledCompletion
@@ -66,12 +70,16 @@ __all__ = [
     "RESET_REASONS",
     "AssembledCompletion",
     "AssembledToolCall",
+    "CoalescingReceiver",
+    "CoalescingSink",
+    "CoalescingSinkStatistics",
     "CompletionDefect",
     "CompletionDefectError",
     "CompletionDefectKind",
     "CompletionOutputs",
     "DispatchableToolCall",
     "ListSink",
+    "MemorySinkPair",
     "MemoryStreamSink",
     "ResetEvent",
     "ResponseFormatShape",

@@ -1,4 +1,4 @@
-"""Where a turn's text goes: the sink protocol and the two sinks that ship.
+"""Where a turn's text goes: the sink protocol and the sinks that ship.
 
 ``retractable`` is the whole decision, and it belongs to the *surface*, not to
 the transport that writes to it. A view that re-renders from the events it is
@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from typing import Protocol, final, runtime_checkable
 
-import anyio
 import attrs
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
+from ._coalescing import CoalescingSink, MemorySinkPair
 from ._events import TurnStreamEvent
 
 __all__ = [
@@ -79,29 +79,39 @@ class ListSink:
 
 
 DEFAULT_SINK_BUFFER_SIZE = 1024
-"""Default buffer of :func:`open_memory_sink`: a long answer's worth of deltas.
+"""A sensible buffer for a [MemoryStreamSink][juno_bind_trio.completion.MemoryStreamSink].
 
-Big enough that a consumer that keeps up with a screen never fills it; small
-enough that a consumer that died holds at most this many events before the
-stream starts counting sink errors.
+Big enough to ride out a relay's brief pause; small enough that a consumer
+that died holds at most this many events before the stream starts counting
+sink errors. A reader in the same process should not use a bounded buffer at
+all: [open_memory_sink][juno_bind_trio.completion.open_memory_sink] merges
+instead.
 """
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class MemoryStreamSink:
-    """A sink over an anyio memory object stream.
+    """A sink over an anyio memory object stream: one item per event, never merged.
+
+    For a *relay*: a task that forwards each event to another process (a
+    WebSocket, a queue) and wants them one by one, with the stream's own
+    ``seq``. A reader in the same process that renders the text wants
+    [open_memory_sink][juno_bind_trio.completion.open_memory_sink] instead:
+    this sink cannot keep up with a fast provider (see below).
 
     ``emit`` is ``send_nowait``: the turn never waits for a slow reader. When
     the buffer is full (``anyio.WouldBlock``) or the reader is gone
     (``anyio.BrokenResourceError``, ``anyio.ClosedResourceError``) ``emit``
     raises, and the stream counts a sink error, exactly as the contract says
-    for a closed socket. What that means for the reader: a lost *text* event
-    leaves a gap in ``seq`` that a :class:`TurnTextView` holds across until
-    its hold buffer overflows and it asks for a resync; a lost *reset* latches
-    ``produced_output`` so routing stops replaying onto a surface that never
-    cleared. Size the buffer so that this happens only when the reader has
-    really stopped reading.
+    for a closed socket. A task in the same process is scheduled only at the
+    turn's checkpoints, which a fast stream reaches a few times per thousand
+    deltas, so a bounded buffer *does* fill under a burst however quick the
+    reader is. What a lost event means for the reader: a lost *text* event
+    leaves a gap in ``seq`` that a [TurnTextView][juno_bind_trio.completion.TurnTextView]
+    holds across until its hold buffer overflows and it asks for a resync; a
+    lost *reset* latches ``produced_output`` so routing stops replaying onto a
+    surface that never cleared.
     """
 
     send_stream: MemoryObjectSendStream[TurnStreamEvent]
@@ -121,31 +131,49 @@ class MemoryStreamSink:
                 f"MemoryStreamSink: retractable must be a bool, got {self.retractable!r}"
             )
 
+    def __repr__(self) -> str:
+        stats = self.send_stream.statistics()
+        size = stats.max_buffer_size
+        shown = "unbounded" if size == math.inf else str(int(size))
+        if stats.open_send_streams == 0:
+            state = "closed"
+        elif stats.open_receive_streams == 0:
+            state = "reader closed"
+        else:
+            state = "open"
+        return (
+            f"<MemoryStreamSink {state} retractable={self.retractable} "
+            f"buffered={stats.current_buffer_used}/{shown}>"
+        )
+
     def emit(self, event: TurnStreamEvent, /) -> None:
         self.send_stream.send_nowait(event)
 
 
-def open_memory_sink(
-    max_buffer_size: float = DEFAULT_SINK_BUFFER_SIZE, *, retractable: bool = True
-) -> tuple[MemoryStreamSink, MemoryObjectReceiveStream[TurnStreamEvent]]:
-    """Create a memory stream and a sink over its sending end.
+def open_memory_sink(*, retractable: bool = True) -> MemorySinkPair[TurnStreamEvent]:
+    """A sink and the events it sends, for a reader task in the same process.
 
-    Returns ``(sink, receive_stream)``. Close the receive stream (``async
-    with``) when the reader is done; later events then count as sink errors
-    rather than piling up. ``max_buffer_size`` may be ``math.inf`` when the
-    reader is known to outlive the turn.
+    Returns ``(sink, events)``: a [CoalescingSink][juno_bind_trio.completion.CoalescingSink]
+    and its [CoalescingReceiver][juno_bind_trio.completion.CoalescingReceiver].
+    The reader never loses text, however fast the provider and however slow
+    the reader: text events still waiting for it merge, so it always renders
+    a state the turn really passed through and, once it has taken everything,
+    exactly the turn's text. The producer never waits for it.
+
+    Use the pair as an async context manager so that the reader ends when
+    the producer does::
+
+        async with anyio.create_task_group() as tg:
+            async with open_memory_sink() as (sink, events):
+                tg.start_soon(render, events)   # async for event in events: ...
+                await loop.run()
+            # leaving the block closed the sink: render() takes the rest and returns
+
+    Or unpack it and call ``sink.close()`` yourself when the turn or run is
+    over. A reader that stops early closes ``events``; later events then
+    count as sink errors.
     """
-    if max_buffer_size != math.inf and (
-        isinstance(max_buffer_size, bool) or not isinstance(max_buffer_size, int)
-    ):
-        raise TypeError(
-            "open_memory_sink: max_buffer_size must be a non-negative integer or math.inf, "
-            f"got {max_buffer_size!r}"
-        )
-    if max_buffer_size < 0:
-        raise ValueError(
-            "open_memory_sink: max_buffer_size must be a non-negative integer or math.inf, "
-            f"got {max_buffer_size!r}"
-        )
-    send, receive = anyio.create_memory_object_stream[TurnStreamEvent](max_buffer_size)
-    return MemoryStreamSink(send, retractable=retractable), receive
+    if not isinstance(retractable, bool):
+        raise TypeError(f"open_memory_sink: retractable must be a bool, got {retractable!r}")
+    sink: CoalescingSink[TurnStreamEvent] = CoalescingSink(retractable=retractable)
+    return MemorySinkPair(sink, sink.receiver)

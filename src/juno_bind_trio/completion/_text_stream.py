@@ -187,6 +187,12 @@ class TurnTextStream:
     # when a later reset lands, because produced_output must never un-latch.
     _ever_lost_reset: bool = attrs.field(default=False, init=False)
     _external_effect: bool = attrs.field(default=False, init=False)
+    # The turn's text, kept for a resync: this attempt's pieces, and those of
+    # the latest earlier attempt that produced any (what a retractable surface
+    # still shows until this attempt's first byte sends the lazy reset).
+    _parts: list[str] = attrs.field(factory=list, init=False)
+    _previous: list[str] = attrs.field(factory=list, init=False)
+    _outcome: TurnOutcome | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         try:
@@ -256,6 +262,26 @@ class TurnTextStream:
         return self._sink_errors
 
     @property
+    def text(self) -> str:
+        """The turn's text now: what its reader should show, and what to resync one from.
+
+        On a retractable surface it is the text of the attempt that owns the
+        screen: the latest attempt that produced text (a retry that has not
+        produced any yet leaves the previous attempt's text in place, as the
+        lazy reset does), or ``""`` once ``finish("succeeded")`` retracted an
+        attempt the successful one replaced without text. On a permanent
+        surface, which is never reset, it is every attempt's text in order.
+
+        It does not depend on the sink: after :attr:`sink_errors`, or once
+        the flicker budget stranded the surface on an older attempt, this is
+        the text the reader *should* have, so
+        ``view.resync(stream.text)`` repairs it in one call.
+        """
+        if self._outcome == "succeeded" or self._parts:
+            return "".join(self._parts)
+        return "".join(self._previous)
+
+    @property
     def finished(self) -> bool:
         """Whether :meth:`finish` has been called."""
         return self._finished
@@ -313,6 +339,10 @@ class TurnTextStream:
             )
         if self._finished:
             return
+        # A permanent surface is never reset: its reader shows every attempt.
+        if self._parts and self._retractable:
+            self._previous = self._parts
+            self._parts = []
         # The epoch moves on every attempt, whether or not a reset is owed: it
         # names the attempt, and a host correlating logs on it should not see it
         # stall because an earlier attempt happened to stay silent.
@@ -367,6 +397,8 @@ class TurnTextStream:
             raise TypeError(f"TurnTextStream.observe: text must be a str or None, got {text!r}")
         if text.__class__ is not str and not isinstance(text, str):
             raise TypeError(f"TurnTextStream.observe: text must be a str or None, got {text!r}")
+        # Recorded whatever reaches the sink: it is what a resync restores.
+        self._parts.append(text)
         # Checked BEFORE the flush: once the surface is stranded, sending it more
         # (another reset included) only compounds it. A reset now would clear
         # text the reader relies on and then be followed by nothing, a blank
@@ -410,18 +442,24 @@ class TurnTextStream:
           partial text plus an error.
 
         Idempotent. Afterwards every method is a no-op.
+
+        Any other *outcome* is a bug in the caller, and it is probably on its
+        way out of a failure: the stream is finished as ``"failed"`` first (as
+        the TypeScript package does, so the reader keeps its partial text and
+        nothing is left armed), and then ``ValueError`` says so.
         """
-        if outcome != "succeeded" and outcome != "failed":
+        valid = outcome == "succeeded" or outcome == "failed"
+        if not self._finished:
+            self._finished = True
+            self._outcome = outcome if valid else "failed"
+            if outcome == "succeeded":
+                self._flush_reset()
+            else:
+                self._reset_pending = None
+        if not valid:
             raise ValueError(
                 f"TurnTextStream.finish: outcome must be 'succeeded' or 'failed', got {outcome!r}"
             )
-        if self._finished:
-            return
-        self._finished = True
-        if outcome == "succeeded":
-            self._flush_reset()
-        else:
-            self._reset_pending = None
 
     def mark_produced_output(self) -> None:
         """Latch :attr:`produced_output` for a reason this module cannot see.
