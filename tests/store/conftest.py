@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import FakeClock, postgres_dsn
 
 from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
+
+from .store_helpers import FakeClock, postgres_dsn
 
 
 @pytest.fixture

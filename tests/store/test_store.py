@@ -7,7 +7,6 @@ from typing import Any
 
 import anyio
 import pytest
-from store_helpers import FakeClock, raw_execute, raw_query
 
 from juno_bind_trio import UsageError
 from juno_bind_trio.run import ToolCallReceiptKey, descend_chain, root_chain, tool_call_args_hash
@@ -25,6 +24,8 @@ from juno_bind_trio.store import (
     StoreDataError,
     StoreError,
 )
+
+from .store_helpers import FakeClock, raw_execute, raw_query
 
 pytestmark = pytest.mark.anyio
 
