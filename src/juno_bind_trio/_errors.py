@@ -1,6 +1,6 @@
 """Every exception this package defines, in one tree.
 
-Whose fault an error is shows in where it hangs::
+Whose fault an error is shows in where it hangs:
 
     JunoBindError                      base of everything raised on purpose here
     ├── UsageError (RuntimeError)      you: the caller broke a lifetime or call-order rule
@@ -92,7 +92,7 @@ class UsageError(JunoBindError, RuntimeError):
 
 
 class TurnStreamUsageError(UsageError):
-    """A :class:`~juno_bind_trio.completion.TurnTextStream` was driven out of order."""
+    """A [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] was driven out of order."""
 
 
 class WireFormatError(JunoBindError, ValueError):
@@ -166,7 +166,7 @@ class ToolFailureError(JunoBindError):
     """A tool's own failure, raised by the tool with an explicit ``kind``.
 
     ``ToolFailureError(kind, message)``: *kind* is a
-    :data:`~juno_bind_trio.plugins.ToolFailureKind` (``"validation"``,
+    [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind] (``"validation"``,
     ``"not_found"``, …) so the loop's envelope can say what kind of failure
     it was without matching on the message, which is brittle and
     locale-dependent; ``str(error)`` is *message* alone.
@@ -312,10 +312,10 @@ class RoutingError(JunoBindError):
     """Routing ended without an answer. ``attempts`` is the whole trail, ``skipped``
     the candidates a circuit breaker refused.
 
-    Not an exception group, though shaped like one (:attr:`exceptions`): a
-    plan with one candidate that fails once would otherwise raise a group of
-    one, and ``except*`` would start matching SDK errors inside a routing
-    failure.
+    Not an exception group, though shaped like one
+    ([`exceptions`][juno_bind_trio.RoutingError.exceptions]): a plan with one candidate that fails
+    once would otherwise raise a group of one, and ``except*`` would start matching SDK errors
+    inside a routing failure.
     """
 
     attempts: tuple[AttemptRecord[Any], ...]
@@ -344,9 +344,9 @@ class AllRoutesFailedError(RoutingError):
     """Every attempt routing was allowed to make failed. The message lists each one.
 
     Its ``__cause__`` is the last attempt's exception, so a traceback ends at
-    the failure that exhausted the plan. :attr:`retry_after` is the shortest
-    wait any server asked for (the earliest moment one said it would take
-    traffic again), or ``None``.
+    the failure that exhausted the plan.
+    [`retry_after`][juno_bind_trio.AllRoutesFailedError.retry_after] is the shortest wait any server
+    asked for (the earliest moment one said it would take traffic again), or ``None``.
     """
 
     def __init__(
@@ -396,8 +396,8 @@ class AllRoutesFailedError(RoutingError):
 class NoViableEndpointError(RoutingError):
     """Nothing was attempted: the circuit breaker refused every candidate of the plan.
 
-    A different fact from :class:`AllRoutesFailedError` (everything tried
-    failed): here no endpoint was even asked, so the useful reaction is to
+    A different fact from [`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError] (everything
+    tried failed): here no endpoint was even asked, so the useful reaction is to
     wait for a breaker to half-open, not to investigate the request.
     """
 
@@ -415,13 +415,14 @@ class NoViableEndpointError(RoutingError):
 
 
 class RunTimeoutError(JunoBindError, TimeoutError):
-    """The run's own deadline (a :class:`~juno_bind_trio.run.RunDeadline`) ran out.
+    """The run's own deadline (a [`RunDeadline`][juno_bind_trio.run.RunDeadline]) ran out.
 
     Raised where the deadline's scope ends, never for a cancellation that came
     from outside it: a timeout and a cancellation are different outcomes, and
-    a host stores them differently (:func:`~juno_bind_trio.run.classify_run_failure`).
-    ``seconds`` is the budget that ran out. A ``TimeoutError``, so code that
-    already handles timeouts generically keeps working.
+    a host stores them differently
+    ([`classify_run_failure()`][juno_bind_trio.run.classify_run_failure]). ``seconds`` is the budget
+    that ran out. A ``TimeoutError``, so code that already handles timeouts generically keeps
+    working.
     """
 
     seconds: float
@@ -438,7 +439,8 @@ class RunTimeoutError(JunoBindError, TimeoutError):
 
 
 class TranscriptError(JunoBindError, ValueError):
-    """A transcript message :func:`~juno_bind_trio.transcript.heal_transcript` cannot read.
+    """A transcript message [`heal_transcript()`][juno_bind_trio.transcript.heal_transcript] cannot
+    read.
 
     ``index`` is the position of the offending message in the list you passed,
     so a host that loads transcripts from storage can log or quarantine exactly

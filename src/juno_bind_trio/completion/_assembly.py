@@ -23,7 +23,7 @@ meaning is unambiguous:
   have, in which case it opens the next call;
 * indices that do not start at 0 or skip a number: order is by index.
 
-Refused with :class:`~juno_bind_trio.ToolCallAssemblyError`, because going on
+Refused with [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError], because going on
 would glue two calls together or dispatch a call nobody made:
 
 * a second, **different** id or name for an index;
@@ -31,18 +31,19 @@ would glue two calls together or dispatch a call nobody made:
 * a field of the wrong type (an index that is not a non-negative integer,
   arguments that are not a string).
 
-The error is a :class:`~juno_bind_trio.CompletionDefectError`, so routing
+The error is a [`CompletionDefectError`][juno_bind_trio.CompletionDefectError], so routing
 treats it like any other unusable completion and retries within the defect
 budget.
 
 Reading it mid-stream
 ---------------------
 
-:meth:`ToolCallAccumulator.assembled` may be called at any time and returns
-what is known so far, for a host that renders a call while it is assembled
-(the TypeScript README's suggestion). :meth:`ToolCallAccumulator.calls`
-returns the finished calls in the chat-completions message shape, and
-refuses a call that still lacks its id or name.
+[`ToolCallAccumulator.assembled()`][juno_bind_trio.completion.ToolCallAccumulator.assembled] may be
+called at any time and returns what is known so far, for a host that renders a call while it is
+assembled (the TypeScript README's suggestion).
+[`ToolCallAccumulator.calls()`][juno_bind_trio.completion.ToolCallAccumulator.calls] returns the
+finished calls in the chat-completions message shape, and refuses a call that still lacks its id or
+name.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ _INCOMPLETE: Final = "incomplete_tool_call"
 
 
 class ToolCallFunction(TypedDict):
-    """The ``function`` member of a :class:`DispatchableToolCall`."""
+    """The ``function`` member of a
+    [`DispatchableToolCall`][juno_bind_trio.completion.DispatchableToolCall]."""
 
     name: str
     arguments: str
@@ -81,7 +83,7 @@ class DispatchableToolCall(TypedDict):
     ``{"id": ..., "type": "function", "function": {"name": ..., "arguments": ...}}``:
     what goes into the assistant message's ``tool_calls``, and what the loop
     dispatches. ``arguments`` is the raw JSON text as the model sent it; parse
-    it with :func:`~juno_bind_trio.completion.parse_tool_call_arguments`.
+    it with [`parse_tool_call_arguments()`][juno_bind_trio.completion.parse_tool_call_arguments].
     """
 
     id: str
@@ -186,9 +188,10 @@ def _index(value: object) -> int:
 class ToolCallAccumulator:
     """Assembles streamed tool-call deltas into complete calls.
 
-    Feed it each delta (:meth:`add`) or each chunk's list of deltas
-    (:meth:`extend`, which accepts ``None``: ``acc.extend(delta.tool_calls)``).
-    Synchronous, no checkpoints, not thread-safe; one accumulator per attempt.
+    Feed it each delta ([`add()`][juno_bind_trio.completion.ToolCallAccumulator.add]) or each
+    chunk's list of deltas ([`extend()`][juno_bind_trio.completion.ToolCallAccumulator.extend],
+    which accepts ``None``: ``acc.extend(delta.tool_calls)``). Synchronous, no checkpoints, not
+    thread-safe; one accumulator per attempt.
     """
 
     _slots: dict[int, _Slot] = attrs.field(factory=dict, init=False)
@@ -210,7 +213,7 @@ class ToolCallAccumulator:
     def add(self, delta: ToolCallDelta) -> None:
         """Fold one delta in.
 
-        Raises :class:`~juno_bind_trio.ToolCallAssemblyError` for a delta that
+        Raises [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError] for a delta that
         contradicts what its index already holds, and ``TypeError`` for a value
         that is not a delta at all.
         """
@@ -331,11 +334,12 @@ class ToolCallAccumulator:
         """The finished calls, in index order, in the chat-completions message shape.
 
         Call it when the stream has ended. Raises
-        :class:`~juno_bind_trio.ToolCallAssemblyError` (``kind
+        [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError] (``kind
         "incomplete_tool_call"``) if a call never received its id or its
         name: a call cannot be dispatched without its name, nor answered
         without its id. Arguments are returned exactly as streamed (``""``
-        included); see :func:`~juno_bind_trio.completion.tool_call_arguments_absent`.
+        included); see
+        [`tool_call_arguments_absent()`][juno_bind_trio.completion.tool_call_arguments_absent].
         """
         out: list[DispatchableToolCall] = []
         for _, slot in sorted(self._slots.items()):

@@ -32,7 +32,7 @@ The rules
   the turn yet, the reset itself goes too: there is nothing on its screen to
   clear.
 * **Sequence numbers are the reader's own.** Merging and dropping would leave
-  gaps in the stream's ``seq``, which a :class:`~juno_bind_trio.completion.TurnTextView`
+  gaps in the stream's ``seq``, which a [`TurnTextView`][juno_bind_trio.completion.TurnTextView]
   (or the TypeScript client) reads as loss. So each text and reset event is
   stamped when the reader takes it, ``0, 1, 2, ...`` per turn: what comes out
   is a plain, gap-free event sequence in the TypeScript package's wire shape,
@@ -43,7 +43,7 @@ The rules
 * **Either end may close.** Closing the sink ends the reader once it has
   taken what is still waiting; closing the reader makes every later
   ``emit`` raise ``anyio.BrokenResourceError``, which a
-  :class:`~juno_bind_trio.completion.TurnTextStream` counts as a sink error.
+  [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] counts as a sink error.
 
 Other items
 -----------
@@ -461,7 +461,7 @@ class MemorySinkPair(NamedTuple, Generic[ItemT]):
 
     Unpack it, or use it as an async context manager, which closes the
     *sink* on the way out (however the block ends), so that a reader looping
-    over ``events`` finishes with everything that was sent and then stops::
+    over ``events`` finishes with everything that was sent and then stops:
 
         async with open_memory_sink() as (sink, events):
             tg.start_soon(render, events)

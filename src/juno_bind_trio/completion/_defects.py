@@ -5,21 +5,23 @@ satisfied, and what was assembled is still unusable: nothing in it, cut off
 by the token limit, cut off by the connection (the openai SDK raises nothing
 when a body ends cleanly without ``[DONE]``; the only trace is a missing
 finish reason), withheld by a content filter, or carrying tool calls that
-cannot be dispatched. :func:`detect_completion_defect` names the first of
-those it finds, root cause first, so the attempt function can turn it into a
-:class:`~juno_bind_trio.CompletionDefectError` and let routing retry the same
-endpoint within :data:`DEFAULT_COMPLETION_DEFECT_MAX_RETRIES`.
+cannot be dispatched.
+[`detect_completion_defect()`][juno_bind_trio.completion.detect_completion_defect] names the first
+of those it finds, root cause first, so the attempt function can turn it into a
+[`CompletionDefectError`][juno_bind_trio.CompletionDefectError] and let routing retry the same
+endpoint within
+[`DEFAULT_COMPLETION_DEFECT_MAX_RETRIES`][juno_bind_trio.completion.DEFAULT_COMPLETION_DEFECT_MAX_RETRIES].
 
 Structured output is a separate question asked *after* routing succeeded:
 the completion is fine as a completion, but the host asked for JSON and got
 something else. That retry runs in the caller's own loop, outside the route
-executor (see :func:`~juno_bind_trio.completion.retry_structured_output`).
+executor (see [`retry_structured_output()`][juno_bind_trio.completion.retry_structured_output]).
 
-"Parses" here means parses. :func:`structured_output_parses` checks that the
-text is standard JSON and that its top-level value has the type the schema's
-root asks for; it does not validate against the schema, which would need a
-JSON Schema implementation this package does not carry. Validate with your
-own model class after it returns true.
+"Parses" here means parses.
+[`structured_output_parses()`][juno_bind_trio.completion.structured_output_parses] checks that the
+text is standard JSON and that its top-level value has the type the schema's root asks for; it does
+not validate against the schema, which would need a JSON Schema implementation this package does not
+carry. Validate with your own model class after it returns true.
 """
 
 from __future__ import annotations
@@ -75,15 +77,16 @@ CompletionDefectKind: TypeAlias = Literal[
     "incomplete_tool_call",
     "unparseable_tool_arguments",
 ]
-"""What :func:`detect_completion_defect` can report, in the order it checks."""
+"""What [`detect_completion_defect()`][juno_bind_trio.completion.detect_completion_defect] can
+report, in the order it checks."""
 
 StreamedToolCall: TypeAlias = AssembledToolCall | Mapping[str, Any]
 """A tool call as the defect check reads it.
 
-An :class:`~juno_bind_trio.completion.AssembledToolCall` (straight from
-:meth:`ToolCallAccumulator.assembled`, complete or not), or a chat-format
-mapping ``{"id", "type", "function": {"name", "arguments"}}``. An object with
-``id`` and ``function.name`` / ``function.arguments`` attributes (the openai
+An [`AssembledToolCall`][juno_bind_trio.completion.AssembledToolCall] (straight from
+[`ToolCallAccumulator.assembled()`][juno_bind_trio.completion.ToolCallAccumulator.assembled],
+complete or not), or a chat-format mapping ``{"id", "type", "function": {"name", "arguments"}}``. An
+object with ``id`` and ``function.name`` / ``function.arguments`` attributes (the openai
 SDK's message tool call) is read the same way.
 """
 
@@ -100,8 +103,8 @@ asks for a JSON object.
 class CompletionOutputs(Protocol):
     """What a structured-output check reads: the assistant text and its tool calls.
 
-    :class:`AssembledCompletion` has it, and so does
-    :class:`~juno_bind_trio.loop.ModelTurnResult`. An optional ``refusal``
+    [`AssembledCompletion`][juno_bind_trio.completion.AssembledCompletion] has it, and so does
+    [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult]. An optional ``refusal``
     attribute is read when present.
     """
 
@@ -142,7 +145,8 @@ def _tool_call_tuple(value: object) -> tuple[StreamedToolCall, ...]:
 
 @attrs.frozen(kw_only=True)
 class AssembledCompletion:
-    """Everything one streamed completion produced, for :func:`detect_completion_defect`.
+    """Everything one streamed completion produced, for
+    [`detect_completion_defect()`][juno_bind_trio.completion.detect_completion_defect].
 
     ``finish_reason`` is required, and ``None`` is a meaningful value (the
     stream ended without one), so a caller cannot forget to pass it and have
@@ -157,7 +161,9 @@ class AssembledCompletion:
 
 @attrs.frozen
 class CompletionDefect:
-    """A defect found by :func:`detect_completion_defect`: its kind and what was seen."""
+    """A defect found by
+    [`detect_completion_defect()`][juno_bind_trio.completion.detect_completion_defect]: its kind and
+    what was seen."""
 
     kind: CompletionDefectKind
     detail: str
@@ -197,7 +203,7 @@ def detect_completion_defect(completion: AssembledCompletion) -> CompletionDefec
       tool calls;
     * ``"incomplete_tool_call"``: a tool call without an id or a name;
     * ``"unparseable_tool_arguments"``: a tool call whose arguments
-      :func:`~juno_bind_trio.completion.parse_tool_call_arguments` refuses.
+      [`parse_tool_call_arguments()`][juno_bind_trio.completion.parse_tool_call_arguments] refuses.
 
     Any other finish reason (``"stop"``, ``"tool_calls"``, a provider's own)
     is fine. A refusal is an answer, not a defect.
@@ -288,7 +294,7 @@ def json_parses(text: str | None) -> bool:
     """Whether *text* is one standard JSON value (surrounding whitespace allowed).
 
     ``None`` and blank text do not parse; neither do ``NaN`` / ``Infinity``,
-    which Python's :mod:`json` would accept but no other party on the wire
+    which Python's `json` would accept but no other party on the wire
     does. Nothing is evaluated.
     """
     if text is None:
@@ -337,8 +343,8 @@ def structured_output_parses(
     """Whether *outputs* satisfy the JSON a request's ``response_format`` asked for.
 
     Always true when the format does not ask for JSON
-    (:func:`expects_json_output`), and for a turn that called tools or
-    refused: structured output is the shape of the *final answer*, and
+    ([`expects_json_output()`][juno_bind_trio.completion.expects_json_output]), and for a turn that
+    called tools or refused: structured output is the shape of the *final answer*, and
     neither of those is one. Otherwise the content must be standard JSON whose
     top-level value has the type required: an object for ``json_object`` and
     for a model class, and for ``json_schema`` whatever the schema's root

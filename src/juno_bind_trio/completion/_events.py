@@ -2,7 +2,7 @@
 
 The wire form is the TypeScript package's JSON object, key for key, so a
 browser client written against ``@juno-ai/bind`` renders a Python host
-unchanged::
+unchanged:
 
     {"kind": "text",  "turnId": "m1", "epoch": 0, "seq": 0, "text": "Hel"}
     {"kind": "reset", "turnId": "m1", "epoch": 1, "seq": 4, "reason": "attempt_failed"}
@@ -66,7 +66,8 @@ class TextEvent:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> TextEvent:
-        """Parse the wire object of a text event; raise :class:`WireFormatError` if malformed."""
+        """Parse the wire object of a text event; raise
+        [`WireFormatError`][juno_bind_trio.WireFormatError] if malformed."""
         event = event_from_wire(data)
         if not isinstance(event, TextEvent):
             raise WireFormatError(f"TextEvent.from_wire: expected kind 'text', got {data!r}")
@@ -99,7 +100,8 @@ class ResetEvent:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> ResetEvent:
-        """Parse the wire object of a reset event; raise :class:`WireFormatError` if malformed."""
+        """Parse the wire object of a reset event; raise
+        [`WireFormatError`][juno_bind_trio.WireFormatError] if malformed."""
         event = event_from_wire(data)
         if not isinstance(event, ResetEvent):
             raise WireFormatError(f"ResetEvent.from_wire: expected kind 'reset', got {data!r}")
@@ -129,12 +131,13 @@ def _wire_int(data: Mapping[str, Any], key: str, *, minimum: int) -> int:
 
 
 def event_from_wire(data: Mapping[str, Any]) -> TurnStreamEvent:
-    """Parse one wire object (already JSON-decoded) into a :data:`TurnStreamEvent`.
+    """Parse one wire object (already JSON-decoded) into a
+    [`TurnStreamEvent`][juno_bind_trio.completion.TurnStreamEvent].
 
     Strict on purpose: every key of the kind must be present with the right
     type, and no other key may appear, so a message from a different protocol
     (or a different version of this one) fails loudly here instead of
-    rendering as garbage. Raises :class:`~juno_bind_trio.WireFormatError`
+    rendering as garbage. Raises [`WireFormatError`][juno_bind_trio.WireFormatError]
     naming the offending key and value.
     """
     if not isinstance(data, Mapping):

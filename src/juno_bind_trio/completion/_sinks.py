@@ -38,7 +38,7 @@ __all__ = [
 
 @runtime_checkable
 class TurnStreamSink(Protocol):
-    """What a :class:`~juno_bind_trio.completion.TurnTextStream` writes to.
+    """What a [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] writes to.
 
     ``retractable`` is read **once**, when the stream is created. Re-reading
     it would let ``produced_output`` go from true back to false: a sink that
@@ -59,7 +59,8 @@ class TurnStreamSink(Protocol):
 
 @final
 class ListSink:
-    """Collects every event in :attr:`events`. For tests, benchmarks and relays.
+    """Collects every event in [`events`][juno_bind_trio.completion.ListSink]. For tests, benchmarks
+    and relays.
 
     ``emit`` is the list's own ``append``, so this sink adds nothing to the
     cost of a delta.
@@ -161,7 +162,7 @@ def open_memory_sink(*, retractable: bool = True) -> MemorySinkPair[TurnStreamEv
     exactly the turn's text. The producer never waits for it.
 
     Use the pair as an async context manager so that the reader ends when
-    the producer does::
+    the producer does:
 
         async with anyio.create_task_group() as tg:
             async with open_memory_sink() as (sink, events):

@@ -64,7 +64,7 @@ async def retry_structured_output(
 
     *produce* runs one whole turn (typically the route executor around your
     attempt function) and returns its outputs: anything with ``content`` and
-    ``tool_calls``, such as :class:`~juno_bind_trio.loop.ModelTurnResult`. It
+    ``tool_calls``, such as [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult]. It
     is called with ``None`` the first time and with the rejected outputs on
     each re-ask, so it can tell the model what was wrong. Its attempt
     function opens each attempt on *stream* as usual.
@@ -73,12 +73,13 @@ async def retry_structured_output(
     attempt on *stream* with reason ``"structured_output_retry"``, so a
     retractable surface replaces the rejected JSON with the new answer.
 
-    Returns the first outputs that :func:`structured_output_parses`; a
-    format that does not ask for JSON returns the first outputs as they are.
-    After ``max_retries`` re-asks (``1 + max_retries`` turns) raises
-    :class:`~juno_bind_trio.StructuredOutputError` carrying the last content.
-    Failures of *produce* propagate unchanged, cancellation included, and
-    end the loop. The caller still calls ``stream.finish(...)``.
+    Returns the first outputs that
+    [`structured_output_parses()`][juno_bind_trio.completion.structured_output_parses]; a format
+    that does not ask for JSON returns the first outputs as they are. After ``max_retries`` re-asks
+    (``1 + max_retries`` turns) raises
+    [`StructuredOutputError`][juno_bind_trio.StructuredOutputError] carrying the last content.
+    Failures of *produce* propagate unchanged, cancellation included, and end the loop. The caller
+    still calls ``stream.finish(...)``.
     """
     retries = _check_max_retries(max_retries)
     if not callable(produce):

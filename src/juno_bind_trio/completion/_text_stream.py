@@ -22,16 +22,16 @@ Lifetime: one stream per turn, and ``finish()`` on every path
 -------------------------------------------------------------
 
 Build it where the turn is owned, outside the route executor and outside any
-structured-output retry loop, and call :meth:`TurnTextStream.finish` however
-the turn ended. Neither rule can be enforced from in here. A stream built
-inside the attempt function never sees a second attempt: it never resets and
-``produced_output`` is never true, so the single-attempt path (almost all
-traffic) looks correct and the bug shows only under fallback, as two partial
+structured-output retry loop, and call
+[`TurnTextStream.finish()`][juno_bind_trio.completion.TurnTextStream.finish] however the turn ended.
+Neither rule can be enforced from in here. A stream built inside the attempt function never sees a
+second attempt: it never resets and ``produced_output`` is never true, so the single-attempt path
+(almost all traffic) looks correct and the bug shows only under fallback, as two partial
 answers glued together. Skipping ``finish()`` leaves an armed reset undelivered
 whenever the attempt that *succeeds* emits no text, which is the ordinary shape
 of a tool-calling turn (``content: None`` plus ``tool_calls``): the discarded
 attempt's narration stays on screen as if the replacing turn had said it.
-(:class:`~juno_bind_trio.loop.ToolLoop` can own the stream for you and so
+([`ToolLoop`][juno_bind_trio.loop.ToolLoop] can own the stream for you and so
 enforce both rules.)
 
 What the host still owns
@@ -39,14 +39,16 @@ What the host still owns
 
 The sink, and what goes into it. **Reasoning deltas are not decided here**:
 whether a model's thinking counts as output the user has seen is a product
-call, made by choosing what to pass to :meth:`~TurnTextStream.observe`.
+call, made by choosing what to pass to
+[`observe()`][juno_bind_trio.completion.TurnTextStream.observe].
 
 **Tool-call deltas are not output.** A tool call is not a side effect until it
 is dispatched, which happens after the turn, so a turn that died having
 streamed only tool-call bytes changed nothing anyone can see, and clamping it
 would forfeit a fallback for nothing. A host with a real mid-attempt effect
-says so with :meth:`~TurnTextStream.mark_produced_output` rather than by
-widening what counts as text.
+says so with
+[`mark_produced_output()`][juno_bind_trio.completion.TurnTextStream.mark_produced_output] rather
+than by widening what counts as text.
 
 The loop's assistant-message event is a different surface: it fires once per
 completed message, while these events stream one attempt of one message.
@@ -145,9 +147,9 @@ class TurnTextStream:
 
     *max_resets* caps how many times the surface may be wiped in one turn.
     Reaching it raises nothing and does not stop emission: it makes
-    :attr:`produced_output` true, so the *next* failure clamps routing, while
-    an attempt already in flight still reaches the reader. There is no default
-    cap: a plan with three stages, three candidates and two defect retries can
+    [`produced_output`][juno_bind_trio.completion.TurnTextStream.produced_output] true, so the
+    *next* failure clamps routing, while an attempt already in flight still reaches the reader.
+    There is no default cap: a plan with three stages, three candidates and two defect retries can
     legally wipe the screen more than twenty times, and the tolerable number
     is a product judgement about flicker. Because it gates routing, it also
     shapes how many endpoints record a failure against the circuit breaker for
@@ -233,7 +235,8 @@ class TurnTextStream:
 
     @property
     def epoch(self) -> int:
-        """The current attempt's epoch: ``-1`` before the first :meth:`begin_attempt`."""
+        """The current attempt's epoch: ``-1`` before the first
+        [`begin_attempt()`][juno_bind_trio.completion.TurnTextStream.begin_attempt]."""
         return self._epoch
 
     @property
@@ -256,8 +259,8 @@ class TurnTextStream:
         safe reading is that they did). On a retractable one a failed *text*
         event leaves the turn replayable, but a failed *reset* does not: the
         wipe is the one event whose loss sending more cannot repair, so it
-        latches :attr:`produced_output` instead of letting a second epoch stack
-        onto a surface that never cleared the first.
+        latches [`produced_output`][juno_bind_trio.completion.TurnTextStream.produced_output]
+        instead of letting a second epoch stack onto a surface that never cleared the first.
         """
         return self._sink_errors
 
@@ -272,10 +275,10 @@ class TurnTextStream:
         attempt the successful one replaced without text. On a permanent
         surface, which is never reset, it is every attempt's text in order.
 
-        It does not depend on the sink: after :attr:`sink_errors`, or once
-        the flicker budget stranded the surface on an older attempt, this is
-        the text the reader *should* have, so
-        ``view.resync(stream.text)`` repairs it in one call.
+        It does not depend on the sink: after
+        [`sink_errors`][juno_bind_trio.completion.TurnTextStream.sink_errors], or once the flicker
+        budget stranded the surface on an older attempt, this is the text the reader *should* have,
+        so ``view.resync(stream.text)`` repairs it in one call.
         """
         if self._outcome == "succeeded" or self._parts:
             return "".join(self._parts)
@@ -283,7 +286,7 @@ class TurnTextStream:
 
     @property
     def finished(self) -> bool:
-        """Whether :meth:`finish` has been called."""
+        """Whether [`finish()`][juno_bind_trio.completion.TurnTextStream.finish] has been called."""
         return self._finished
 
     @property
@@ -322,8 +325,8 @@ class TurnTextStream:
         caller's own loop.
 
         After an attempt that produced text this arms a reset, sent lazily
-        when this attempt first produces text (or by :meth:`finish`, if it
-        never does).
+        when this attempt first produces text (or by
+        [`finish()`][juno_bind_trio.completion.TurnTextStream.finish], if it never does).
 
         An explicit *reason* **sticks** until the reset is delivered, and a
         later call without one does not overwrite it. Without that the
@@ -378,7 +381,7 @@ class TurnTextStream:
         ``None`` and ``""`` are no-ops and do not count as output: a provider
         that sent an empty content field has shown the user nothing.
 
-        Raises :class:`~juno_bind_trio.TurnStreamUsageError` if no attempt was
+        Raises [`TurnStreamUsageError`][juno_bind_trio.TurnStreamUsageError] if no attempt was
         opened yet, and ``TypeError`` for a delta that is not a string.
         """
         if self._finished:
@@ -462,12 +465,13 @@ class TurnTextStream:
             )
 
     def mark_produced_output(self) -> None:
-        """Latch :attr:`produced_output` for a reason this module cannot see.
+        """Latch [`produced_output`][juno_bind_trio.completion.TurnTextStream.produced_output] for a
+        reason this module cannot see.
 
         A provider-side effect, a write a replay would repeat, a second
         surface the host wrote to itself. Irreversible, and a no-op after
-        :meth:`finish` (the flag exists for the executor to read on a failure,
-        and once the turn is over there is no failure left to clamp).
+        [`finish()`][juno_bind_trio.completion.TurnTextStream.finish] (the flag exists for the
+        executor to read on a failure, and once the turn is over there is no failure left to clamp).
 
         It does **not** stop emission: if the attempt that reported the effect
         succeeds, its text is still the answer and must reach the reader; if

@@ -3,8 +3,9 @@
 On any real transport (a WebSocket through a relay, an SSE fan-out to several
 tabs, a queue with redelivery) a delta from attempt 1 can be *delivered after*
 attempt 2's reset. A reader that renders every text event it receives then
-shows the wiped attempt's tail glued onto the retry. :class:`TurnTextView`
-applies the three rules that make that survivable:
+shows the wiped attempt's tail glued onto the retry.
+[`TurnTextView`][juno_bind_trio.completion.TurnTextView] applies the three rules that make that
+survivable:
 
 1. **Scope to the turn.** ``epoch`` and ``seq`` restart every turn; carrying
    "newest epoch" across turns would drop every event after the first turn
@@ -24,10 +25,11 @@ The hold buffer is bounded. After a reconnect the gap may never fill (the
 events that would have closed it were dropped), and a view that held forever
 would freeze on the text of a retracted attempt while its buffer grew by one
 entry per token. On overflow the view stops applying events and sets
-:attr:`TurnTextView.resync_needed`: the host then re-renders from the
-persisted message with :meth:`TurnTextView.resync`. Nothing on this wire says
-a turn is over, so the host also tells the view (``finalize``) when the
-completed assistant message lands.
+[`TurnTextView.resync_needed`][juno_bind_trio.completion.TurnTextView.resync_needed]: the host then
+re-renders from the persisted message with
+[`TurnTextView.resync()`][juno_bind_trio.completion.TurnTextView.resync]. Nothing on this wire says
+a turn is over, so the host also tells the view (``finalize``) when the completed assistant message
+lands.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from ._events import ResetEvent, TextEvent, TurnStreamEvent
 __all__ = ["DEFAULT_MAX_HELD", "TurnTextView"]
 
 DEFAULT_MAX_HELD = 256
-"""How many early events a :class:`TurnTextView` holds before it asks for a resync."""
+"""How many early events a [`TurnTextView`][juno_bind_trio.completion.TurnTextView] holds before it
+asks for a resync."""
 
 
 def _check_max_held(_self: object, _attr: object, value: Any) -> None:
@@ -62,9 +65,10 @@ class TurnTextView:
     """Reassembles one turn's text from events delivered in any order, any number of times.
 
     ``TurnTextView(turn_id, max_held=256)``. Feed it every event that arrives
-    with :meth:`apply`; read :attr:`text`. Once every event of the turn has
-    arrived, :attr:`text` is exactly the text of the last attempt that
-    rendered, whatever the delivery order and however many duplicates.
+    with [`apply()`][juno_bind_trio.completion.TurnTextView.apply]; read
+    [`text`][juno_bind_trio.completion.TurnTextView.text]. Once every event of the turn has arrived,
+    [`text`][juno_bind_trio.completion.TurnTextView.text] is exactly the text of the last attempt
+    that rendered, whatever the delivery order and however many duplicates.
     """
 
     _turn_id: str = attrs.field(validator=_check_turn_id, alias="turn_id")
@@ -113,20 +117,25 @@ class TurnTextView:
 
     @property
     def resync_needed(self) -> bool:
-        """The hold buffer overflowed: re-render from the persisted message (:meth:`resync`)."""
+        """The hold buffer overflowed: re-render from the persisted message
+        ([`resync()`][juno_bind_trio.completion.TurnTextView.resync])."""
         return self._resync_needed
 
     @property
     def final(self) -> bool:
-        """The host said the turn is over (:meth:`finalize` or :meth:`resync`)."""
+        """The host said the turn is over
+        ([`finalize()`][juno_bind_trio.completion.TurnTextView.finalize] or
+        [`resync()`][juno_bind_trio.completion.TurnTextView.resync])."""
         return self._final
 
     def apply(self, event: TurnStreamEvent) -> bool:
-        """Take one delivered event. Returns whether :attr:`text` may have changed.
+        """Take one delivered event. Returns whether
+        [`text`][juno_bind_trio.completion.TurnTextView.text] may have changed.
 
         Events for another turn, duplicates, replays and stale epochs are
         dropped; an event that arrives early is held until its gap fills.
-        After :meth:`finalize`, or while a resync is needed, nothing applies.
+        After [`finalize()`][juno_bind_trio.completion.TurnTextView.finalize], or while a resync is
+        needed, nothing applies.
         """
         if not isinstance(event, (TextEvent, ResetEvent)):
             raise TypeError(
@@ -173,7 +182,9 @@ class TurnTextView:
         self._final = True
 
     def resync(self, text: str) -> None:
-        """Re-render from the persisted message after :attr:`resync_needed`, and end the turn."""
+        """Re-render from the persisted message after
+        [`resync_needed`][juno_bind_trio.completion.TurnTextView.resync_needed], and end the
+        turn."""
         if not isinstance(text, str):
             raise TypeError(f"TurnTextView.resync: text must be a str, got {text!r}")
         self._resync_needed = False

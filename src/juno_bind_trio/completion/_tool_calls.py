@@ -5,15 +5,15 @@ everything. Each shape has one answer here, so the loop, the defect check and
 a host's own dispatcher agree on what a call asked for:
 
 ============================  =====================================  ==========
-``raw``                        :func:`parse_tool_call_arguments`      absent?
-============================  =====================================  ==========
-``None``                       ``{}``                                 yes
-``""`` or only whitespace      ``{}``                                 yes
-``"null"``                     ``{}``                                 yes
+``raw``
+[`parse_tool_call_arguments()`][juno_bind_trio.completion.parse_tool_call_arguments]      absent?
+============================  =====================================  ========== ``None``
+``{}``                                 yes ``""`` or only whitespace      ``{}``
+yes ``"null"``                     ``{}``                                 yes
 ``"{}"``                       ``{}``                                 no
 ``'{"q": "x"}'``               ``{"q": "x"}``                         no
-``"[1, 2]"``, ``"42"``, ...    :class:`~juno_bind_trio.ToolCallArgumentsError`  no
-malformed, ``NaN``, too deep   :class:`~juno_bind_trio.ToolCallArgumentsError`  no
+``"[1, 2]"``, ``"42"``, ...    [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError]  no
+malformed, ``NaN``, too deep   [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError]  no
 ============================  =====================================  ==========
 
 Why these answers:
@@ -23,20 +23,21 @@ Why these answers:
   others send nothing, an empty string or ``null``. All of them mean the same
   call, so all of them parse to the same empty object. Whether that is
   acceptable is the tool's question (a tool with required parameters rejects
-  it as it would reject ``{}``), and :func:`tool_call_arguments_absent` lets
-  the caller tell "sent nothing" from "sent an empty object" when it
-  matters, for example to spot arguments lost to a truncated stream.
+  it as it would reject ``{}``), and
+  [`tool_call_arguments_absent()`][juno_bind_trio.completion.tool_call_arguments_absent] lets the
+  caller tell "sent nothing" from "sent an empty object" when it matters, for example to spot
+  arguments lost to a truncated stream.
 * **Anything other than a JSON object is refused.** A tool's parameters are
   an object in every tool-calling API; a bare array, string or number cannot
   be bound to named parameters, and guessing (wrapping it, or unwrapping a
   JSON string that happens to contain an object) would dispatch a call the
   model did not make.
 * **Only standard JSON.** ``NaN`` and ``Infinity`` are refused although
-  Python's :mod:`json` would accept them, because no other party on the wire
+  Python's `json` would accept them, because no other party on the wire
   would. Nothing is ever evaluated: the text only ever reaches
-  :func:`json.loads`.
+  `json.loads()`.
 
-The refusal is a :class:`~juno_bind_trio.CompletionDefectError` of kind
+The refusal is a [`CompletionDefectError`][juno_bind_trio.CompletionDefectError] of kind
 ``"unparseable_tool_arguments"``: raised out of an attempt, routing retries
 the endpoint; caught by the loop, it becomes a tool result that tells the
 model what was wrong.
@@ -94,9 +95,10 @@ def tool_call_arguments_absent(raw: str | None) -> bool:
 def parse_tool_call_arguments(raw: str | None) -> ToolCallArguments:
     """Parse a tool call's raw arguments into a ``dict``; see the table in this module.
 
-    Returns ``{}`` for absent arguments (:func:`tool_call_arguments_absent`).
-    Raises :class:`~juno_bind_trio.ToolCallArgumentsError` for text that is
-    not a JSON object, and ``TypeError`` for a value that is not a string.
+    Returns ``{}`` for absent arguments
+    ([`tool_call_arguments_absent()`][juno_bind_trio.completion.tool_call_arguments_absent]). Raises
+    [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError] for text that is not a JSON
+    object, and ``TypeError`` for a value that is not a string.
     """
     text = _check_raw("parse_tool_call_arguments", raw)
     if text is None:

@@ -46,7 +46,7 @@ Which cancellations become a stall
 Only the watchdog's own. The scope's deadline is the only thing that cancels
 it (nobody calls ``cancel()`` on it), so when the scope reports that it
 caught a cancellation, that cancellation was the watchdog's, and the block
-raises :class:`~juno_bind_trio.StreamStallError` saying which budget ran
+raises [`StreamStallError`][juno_bind_trio.StreamStallError] saying which budget ran
 out. A cancellation from an enclosing scope (the run's deadline, a user
 pressing stop) is not caught by this scope, so it leaves the block exactly as
 it arrived: a stall and a cancellation are different outcomes and routing
@@ -75,8 +75,9 @@ __all__ = [
 ]
 
 StreamBudget: TypeAlias = Literal["time_to_first_token", "inter_chunk"]
-"""The name of one of a :class:`StreamWatchdog`'s budgets, as carried by
-:class:`~juno_bind_trio.StreamStallError`."""
+"""The name of one of a [`StreamWatchdog`][juno_bind_trio.completion.StreamWatchdog]'s budgets, as
+carried by
+[`StreamStallError`][juno_bind_trio.StreamStallError]."""
 
 DEFAULT_TIME_TO_FIRST_TOKEN: Final = 30.0
 """Seconds from the request to the first answer token: the tight budget.
@@ -148,7 +149,8 @@ def _check_inter(value: object) -> float:
 
 @attrs.frozen
 class StreamWatchdogStatistics:
-    """A snapshot of a :class:`StreamWatchdog`, from :meth:`StreamWatchdog.statistics`.
+    """A snapshot of a [`StreamWatchdog`][juno_bind_trio.completion.StreamWatchdog], from
+    [`StreamWatchdog.statistics()`][juno_bind_trio.completion.StreamWatchdog.statistics].
 
     Times are absolute, on the event loop's clock (``anyio.current_time()``);
     ``None`` where the event has not happened. ``budget`` and ``deadline`` are
@@ -176,7 +178,7 @@ class StreamWatchdog:
 
     ``StreamWatchdog(time_to_first_token=30.0, inter_chunk_timeout=60.0)``,
     both in seconds (``math.inf`` switches a budget off). Wrap the loop that
-    reads the stream and report each chunk as it arrives::
+    reads the stream and report each chunk as it arrives:
 
         with StreamWatchdog() as watchdog:
             async for chunk in stream:
@@ -190,7 +192,7 @@ class StreamWatchdog:
                 ...
 
     When a budget runs out, the block is cancelled at its next checkpoint and
-    the ``with`` raises :class:`~juno_bind_trio.StreamStallError` with
+    the ``with`` raises [`StreamStallError`][juno_bind_trio.StreamStallError] with
     ``budget`` set to ``"time_to_first_token"`` or ``"inter_chunk"`` and
     ``timeout`` to that budget. A cancellation from outside passes through
     untouched. ``async with`` works the same way, for symmetry with the
@@ -251,7 +253,8 @@ class StreamWatchdog:
 
     @property
     def budget(self) -> StreamBudget:
-        """The budget that :attr:`deadline` belongs to."""
+        """The budget that [`deadline`][juno_bind_trio.completion.StreamWatchdog.deadline] belongs
+        to."""
         return self._budget
 
     @property
@@ -261,7 +264,7 @@ class StreamWatchdog:
 
     @property
     def stalled(self) -> bool:
-        """Whether the block ended in a :class:`~juno_bind_trio.StreamStallError`."""
+        """Whether the block ended in a [`StreamStallError`][juno_bind_trio.StreamStallError]."""
         return self._stalled
 
     def statistics(self) -> StreamWatchdogStatistics:
@@ -286,7 +289,7 @@ class StreamWatchdog:
         The first one ends the first-token budget; every one restarts the
         inter-chunk budget. A chunk whose text is empty (the role-only chunk
         most providers open with) is not an answer: report it with
-        :meth:`chunk`.
+        [`chunk()`][juno_bind_trio.completion.StreamWatchdog.chunk].
         """
         if self._state != "open":
             self._not_open("answer")
@@ -322,7 +325,8 @@ class StreamWatchdog:
     def chunk(self) -> None:
         """Any other chunk arrived (role-only, usage, an empty delta).
 
-        The same effect as :meth:`reasoning`, counted separately.
+        The same effect as [`reasoning()`][juno_bind_trio.completion.StreamWatchdog.reasoning],
+        counted separately.
         """
         if self._state != "open":
             self._not_open("chunk")

@@ -1,4 +1,5 @@
-"""The tool-calling turn kernel: :class:`ToolLoop`, its turn and result records, its events.
+"""The tool-calling turn kernel: [`ToolLoop`][juno_bind_trio.loop.ToolLoop], its turn and result
+records, its events.
 
 The TypeScript package's ``@juno-ai/bind/loop`` subpath (``runToolLoop``).
 """

@@ -1,14 +1,14 @@
 """What the loop tells its host while it runs, and what the host can tell it.
 
-Out: :data:`LoopEvent`, sent on an anyio (or trio) memory object send stream
-with ``send_nowait``. In: :class:`Interrupt`, received on a memory object
-receive stream with ``receive_nowait``, between iterations.
+Out: [`LoopEvent`][juno_bind_trio.loop.LoopEvent], sent on an anyio (or trio) memory object send
+stream with ``send_nowait``. In: [`Interrupt`][juno_bind_trio.loop.Interrupt], received on a memory
+object receive stream with ``receive_nowait``, between iterations.
 
 Why a channel and not callbacks: a callback runs *in* the loop, so a host
 logger that throws while reporting a tool failure turns a reported failure
 into a fatal one, and a slow one stalls the run. A channel puts the observer
 in its own task. The loop never waits on it and never learns that it failed,
-beyond a count (:meth:`~juno_bind_trio.loop.ToolLoop.statistics`).
+beyond a count ([`statistics()`][juno_bind_trio.loop.ToolLoop.statistics]).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 LoopStatus = Literal["calling_model", "running_tools", "compacting", "saving_session"]
-"""The phase a :class:`StatusEvent` announces, sent as the loop enters it."""
+"""The phase a [`StatusEvent`][juno_bind_trio.loop.StatusEvent] announces, sent as the loop enters
+it."""
 
 
 @attrs.frozen
@@ -99,8 +100,8 @@ class Interrupt:
     """A message the user sent while the run was going, to be seen by the next model call.
 
     Appended to the transcript as ``{"role": "user", "content": content}``.
-    *user_id* is carried to :class:`InterruptReceivedEvent` for the host's
-    own bookkeeping and is not written into the transcript.
+    *user_id* is carried to [`InterruptReceivedEvent`][juno_bind_trio.loop.InterruptReceivedEvent]
+    for the host's own bookkeeping and is not written into the transcript.
     """
 
     content: str = attrs.field()
@@ -119,7 +120,8 @@ class Interrupt:
 
 @attrs.frozen
 class InterruptReceivedEvent:
-    """An :class:`Interrupt` was drained and appended before model call *iteration*."""
+    """An [`Interrupt`][juno_bind_trio.loop.Interrupt] was drained and appended before model call
+    *iteration*."""
 
     iteration: int
     interrupt: Interrupt

@@ -8,7 +8,7 @@ One iteration
    host's ``should_stop`` says so. Otherwise drain the interrupts channel into
    the transcript, so the turn about to start sees what the user just said.
 2. **The model call**: ``call_model(ModelTurn)``, with a fresh
-   :class:`~juno_bind_trio.completion.TurnTextStream` when the loop has a
+   [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] when the loop has a
    sink, finished by the loop however the call ended. The assistant message
    is appended as soon as it returns.
 3. **No tool calls**: the turn would end. ``on_turn_would_end`` may ask for
@@ -16,7 +16,7 @@ One iteration
    persisted and the run is ``"completed"``.
 4. **The batch**: calls ``runs_serially`` picks run first, one at a time, in
    order, each checking the stop when it is claimed; the rest go through the
-   pool (:class:`~juno_bind_trio.run.ToolBatch`), which checks it too. Every
+   pool ([`ToolBatch`][juno_bind_trio.run.ToolBatch]), which checks it too. Every
    call is answered, in call order, in one synchronous append.
 5. **The arms**, in this order: activations; the stop (``"stopped"``, before
    anything below); a suspension (``"suspended"``); compaction (a tool asked,
@@ -195,7 +195,8 @@ def _new_run_id() -> str:
 
 @attrs.frozen
 class ToolLoopStatistics:
-    """A snapshot of a :class:`ToolLoop`'s observer traffic, from :meth:`ToolLoop.statistics`.
+    """A snapshot of a [`ToolLoop`][juno_bind_trio.loop.ToolLoop]'s observer traffic, from
+    [`ToolLoop.statistics()`][juno_bind_trio.loop.ToolLoop.statistics].
 
     ``events_dropped`` counts events ``send_nowait`` refused (the channel was
     full, or closed at either end): they are lost, and the loop went on.
@@ -246,7 +247,7 @@ class ToolLoop:
     """Repeatedly call the model and run the tools it asks for, until the run ends.
 
     Build one per run and ``await loop.run()`` once; it returns a
-    :class:`~juno_bind_trio.loop.LoopResult`. Every parameter is keyword-only.
+    [`LoopResult`][juno_bind_trio.loop.LoopResult]. Every parameter is keyword-only.
 
     Required:
 
@@ -285,13 +286,13 @@ class ToolLoop:
       claimed, nothing in flight is touched, and the run ends ``"stopped"``
       after the batch or before the next model call.
     * ``events``: a memory object send stream for
-      :data:`~juno_bind_trio.loop.LoopEvent`, sent with ``send_nowait``;
+      [`LoopEvent`][juno_bind_trio.loop.LoopEvent], sent with ``send_nowait``;
       when it is full or closed the event is dropped and counted, and the
       loop goes on. The loop never closes it.
     * ``interrupts``: a memory object receive stream of
-      :class:`~juno_bind_trio.loop.Interrupt`, drained with
+      [`Interrupt`][juno_bind_trio.loop.Interrupt], drained with
       ``receive_nowait`` before every model call.
-    * ``text_sink``: a :class:`~juno_bind_trio.completion.TurnStreamSink`,
+    * ``text_sink``: a [`TurnStreamSink`][juno_bind_trio.completion.TurnStreamSink],
       or a factory ``(turn_id) -> TurnStreamSink``: the loop makes one
       ``TurnTextStream`` per turn for ``call_model`` and finishes it.
     * ``max_text_resets``: the streams' ``max_resets``.

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 LoopEndReason = Literal["completed", "max_iterations", "stopped", "suspended", "should_stop"]
-"""Why :meth:`~juno_bind_trio.loop.ToolLoop.run` returned.
+"""Why [`run()`][juno_bind_trio.loop.ToolLoop.run] returned.
 
 * ``"completed"``: the model answered without asking for a tool, and
   ``on_turn_would_end`` (if any) did not ask for another turn.
@@ -51,7 +51,8 @@ A hard cancel has no reason: ``Cancelled`` propagates instead.
 LOOP_END_REASONS: frozenset[str] = frozenset(
     ("completed", "max_iterations", "stopped", "suspended", "should_stop")
 )
-"""Every :data:`LoopEndReason`, for validation and exhaustive tests."""
+"""Every [`LoopEndReason`][juno_bind_trio.loop.LoopEndReason], for validation and exhaustive
+tests."""
 
 
 class SupportsMessages(Protocol):
@@ -69,7 +70,8 @@ class SupportsMessages(Protocol):
 
 @attrs.define(eq=False)
 class LoopState:
-    """The smallest :class:`SupportsMessages`: a transcript and nothing else.
+    """The smallest [`SupportsMessages`][juno_bind_trio.loop.SupportsMessages]: a transcript and
+    nothing else.
 
     A host with its own run-state object passes that instead; anything with a
     ``messages`` list serves.
@@ -167,7 +169,7 @@ class ModelTurnResult:
 
     *content* is the assistant text (``None`` when the turn only called
     tools); *tool_calls* the calls it asked for, in either shape
-    :data:`~juno_bind_trio.run.ToolCallLike` accepts (validated here: every
+    [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] accepts (validated here: every
     call well formed, ids non-empty and unique); *reasoning* the model's
     thinking, if the host wants it on the events channel.
 
@@ -302,8 +304,8 @@ class ToolCallOutcome:
 class RunStats:
     """What a run has cost so far. Frozen; the loop replaces it as it goes.
 
-    Tokens and cost are summed from each :class:`ModelTurnResult`. Timings are
-    measured by the loop on the current clock: *model_seconds* across model
+    Tokens and cost are summed from each [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult].
+    Timings are measured by the loop on the current clock: *model_seconds* across model
     calls, *tool_seconds* across tool batches (serial phase and pool, wall
     time, not the sum of the calls). Tool calls are counted by how they were
     answered: *tool_calls* all of them, *tool_failures* those that ran and

@@ -28,15 +28,16 @@ class ModelTurn:
     * *messages*: the live transcript. Read it; do not mutate it (the loop
       appends the assistant message itself, from the result).
     * *tools*: what ``build_tools`` returned for this turn.
-    * *text_stream*: a :class:`~juno_bind_trio.completion.TurnTextStream`
+    * *text_stream*: a [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream]
       made for this turn when the loop was given a ``text_sink``, else
       ``None``. Call its ``begin_attempt()`` at the top of every attempt and
       ``observe(delta)`` for each content delta; **do not call** ``finish()``:
       the loop does, however the turn ends, which is the rule a host building
       the stream itself could forget.
 
-    :meth:`report_progress` sends an :class:`OutputProgressEvent`; it is
-    synchronous, cheap and never raises into the turn.
+    [`report_progress()`][juno_bind_trio.loop.ModelTurn.report_progress] sends an
+    [`OutputProgressEvent`][juno_bind_trio.loop.OutputProgressEvent]; it is synchronous, cheap and
+    never raises into the turn.
     """
 
     iteration: int

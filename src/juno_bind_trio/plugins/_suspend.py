@@ -2,8 +2,8 @@
 
 Some calls cannot finish inside a run: an approval, a question only a person
 can answer, a payment confirmed out of band. The tool returns a
-:class:`SuspendDirective` on a *successful* result; the loop records the
-batch's results as usual and ends the run as ``"suspended"``, and the host
+[`SuspendDirective`][juno_bind_trio.plugins.SuspendDirective] on a *successful* result; the loop
+records the batch's results as usual and ends the run as ``"suspended"``, and the host
 persists the open call as awaiting an answer. When the answer arrives, the
 host resumes the run by answering that ``tool_call_id`` in the transcript.
 

@@ -5,12 +5,12 @@ A failed tool call still has to be answered in the transcript (every
 answer is read by two audiences: the model on its next turn and the host
 (UI, retry policy, logs). Both need to tell failures apart *without matching
 on the error string*, which is brittle and locale-dependent. So the loop
-writes every failure as one small JSON envelope::
+writes every failure as one small JSON envelope:
 
     {"success": false, "kind": "not_run", "error": "This call was never started, …"}
 
-``kind`` is a :data:`ToolFailureKind` when the failure has one and is left out
-when it does not, exactly as the TypeScript package's loop does for an
+``kind`` is a [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind] when the failure has one
+and is left out when it does not, exactly as the TypeScript package's loop does for an
 ordinary failure. The two kinds the harness itself assigns are different
 facts and must never be conflated: ``"not_run"`` (never started, nothing
 changed, do not retry) and ``"interrupted"`` (started, cut off by a cancel,
@@ -51,19 +51,20 @@ ToolFailureKind = Literal[
 * ``"conflict"``: the target's state forbids it now (a version mismatch, a duplicate).
 * ``"external"``: a service the tool depends on failed.
 * ``"not_run"``: the harness refused the call before it started; nothing
-  happened and nothing changed (:class:`~juno_bind_trio.AbortedToolCallError`).
+  happened and nothing changed ([`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError]).
 * ``"system"``: the tool or the harness is broken.
 * ``"interrupted"``: this port's addition: the call started and a cancel cut
   it off, so whether it took effect is unknown
-  (:class:`~juno_bind_trio.InterruptedToolCallError`). Not ``"not_run"``:
+  ([`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError]). Not ``"not_run"``:
   a resumed run must check before repeating it, not assume nothing happened.
 
 Tools should set it explicitly, by raising
-:class:`~juno_bind_trio.ToolFailureError`.
+[`ToolFailureError`][juno_bind_trio.ToolFailureError].
 """
 
 TOOL_FAILURE_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolFailureKind))
-"""Every :data:`ToolFailureKind`, for checking a value at run time."""
+"""Every [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind], for checking a value at run
+time."""
 
 ToolHandler = Callable[..., Awaitable[Any]]
 """An async callable that executes a tool; the host's dispatcher decides its arguments
@@ -93,7 +94,8 @@ def tool_failure_content(error: str, kind: ToolFailureKind | None = None) -> str
     reader is a model, and escapes only cost it tokens.
 
     :raises TypeError: *error* is not a string, or *kind* neither ``None`` nor a string.
-    :raises ValueError: *kind* is a string but not a :data:`ToolFailureKind`.
+    :raises ValueError: *kind* is a string but not a
+        [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
     """
     if not isinstance(error, str):
         raise TypeError(f"tool_failure_content: error must be a string, got {error!r}")
@@ -111,7 +113,7 @@ def tool_failure_message(
     """The ``tool`` message answering a failed call: ``role``, ``tool_call_id``, ``content``.
 
     :raises TypeError: *tool_call_id* is not a non-empty string, or *error* not a string.
-    :raises ValueError: *kind* is not a :data:`ToolFailureKind`.
+    :raises ValueError: *kind* is not a [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
     """
     given: object = tool_call_id
     if not isinstance(given, str) or not given:
@@ -129,12 +131,13 @@ def tool_failure_message(
 
 
 def kind_for_error(exc: BaseException) -> ToolFailureKind | None:
-    """The :data:`ToolFailureKind` an exception stands for, or ``None`` for an ordinary failure.
+    """The [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind] an exception stands for, or
+    ``None`` for an ordinary failure.
 
-    ``"not_run"`` for an :class:`~juno_bind_trio.AbortedToolCallError`,
-    ``"interrupted"`` for an :class:`~juno_bind_trio.InterruptedToolCallError`;
+    ``"not_run"`` for an [`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError],
+    ``"interrupted"`` for an [`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError];
     otherwise the exception's own ``kind`` attribute if it is a valid kind
-    (:class:`~juno_bind_trio.ToolFailureError` carries one, and so may a
+    ([`ToolFailureError`][juno_bind_trio.ToolFailureError] carries one, and so may a
     host's own exception), else ``None``. An unknown ``kind`` is ignored
     rather than trusted: a misspelt discriminant is worse than none.
     """

@@ -1,9 +1,10 @@
 """Provider routing: route plans, the deterministic executor, the circuit breaker, the taxonomy.
 
 The TypeScript package's routing layer (``executeRoutePlan``). Build a
-:class:`RoutePlan` once, classify each attempt's failure (for the openai SDK,
-:func:`classify_openai_error`), and let :func:`execute_route_plan` walk the
-plan. See the explanation page "Routing" for the design.
+[`RoutePlan`][juno_bind_trio.routing.RoutePlan] once, classify each attempt's failure (for the
+openai SDK, [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error]), and let
+[`execute_route_plan()`][juno_bind_trio.routing.execute_route_plan] walk the plan. See the
+explanation page "Routing" for the design.
 """
 
 from juno_bind_trio._errors import AllRoutesFailedError as AllRoutesFailedError

@@ -17,14 +17,14 @@ Three states per endpoint:
 
 What counts against an endpoint is decided by the executor, and only one
 verdict does: a failure whose (possibly escalated) action is
-:attr:`~RouteAction.NEXT_CANDIDATE`. A completion defect retried on the same
-endpoint is the model's sampling, not the endpoint's health, and counts only
+[`NEXT_CANDIDATE`][juno_bind_trio.routing.RouteAction.NEXT_CANDIDATE]. A completion defect retried
+on the same endpoint is the model's sampling, not the endpoint's health, and counts only
 when its retry budget runs out and routing leaves. A "next stage" or
 "propagate" verdict came from an endpoint that answered properly, so it is
 neutral. A cancelled attempt is neutral too: the caller stopped, not the
 endpoint.
 
-Because a :class:`~juno_bind_trio.completion.TurnTextStream` whose reset
+Because a [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] whose reset
 budget is spent clamps routing, that budget also shapes how many endpoints
 record a failure for one user turn: a clamped turn stops at the endpoint that
 failed mid-stream and never reaches the others.
@@ -108,13 +108,15 @@ def _check_clock(value: object) -> Callable[[], float]:
 @final
 @attrs.define(eq=False)
 class BreakerPermit:
-    """Admission for one call to one endpoint, from :meth:`CircuitBreaker.admit`.
+    """Admission for one call to one endpoint, from
+    [`CircuitBreaker.admit()`][juno_bind_trio.routing.CircuitBreaker.admit].
 
-    Settle it exactly once: :meth:`~CircuitBreaker.record_success`,
-    :meth:`~CircuitBreaker.record_failure`, or :meth:`~CircuitBreaker.release`
-    when the call ended with no verdict on the endpoint (cancelled, or a
-    neutral failure). A probe permit that is never settled holds its probe
-    slot for good, so settle in a ``finally``.
+    Settle it exactly once:
+    [`record_success()`][juno_bind_trio.routing.CircuitBreaker.record_success],
+    [`record_failure()`][juno_bind_trio.routing.CircuitBreaker.record_failure], or
+    [`release()`][juno_bind_trio.routing.CircuitBreaker.release] when the call ended with no verdict
+    on the endpoint (cancelled, or a neutral failure). A probe permit that is never settled holds
+    its probe slot for good, so settle in a ``finally``.
     """
 
     endpoint: str
@@ -127,7 +129,8 @@ class BreakerPermit:
 
 @attrs.frozen
 class EndpointStatistics:
-    """One endpoint's breaker, as of the call to :meth:`CircuitBreaker.statistics`."""
+    """One endpoint's breaker, as of the call to
+    [`CircuitBreaker.statistics()`][juno_bind_trio.routing.CircuitBreaker.statistics]."""
 
     state: BreakerState
     consecutive_failures: int
@@ -177,8 +180,9 @@ class CircuitBreaker:
     ``CircuitBreaker(failure_threshold=5, reset_timeout=30.0, half_open_max_probes=1)``
 
     Share one breaker between every turn that routes to the same endpoints;
-    pass it to :func:`execute_route_plan`, which admits, records and releases
-    for you. Endpoints are keyed by :attr:`Candidate.endpoint`.
+    pass it to [`execute_route_plan()`][juno_bind_trio.routing.execute_route_plan], which admits,
+    records and releases for you. Endpoints are keyed by
+    [`Candidate.endpoint`][juno_bind_trio.routing.Candidate].
 
     Synchronous and checkpoint-free, so it is safe from any task of the event
     loop that owns it (not from other threads).

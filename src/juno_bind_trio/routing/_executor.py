@@ -12,7 +12,7 @@ deliberately does not race, for three reasons that do not apply to TCP:
    attempt costs the whole prompt in tokens, and a raced attempt that loses
    is paid for anyway.
 2. **An attempt may stream to a person.** Two attempts racing would both
-   write to the turn's surface. A :class:`~juno_bind_trio.completion.TurnTextStream`
+   write to the turn's surface. A [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream]
    can retract one attempt at a time, in order; it cannot interleave two.
 3. **The order is the policy.** The plan says "this model, from these
    providers, in this order, then that model". Under a race the answer would
@@ -53,12 +53,13 @@ the first byte and the clamp makes the first mid-stream failure final.
 Circuit breaker
 ---------------
 
-With a :class:`CircuitBreaker`, each attempt is admitted first. A candidate
-the breaker refuses is skipped, never waited for, and recorded in
-:attr:`RouteResult.skipped`. If every candidate was refused and not one
-attempt ran, the outcome is its own: :class:`NoViableEndpointError`, which
-says "nothing was tried" where :class:`AllRoutesFailedError` says "everything
-tried failed". A host retries the first later and investigates the second.
+With a [`CircuitBreaker`][juno_bind_trio.routing.CircuitBreaker], each attempt is admitted first. A
+candidate the breaker refuses is skipped, never waited for, and recorded in
+[`RouteResult.skipped`][juno_bind_trio.routing.RouteResult]. If every candidate was refused and not
+one attempt ran, the outcome is its own:
+[`NoViableEndpointError`][juno_bind_trio.NoViableEndpointError], which says "nothing was tried"
+where [`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError] says "everything tried failed".
+A host retries the first later and investigates the second.
 
 Cancellation
 ------------
@@ -77,15 +78,15 @@ permit is released.
 Results, not exceptions
 -----------------------
 
-:func:`execute_route_plan` *returns* a :class:`RouteResult` on every routing
-outcome, as the TypeScript executor does, so that ``stream.finish(...)`` can
-be told how the turn ended without a ``try``. :meth:`RouteResult.unwrap`
-gives the value or raises the result's error. The one error for an exhausted
-plan is :class:`AllRoutesFailedError`, which carries every attempt. It is
-shaped like an exception group (``exceptions`` holds every failure's cause)
-without being one: a plan with one candidate that fails once would otherwise
-raise a group of one, and ``except*`` would start matching
-``BadRequestError`` inside a routing failure.
+[`execute_route_plan()`][juno_bind_trio.routing.execute_route_plan] *returns* a
+[`RouteResult`][juno_bind_trio.routing.RouteResult] on every routing outcome, as the TypeScript
+executor does, so that ``stream.finish(...)`` can be told how the turn ended without a ``try``.
+[`RouteResult.unwrap()`][juno_bind_trio.routing.RouteResult.unwrap] gives the value or raises the
+result's error. The one error for an exhausted plan is
+[`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError], which carries every attempt. It is
+shaped like an exception group (``exceptions`` holds every failure's cause) without being one: a
+plan with one candidate that fails once would otherwise raise a group of one, and ``except*`` would
+start matching ``BadRequestError`` inside a routing failure.
 """
 
 from __future__ import annotations
@@ -128,9 +129,10 @@ RouteStatus = Literal["succeeded", "propagated", "clamped", "exhausted", "no_via
 * ``"propagated"``: a failure was classified ``PROPAGATE``; the error is its cause.
 * ``"clamped"``: a failure that would have been retried had produced output;
   the error is its cause.
-* ``"exhausted"``: every stage was tried and failed; :class:`AllRoutesFailedError`.
+* ``"exhausted"``: every stage was tried and failed;
+  [`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError].
 * ``"no_viable_endpoint"``: the breaker refused every candidate, nothing ran;
-  :class:`NoViableEndpointError`.
+  [`NoViableEndpointError`][juno_bind_trio.NoViableEndpointError].
 """
 
 AdjustmentReason = Literal["retry_budget_spent", "retry_wait_too_long", "produced_output"]
@@ -152,7 +154,8 @@ class AttemptRecord(Generic[T]):
     action: RouteAction | None
     """What routing did after this attempt; ``None`` after a success."""
     adjusted: AdjustmentReason | None
-    """Why :attr:`action` differs from the failure's own verdict, or ``None`` if it does not."""
+    """Why [`action`][juno_bind_trio.routing.AttemptRecord.action] differs from the failure's own
+    verdict, or ``None`` if it does not."""
 
     @property
     def error(self) -> Exception | None:
@@ -172,16 +175,19 @@ class SkippedCandidate:
 
 @attrs.frozen
 class RouteResult(Generic[T]):
-    """What :func:`execute_route_plan` returns, however the route ended.
+    """What [`execute_route_plan()`][juno_bind_trio.routing.execute_route_plan] returns, however the
+    route ended.
 
-    :attr:`attempts` is the whole trail, in order, whatever the outcome.
+    [`attempts`][juno_bind_trio.routing.RouteResult] is the whole trail, in order, whatever the
+    outcome.
     """
 
     status: RouteStatus
     value: T | None
-    """The successful attempt's value; ``None`` unless :attr:`ok`."""
+    """The successful attempt's value; ``None`` unless
+    [`ok`][juno_bind_trio.routing.RouteResult.ok]."""
     error: Exception | None
-    """Why the route failed; ``None`` if :attr:`ok`."""
+    """Why the route failed; ``None`` if [`ok`][juno_bind_trio.routing.RouteResult.ok]."""
     attempts: tuple[AttemptRecord[T], ...]
     skipped: tuple[SkippedCandidate, ...] = ()
 
@@ -191,7 +197,7 @@ class RouteResult(Generic[T]):
         return self.status == "succeeded"
 
     def unwrap(self) -> T:
-        """The value, or raise :attr:`error`."""
+        """The value, or raise [`error`][juno_bind_trio.routing.RouteResult.error]."""
         if self.status == "succeeded":
             return self.value  # type: ignore[return-value]
         assert self.error is not None
@@ -266,14 +272,14 @@ async def execute_route_plan(
     """Try *plan* in order until an attempt succeeds or routing must stop.
 
     ``attempt(candidate, cursor)`` makes one attempt and returns
-    :class:`AttemptSuccess` or a classified :class:`AttemptFailure`. An
-    exception it *raises* is not a routing failure: it propagates at once,
-    unchanged, and no further attempt is made (classify what you mean routing
-    to act on). Cancellation likewise propagates at once.
+    [`AttemptSuccess`][juno_bind_trio.routing.AttemptSuccess] or a classified
+    [`AttemptFailure`][juno_bind_trio.routing.AttemptFailure]. An exception it *raises* is not a
+    routing failure: it propagates at once, unchanged, and no further attempt is made (classify what
+    you mean routing to act on). Cancellation likewise propagates at once.
 
-    Returns a :class:`RouteResult` for every routing outcome; see
-    :data:`RouteStatus`. With *breaker*, candidates whose breaker is open are
-    skipped and every attempt's verdict is recorded against its endpoint.
+    Returns a [`RouteResult`][juno_bind_trio.routing.RouteResult] for every routing outcome; see
+    [`RouteStatus`][juno_bind_trio.routing.RouteStatus]. With *breaker*, candidates whose breaker is
+    open are skipped and every attempt's verdict is recorded against its endpoint.
     """
     if not isinstance(plan, RoutePlan):
         raise TypeError(f"execute_route_plan: plan must be a RoutePlan, got {plan!r}")

@@ -96,10 +96,10 @@ def classify_openai_error(
 
     Covers what an attempt over ``openai.AsyncOpenAI`` can raise, mid-stream
     cases included, and this package's own stream errors
-    (:class:`~juno_bind_trio.StreamStallError`,
-    :class:`~juno_bind_trio.CompletionDefectError`). Anything it does not
-    recognise is :attr:`~RouteAction.PROPAGATE`: an unknown exception is most
-    likely a bug in the host, and replaying a bug on every provider only hides
+    ([`StreamStallError`][juno_bind_trio.StreamStallError],
+    [`CompletionDefectError`][juno_bind_trio.CompletionDefectError]). Anything it does not
+    recognise is [`PROPAGATE`][juno_bind_trio.routing.RouteAction.PROPAGATE]: an unknown exception
+    is most likely a bug in the host, and replaying a bug on every provider only hides
     it behind an "all routes failed".
 
     *candidate* and *cursor* are not consulted by this table. They are in the

@@ -124,10 +124,11 @@ class Candidate:
     *base_url* where, for OpenAI-compatible clients. *model* overrides the
     stage's model name on this provider only, for providers that spell the same
     model differently (``"gpt-4o"`` against ``"openai/gpt-4o"``); the attempt
-    function reads the name to send from :attr:`RouteCursor.model`.
+    function reads the name to send from
+    [`RouteCursor.model`][juno_bind_trio.routing.RouteCursor.model].
 
-    *endpoint* is the key the :class:`CircuitBreaker` counts failures under,
-    ``provider|base_url`` (or just *provider*) unless given. Two candidates in
+    *endpoint* is the key the [`CircuitBreaker`][juno_bind_trio.routing.CircuitBreaker] counts
+    failures under, ``provider|base_url`` (or just *provider*) unless given. Two candidates in
     different stages with the same endpoint share one breaker: if the host is
     down, it is down for every model it serves.
 
@@ -219,8 +220,8 @@ class RoutePlan:
     ``RoutePlan(stages, max_retries=2, max_retry_wait=10.0)``
 
     *stages* run in order, and each stage's candidates in order; see
-    :func:`execute_route_plan` for the traversal. *max_retries* is the
-    same-endpoint retry budget of every candidate that does not set its own.
+    [`execute_route_plan()`][juno_bind_trio.routing.execute_route_plan] for the traversal.
+    *max_retries* is the same-endpoint retry budget of every candidate that does not set its own.
     *max_retry_wait* is the longest server-requested wait (``retry_after``)
     the executor sits out before a same-endpoint retry; a longer one sends it
     to the next candidate at once.

@@ -1,11 +1,11 @@
 """The routing taxonomy: what an attempt reports, and what routing does about it.
 
 Routing never guesses at an exception. An attempt function catches what its
-transport raised, *classifies* it (with :func:`classify_openai_error`, or a
-classifier of your own for another SDK) and returns the verdict. Keeping the
-judgement in one pure function, outside the executor, is what makes the
-executor deterministic and the judgement testable on its own: the table in
-"How to map your transport errors onto the routing taxonomy" is that
+transport raised, *classifies* it (with
+[`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error], or a classifier of your
+own for another SDK) and returns the verdict. Keeping the judgement in one pure function, outside
+the executor, is what makes the executor deterministic and the judgement testable on its own: the
+table in "How to map your transport errors onto the routing taxonomy" is that
 function's whole specification.
 """
 
@@ -30,7 +30,8 @@ class RouteAction(enum.Enum):
 
     For a completion that arrived but cannot be used (no finish reason, unparsable
     arguments, a garbled chunk): the endpoint is healthy and the next sample is
-    likely fine. Once the budget is spent this becomes :attr:`NEXT_CANDIDATE`.
+    likely fine. Once the budget is spent this becomes
+    [`NEXT_CANDIDATE`][juno_bind_trio.routing.RouteAction.NEXT_CANDIDATE].
     """
 
     NEXT_CANDIDATE = "next_candidate"
@@ -108,8 +109,8 @@ class ClassifiedError:
     seconds, when it sent one. *reason* is a short human explanation for logs.
 
     A record, not an exception: it is never raised. The error a failed route
-    raises is its :attr:`cause`, or an :class:`AllRoutesFailedError` carrying
-    every one of them.
+    raises is its [`cause`][juno_bind_trio.routing.ClassifiedError], or an
+    [`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError] carrying every one of them.
     """
 
     action: RouteAction = attrs.field(converter=_check_action)
@@ -152,7 +153,7 @@ class AttemptFailure:
     ``AttemptFailure(error, produced_output=False)``
 
     Set *produced_output* when the attempt emitted something the caller
-    cannot take back; with a :class:`~juno_bind_trio.completion.TurnTextStream`
+    cannot take back; with a [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream]
     that is exactly ``stream.produced_output``. It clamps routing to
     propagate-only: no retry, no next provider, no fallback model, because each
     of those would replay a turn somebody has already received.

@@ -17,7 +17,7 @@ after:
 Lineage is a value, not a lookup
 --------------------------------
 
-:class:`ChainRef` is the run's whole ancestry, root first, carried with the
+[`ChainRef`][juno_bind_trio.run.ChainRef] is the run's whole ancestry, root first, carried with the
 run (persist it with the run record; hand it to the child when starting it).
 Admission then needs no database query and no lock: everything it decides
 on travels with the parent. The one fact that does not travel, how many
@@ -35,12 +35,12 @@ Polling a child
 ---------------
 
 A parent whose child runs elsewhere learns that it finished by asking.
-:class:`PollSchedule` spaces the questions out: quickly at first (most
+[`PollSchedule`][juno_bind_trio.run.PollSchedule] spaces the questions out: quickly at first (most
 children are short), then backing off to a cap. It is deterministic (no
 jitter), so a test can assert the exact times a parent polled at, and it has
 no timeout of its own: the caller owns timeouts, and a
-:class:`RunDeadline` or ``anyio.fail_after`` around the wait composes where a
-``timeout=`` argument would not.
+[`RunDeadline`][juno_bind_trio.run.RunDeadline] or ``anyio.fail_after`` around the wait composes
+where a ``timeout=`` argument would not.
 """
 
 from __future__ import annotations
@@ -93,8 +93,9 @@ class ChainLink:
 class ChainRef:
     """A run's lineage: its ancestors and itself, root first.
 
-    Build one with :func:`root_chain` and :func:`descend_chain`; it is a
-    frozen value, safe to share and to persist (:meth:`to_dict`).
+    Build one with [`root_chain()`][juno_bind_trio.run.root_chain] and
+    [`descend_chain()`][juno_bind_trio.run.descend_chain]; it is a frozen value, safe to share and
+    to persist ([`to_dict()`][juno_bind_trio.run.ChainRef.to_dict]).
     """
 
     links: tuple[ChainLink, ...]
@@ -130,7 +131,7 @@ class ChainRef:
 
     @classmethod
     def from_dict(cls, data: object) -> ChainRef:
-        """Rebuild a chain from :meth:`to_dict`'s output.
+        """Rebuild a chain from [`to_dict()`][juno_bind_trio.run.ChainRef.to_dict]'s output.
 
         :raises TypeError: *data* is not that shape.
         """
@@ -164,10 +165,12 @@ def root_chain(run_id: str, *, agent: str | None = None) -> ChainRef:
 def descend_chain(parent: ChainRef, run_id: str, *, agent: str | None = None) -> ChainRef:
     """The lineage of a child of *parent*: one link longer.
 
-    Pure bookkeeping: it refuses nothing. Ask :func:`admit_child_run` first
-    (an admitted decision carries this chain already).
+    Pure bookkeeping: it refuses nothing. Ask
+    [`admit_child_run()`][juno_bind_trio.run.admit_child_run] first (an admitted decision carries
+    this chain already).
 
-    :raises TypeError: *parent* is not a :class:`ChainRef`, or an id is not a non-empty string.
+    :raises TypeError: *parent* is not a [`ChainRef`][juno_bind_trio.run.ChainRef], or an id is not
+        a non-empty string.
     """
     if not isinstance(parent, ChainRef):
         raise TypeError(f"descend_chain: parent must be a ChainRef, got {parent!r}")
@@ -204,7 +207,7 @@ def _flag(_instance: object, attribute: attrs.Attribute[bool], value: object) ->
 @final
 @attrs.frozen(kw_only=True)
 class ChainRule:
-    """The limits :func:`admit_child_run` enforces.
+    """The limits [`admit_child_run()`][juno_bind_trio.run.admit_child_run] enforces.
 
     ``max_depth``: the deepest a run may be (a root is 0; default 3). 0 means
     no sub-agents at all.
@@ -228,7 +231,7 @@ ChildRefusal: TypeAlias = Literal["cycle", "depth_limit", "concurrency_limit"]
 @final
 @attrs.frozen
 class ChildAdmission:
-    """The answer of :func:`admit_child_run`.
+    """The answer of [`admit_child_run()`][juno_bind_trio.run.admit_child_run].
 
     ``admitted``; when admitted, ``chain`` is the child's lineage (start the
     child with it). When refused, ``refusal`` says why and ``detail`` says it
@@ -259,7 +262,7 @@ def admit_child_run(
 
     *running_children*: how many children *parent* has running at this
     moment, counted by the host. *rule*: the limits (default
-    :class:`ChainRule` ``()``).
+    [`ChainRule`][juno_bind_trio.run.ChainRule] ``()``).
 
     Checked in the order a fix would be found: a cycle (never admissible),
     then depth (admissible only by restructuring), then concurrency (admissible
@@ -367,9 +370,9 @@ class PollSchedule:
 
     Defaults: 1 s, doubling, capped at 30 s, with no limit on attempts
     (bound the wait with a deadline instead). Iterating gives the
-    :class:`PollStep` s; :meth:`poll` does the waiting. Each delay is the
-    previous one times ``factor``, capped, so the sequence never overflows and
-    is the same on every run and every machine.
+    [`PollStep`][juno_bind_trio.run.PollStep] s; [`poll()`][juno_bind_trio.run.PollSchedule.poll]
+    does the waiting. Each delay is the previous one times ``factor``, capped, so the sequence never
+    overflows and is the same on every run and every machine.
     """
 
     initial: float = attrs.field(default=1.0, converter=_initial)

@@ -5,8 +5,8 @@ whether to resume it, and each of those wants a different answer for each way
 a run can fail:
 
 ``"timed_out"``
-    its own :class:`RunDeadline` ran out. Resumable with a fresh budget; the
-    user did nothing wrong.
+    its own [`RunDeadline`][juno_bind_trio.run.RunDeadline] ran out. Resumable with a fresh budget;
+    the user did nothing wrong.
 ``"cancelled"``
     someone stopped it (a stop button, a parent run, shutdown). Not a failure
     to alert on, and not to be resumed without being asked.
@@ -14,7 +14,7 @@ a run can fail:
     a tool failed in a way the host declared fatal (a write it could not
     record). Resuming it blindly repeats the problem.
 ``"providers_exhausted"``
-    routing found no answer (:class:`~juno_bind_trio.RoutingError`: every
+    routing found no answer ([`RoutingError`][juno_bind_trio.RoutingError]: every
     route failed, or circuit breakers left nothing to try): an outage, not a
     bug in the run. Resumable once a provider is back.
 ``"failed"``
@@ -29,7 +29,7 @@ more than one leaf. The group itself is checked first (the host's
 telling status wins, in the order above: a timeout or a cancellation explains
 why everything else in the group happened, and a fatal tool error or an
 outage is more specific than "failed". The leaf that decided is returned as
-the :attr:`RunFailure.cause`.
+the [`RunFailure.cause`][juno_bind_trio.run.RunFailure].
 
 Cancellation is recognised as "anything that is a ``BaseException`` but not
 an ``Exception``": ``trio.Cancelled``, asyncio's ``CancelledError``,
@@ -86,11 +86,11 @@ def classify_run_failure(
     deadline: RunDeadline | None = None,
     is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
 ) -> RunFailure:
-    """Say how a run that raised *exc* ended, as a :class:`RunFailure`.
+    """Say how a run that raised *exc* ended, as a [`RunFailure`][juno_bind_trio.run.RunFailure].
 
     Call it where the run's exception is caught, record the status, and
     re-raise: classifying is not handling, and a cancellation must still
-    propagate::
+    propagate:
 
         try:
             with RunDeadline(300) as deadline:
@@ -104,14 +104,14 @@ def classify_run_failure(
     *deadline*: pass the run's deadline when classifying **inside** its
     ``with`` block, where its timeout still looks like a plain cancellation;
     a cancellation that deadline caused is then ``"timed_out"``. Outside the
-    block it has already become :class:`~juno_bind_trio.RunTimeoutError`.
+    block it has already become [`RunTimeoutError`][juno_bind_trio.RunTimeoutError].
 
     *is_fatal_tool_error*: the host's own test for a tool error that must end
     the run (the loop's ``is_fatal_tool_error`` port); a
-    :class:`~juno_bind_trio.RunTimeoutError` or cancellation is never asked.
+    [`RunTimeoutError`][juno_bind_trio.RunTimeoutError] or cancellation is never asked.
 
     :raises TypeError: *exc* is not an exception, *deadline* not a
-        :class:`RunDeadline`, or *is_fatal_tool_error* not callable.
+        [`RunDeadline`][juno_bind_trio.run.RunDeadline], or *is_fatal_tool_error* not callable.
     """
     if not isinstance(exc, BaseException):
         raise TypeError(f"classify_run_failure: exc must be an exception, got {exc!r}")

@@ -4,9 +4,9 @@ A run ends early for one of two outside reasons, and a host stores them as
 different facts: its **budget ran out** (the run timed out) or **someone
 stopped it** (the run was cancelled). Trio expresses both the same way, as a
 cancelled scope, and ``trio.move_on_after`` cannot tell you afterwards which
-it was. :class:`RunDeadline` is ``anyio.fail_after`` with that distinction made
-explicit: its scope raises :class:`~juno_bind_trio.RunTimeoutError` when, and
-only when, *its own* deadline ended the body. A cancel from an outer scope
+it was. [`RunDeadline`][juno_bind_trio.run.RunDeadline] is ``anyio.fail_after`` with that
+distinction made explicit: its scope raises [`RunTimeoutError`][juno_bind_trio.RunTimeoutError]
+when, and only when, *its own* deadline ended the body. A cancel from an outer scope
 passes through it untouched, as ``Cancelled`` always must.
 
 The hard stop and the soft stop
@@ -15,11 +15,11 @@ The hard stop and the soft stop
 The budget is enforced twice, because the two stops the harness knows
 (DESIGN, "Cancellation") do different jobs:
 
-* At ``seconds``, the **soft stop** fires: :attr:`RunDeadline.stop` (and any
-  stop built by :meth:`RunDeadline.with_external`) reads ``cancel_called ==
-  True``. The tool pool stops claiming queued calls, calls in flight finish,
-  and the loop ends before paying for another model call. This is the
-  TypeScript deadline's ``signal``.
+* At ``seconds``, the **soft stop** fires: [`RunDeadline.stop`][juno_bind_trio.run.RunDeadline.stop]
+  (and any stop built by
+  [`RunDeadline.with_external()`][juno_bind_trio.run.RunDeadline.with_external]) reads
+  ``cancel_called == True``. The tool pool stops claiming queued calls, calls in flight finish, and
+  the loop ends before paying for another model call. This is the TypeScript deadline's ``signal``.
 * At ``seconds + grace``, the **hard stop** fires: the scope is cancelled and
   whatever is still awaiting stops at its next checkpoint; a tool cut off
   here is answered ``kind: "interrupted"``.
@@ -84,10 +84,11 @@ class RunDeadline:
     go on after the budget is spent before the scope cancels them (default 0).
 
     Leaving the block because the deadline cancelled it raises
-    :class:`~juno_bind_trio.RunTimeoutError`. Leaving it because an outer
+    [`RunTimeoutError`][juno_bind_trio.RunTimeoutError]. Leaving it because an outer
     scope was cancelled re-raises that cancellation unchanged. A body that
     finishes on its own, even after the soft stop fired, raises nothing: it
-    ended the way the soft stop asked it to, and :attr:`expired` says why.
+    ended the way the soft stop asked it to, and [`expired`][juno_bind_trio.run.RunDeadline.expired]
+    says why.
 
     Single use: a deadline is entered once.
     """
@@ -142,8 +143,8 @@ class RunDeadline:
     def remaining(self) -> float:
         """Seconds left of the budget (never negative); the whole budget before entry.
 
-        Hand it to a child run's own :class:`RunDeadline` so the child cannot
-        outlive its parent's budget.
+        Hand it to a child run's own [`RunDeadline`][juno_bind_trio.run.RunDeadline] so the child
+        cannot outlive its parent's budget.
         """
         if self._scope is None:
             return self._seconds
@@ -159,18 +160,19 @@ class RunDeadline:
         """True once the hard deadline has cancelled the scope (``seconds + grace``).
 
         The scope is private to this object, so nothing but the deadline can
-        have cancelled it: this is how :func:`classify_run_failure` tells a
-        ``Cancelled`` caused by this deadline from one caused by anything else.
-        After the block, it is True only if the deadline is what ended it (the
-        block raised :class:`~juno_bind_trio.RunTimeoutError`): an outer cancel
-        whose shielded cleanup outlasted the budget was still a cancel.
+        have cancelled it: this is how
+        [`classify_run_failure()`][juno_bind_trio.run.classify_run_failure] tells a ``Cancelled``
+        caused by this deadline from one caused by anything else. After the block, it is True only
+        if the deadline is what ended it (the block raised
+        [`RunTimeoutError`][juno_bind_trio.RunTimeoutError]): an outer cancel whose shielded cleanup
+        outlasted the budget was still a cancel.
         """
         if self._ended_body is not None:
             return self._ended_body
         return self._scope is not None and self._scope.cancel_called
 
     def raise_if_expired(self) -> None:
-        """Raise :class:`~juno_bind_trio.RunTimeoutError` if the budget is spent.
+        """Raise [`RunTimeoutError`][juno_bind_trio.RunTimeoutError] if the budget is spent.
 
         The TypeScript loop's ``throwIfTimedOut`` port: a loop that ended on its
         soft stop calls it to name *why* it stopped.
@@ -207,7 +209,8 @@ class RunStop:
 
     Only read, never awaited: ``cancel_called`` is computed on each read, so
     it costs no task and is exact on any clock. Build one with
-    :attr:`RunDeadline.stop` or :meth:`RunDeadline.with_external`.
+    [`RunDeadline.stop`][juno_bind_trio.run.RunDeadline.stop] or
+    [`RunDeadline.with_external()`][juno_bind_trio.run.RunDeadline.with_external].
     """
 
     _deadline: RunDeadline = attrs.field(alias="deadline")

@@ -6,18 +6,18 @@ row, a lease renewal, a websocket ping) that it should not write many times a
 second. A run also must not stall because that write is slow, nor die
 because it failed: progress is a report, not part of the work.
 
-So :func:`open_coalesced_heartbeat` keeps only the **latest** progress and a
-task of its own writes it, at most once per interval:
+So [`open_coalesced_heartbeat()`][juno_bind_trio.run.open_coalesced_heartbeat] keeps only the
+**latest** progress and a task of its own writes it, at most once per interval:
 
-* :meth:`CoalescedHeartbeat.beat` records the value and returns at once. It
-  never awaits, so it is safe from anywhere inside the run, including code
+* [`CoalescedHeartbeat.beat()`][juno_bind_trio.run.CoalescedHeartbeat.beat] records the value and
+  returns at once. It never awaits, so it is safe from anywhere inside the run, including code
   that must not checkpoint.
 * The first beat is written at once; beats that arrive within ``interval``
   of the last write's *start* wait, and only the newest of them is written
   when the interval is up. Writes never overlap.
 * A write that raises an ``Exception`` is counted in
-  :meth:`~CoalescedHeartbeat.statistics` and its value stays pending (unless
-  a newer beat replaced it), to be tried again no sooner than the next
+  [`statistics()`][juno_bind_trio.run.CoalescedHeartbeat.statistics] and its value stays pending
+  (unless a newer beat replaced it), to be tried again no sooner than the next
   interval. The run goes on. ``Cancelled`` is never caught.
 * On leaving the block, however it is left (finished, failed, cancelled),
   the last pending value is written once more, shielded and bounded by
@@ -53,7 +53,7 @@ T = TypeVar("T")
 class HeartbeatStatistics:
     """A snapshot of a heartbeat's counters.
 
-    ``beats``: calls to :meth:`~CoalescedHeartbeat.beat`. ``writes``: writes
+    ``beats``: calls to [`beat()`][juno_bind_trio.run.CoalescedHeartbeat.beat]. ``writes``: writes
     that returned. ``write_errors``: writes that raised. ``pending``: a value
     is waiting to be written. ``last_error``: the most recent write failure.
     """
@@ -80,7 +80,8 @@ def _seconds(what: str, value: object, *, zero_and_inf: bool) -> float:
 @final
 @attrs.define(eq=False, repr=False)
 class CoalescedHeartbeat(Generic[T]):
-    """The handle :func:`open_coalesced_heartbeat` yields: call :meth:`beat` with progress."""
+    """The handle [`open_coalesced_heartbeat()`][juno_bind_trio.run.open_coalesced_heartbeat]
+    yields: call [`beat()`][juno_bind_trio.run.CoalescedHeartbeat.beat] with progress."""
 
     _write: Callable[[T], Awaitable[object]] = attrs.field(alias="write")
     _interval: float = attrs.field(alias="interval")
@@ -113,7 +114,8 @@ class CoalescedHeartbeat(Generic[T]):
         self._wake.set()
 
     def statistics(self) -> HeartbeatStatistics:
-        """Return the counters as a frozen :class:`HeartbeatStatistics`."""
+        """Return the counters as a frozen
+        [`HeartbeatStatistics`][juno_bind_trio.run.HeartbeatStatistics]."""
         return HeartbeatStatistics(
             beats=self._beats,
             writes=self._writes,
@@ -161,7 +163,6 @@ async def open_coalesced_heartbeat(
 ) -> AsyncIterator[CoalescedHeartbeat[T]]:
     """Own a task that writes the latest progress with *write*, at most once per *interval*.
 
-    ::
 
         async with open_coalesced_heartbeat(store.save_progress, interval=2.0) as heartbeat:
             await loop.run(..., on_progress=heartbeat.beat)

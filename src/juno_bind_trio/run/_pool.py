@@ -24,7 +24,7 @@ never ran still come back, as ``Error(AbortedToolCallError(id))``, because
 every ``tool_call_id`` of the assistant message needs an answer either way,
 and a caller that got a shorter list than it passed would mispair the rest.
 
-The hard cancel is Trio's: the scope around :meth:`ToolBatch.run` is
+The hard cancel is Trio's: the scope around [`ToolBatch.run()`][juno_bind_trio.run.ToolBatch.run] is
 cancelled. Then nothing queued starts, calls in flight are cancelled at their
 next checkpoint, and the cancellation propagates out of ``run()`` untouched.
 Returning a list is then impossible, but the loop above still has to answer
@@ -64,7 +64,7 @@ __all__ = [
 T = TypeVar("T")
 
 CallState = Literal["queued", "running", "finished", "refused", "interrupted"]
-"""Where one call of a :class:`ToolBatch` is.
+"""Where one call of a [`ToolBatch`][juno_bind_trio.run.ToolBatch] is.
 
 ``"queued"`` (not claimed yet) → ``"running"`` (claimed, its tool awaited) →
 ``"finished"`` (returned or raised: its result is ``Value`` or ``Error``).
@@ -119,7 +119,8 @@ _make_value: Final = _fast_value_maker()
 
 @attrs.frozen
 class ToolBatchStatistics:
-    """A snapshot of a :class:`ToolBatch`, from :meth:`ToolBatch.statistics`.
+    """A snapshot of a [`ToolBatch`][juno_bind_trio.run.ToolBatch], from
+    [`ToolBatch.statistics()`][juno_bind_trio.run.ToolBatch.statistics].
 
     ``claimed`` counts every call a worker has taken: ``in_flight`` (running
     now) + ``finished`` + ``interrupted``. Each call is in exactly one of
@@ -182,18 +183,20 @@ class ToolBatch(Generic[T]):
     """One assistant message's tool calls, run once, and readable however the run ended.
 
     ``ToolBatch(calls)`` checks every call up front (each is a function tool
-    call, in either shape :data:`~juno_bind_trio.run.ToolCallLike` allows;
+    call, in either shape [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] allows;
     ids are non-empty and unique) and groups them by tool name. Every call
     starts ``"queued"``.
 
-    Hold on to the batch across :meth:`run`: when a hard cancel ends the run,
-    :attr:`states` and :meth:`result` still say, for every call, whether it
-    finished, was refused (never started) or was interrupted (started and
-    cut off), which is what the caller needs to answer each ``tool_call_id``.
+    Hold on to the batch across [`run()`][juno_bind_trio.run.ToolBatch.run]: when a hard cancel ends
+    the run, [`states`][juno_bind_trio.run.ToolBatch.states] and
+    [`result()`][juno_bind_trio.run.ToolBatch.result] still say, for every call, whether it
+    finished, was refused (never started) or was interrupted (started and cut off), which is what
+    the caller needs to answer each ``tool_call_id``.
 
-    The outcomes in :meth:`run`'s list and those :meth:`result` returns are
-    the same objects, and an ``outcome`` can be unwrapped once: read
-    ``.value`` / ``.error`` where more than one reader needs them.
+    The outcomes in [`run()`][juno_bind_trio.run.ToolBatch.run]'s list and those
+    [`result()`][juno_bind_trio.run.ToolBatch.result] returns are the same objects, and an
+    ``outcome`` can be unwrapped once: read ``.value`` / ``.error`` where more than one reader needs
+    them.
     """
 
     _calls: tuple[ToolCallLike, ...] = attrs.field(converter=_check_calls, alias="calls")
@@ -258,11 +261,12 @@ class ToolBatch(Generic[T]):
 
     @property
     def states(self) -> tuple[CallState, ...]:
-        """The :data:`CallState` of every call, aligned with :attr:`calls` (a snapshot)."""
+        """The [`CallState`][juno_bind_trio.run.CallState] of every call, aligned with
+        [`calls`][juno_bind_trio.run.ToolBatch.calls] (a snapshot)."""
         return tuple(self._states)
 
     def state(self, index: int) -> CallState:
-        """The :data:`CallState` of the call at *index*."""
+        """The [`CallState`][juno_bind_trio.run.CallState] of the call at *index*."""
         return self._states[index]
 
     def result(self, index: int) -> outcome.Outcome[T] | None:
@@ -292,7 +296,8 @@ class ToolBatch(Generic[T]):
         stop: StopSignal | None = None,
         per_tool_limit: int = DEFAULT_PER_TOOL_LIMIT,
     ) -> list[outcome.Outcome[T]]:
-        """Run every call through ``await run(call)``; return results aligned with :attr:`calls`.
+        """Run every call through ``await run(call)``; return results aligned with
+        [`calls`][juno_bind_trio.run.ToolBatch.calls].
 
         Each result is ``outcome.Value(v)`` for a call that returned ``v``,
         ``outcome.Error(exc)`` for one that raised an ``Exception`` (a failing
@@ -424,7 +429,7 @@ async def run_tool_calls_pooled_by_tool(
     The one-shot form of ``await ToolBatch(calls).run(run, stop=stop,
     per_tool_limit=per_tool_limit)``, for a caller that does not need to read
     the batch after a hard cancel. An empty batch returns ``[]``. See
-    :meth:`ToolBatch.run` for the results and both ways to stop.
+    [`ToolBatch.run()`][juno_bind_trio.run.ToolBatch.run] for the results and both ways to stop.
     """
     batch: ToolBatch[T] = ToolBatch(calls)
     return await batch.run(run, stop=stop, per_tool_limit=per_tool_limit)

@@ -8,10 +8,11 @@ the other it sends the email twice, charges the card twice, posts the
 comment twice.
 
 A host keeps a **receipt** per call: a record, keyed by
-:class:`ToolCallReceiptKey`, of how far the call got (:data:`ReceiptState`).
-On resume, :func:`decide_tool_call_receipt` turns that record and what the
-host knows about the tool (:data:`EffectResumability`) into one of three
-actions. The table is the whole policy:
+[`ToolCallReceiptKey`][juno_bind_trio.run.ToolCallReceiptKey], of how far the call got
+([`ReceiptState`][juno_bind_trio.run.ReceiptState]). On resume,
+[`decide_tool_call_receipt()`][juno_bind_trio.run.decide_tool_call_receipt] turns that record and
+what the host knows about the tool ([`EffectResumability`][juno_bind_trio.run.EffectResumability])
+into one of three actions. The table is the whole policy:
 
 =================  ===============  ===================
 state              ``repeatable``   ``non_repeatable``
@@ -34,7 +35,7 @@ state              ``repeatable``   ``non_repeatable``
   record: the process died; ``interrupted``: a cancel cut it off) may or may
   not have had its effect. Running a repeatable one again is safe by
   definition. A non-repeatable one is refused: the host answers it with
-  :data:`~juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE` (check the effect
+  [`INTERRUPTED_TOOL_CALL_MESSAGE`][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE] (check the effect
   before repeating it) or asks a person. It is never silently run twice.
 
 Keys and hashes
@@ -42,8 +43,8 @@ Keys and hashes
 
 The key holds the arguments' hash as well as the call id: a provider that
 reuses ids (``call_0`` in every turn) would otherwise hand a new call the
-old call's result. The hash is over :func:`canonical_json`, so key order and
-whitespace in the model's JSON do not make the same call look different.
+old call's result. The hash is over [`canonical_json()`][juno_bind_trio.run.canonical_json], so key
+order and whitespace in the model's JSON do not make the same call look different.
 """
 
 from __future__ import annotations
@@ -292,7 +293,8 @@ def _sha256_hex(data: bytes) -> str:
 
 
 def tool_call_args_hash(args: object, *, digest: DigestFn | None = None) -> str:
-    """The digest of *args*' :func:`canonical_json` (SHA-256, lowercase hex, by default).
+    """The digest of *args*' [`canonical_json()`][juno_bind_trio.run.canonical_json] (SHA-256,
+    lowercase hex, by default).
 
     *args* is the **parsed** arguments (parse the model's string first), so
     that whitespace and key order do not change the hash. *digest* replaces
@@ -301,7 +303,7 @@ def tool_call_args_hash(args: object, *, digest: DigestFn | None = None) -> str:
     the arguments).
 
     :raises TypeError: *digest* returned something else; see
-        :func:`canonical_json` for what *args* may hold.
+        [`canonical_json()`][juno_bind_trio.run.canonical_json] for what *args* may hold.
     """
     data = canonical_json(args).encode("utf-8")
     if digest is None:
@@ -387,7 +389,8 @@ def decide_tool_call_receipt(
 
     See the table in this module's documentation. ``"refuse"`` means: do not
     run it; answer the call with
-    :data:`~juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE`, or ask a person.
+    [`INTERRUPTED_TOOL_CALL_MESSAGE`][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE], or ask a
+    person.
 
     :raises ValueError: *state* or *resumability* is not one of its values.
     """

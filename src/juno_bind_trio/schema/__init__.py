@@ -1,7 +1,7 @@
 """Tool-schema sanitization: one JSON schema, rewritten per provider dialect.
 
-See :func:`sanitize_tool_schema`, and the explanation page "Tool-schema
-sanitization" for why each rewrite is the one it is.
+See [`sanitize_tool_schema()`][juno_bind_trio.schema.sanitize_tool_schema], and the explanation page
+"Tool-schema sanitization" for why each rewrite is the one it is.
 """
 
 from juno_bind_trio._errors import SchemaError as SchemaError

@@ -62,7 +62,8 @@ def where(pointer: str) -> str:
 
 
 def resolve(root: Mapping[str, Any], ref: str, at: str) -> tuple[Any, str]:
-    """The node a local ``$ref`` names, and its pointer; :class:`SchemaError` if there is none."""
+    """The node a local ``$ref`` names, and its pointer; [`SchemaError`][juno_bind_trio.SchemaError]
+    if there is none."""
     if not ref.startswith("#"):
         raise SchemaError(
             f"sanitize_tool_schema: $ref {ref!r} at {at!r} is not local; only references "

@@ -20,7 +20,7 @@ keyword a dialect lacks is dropped (a dropped constraint only widens what is
 accepted) and, where it tells the model something, restated in the
 description; a shape the dialect cannot express without rejecting valid
 values (a free-form map in strict mode, a recursive type in Gemini) is
-refused with a :class:`SchemaError` naming the pointer, never quietly
+refused with a [`SchemaError`][juno_bind_trio.SchemaError] naming the pointer, never quietly
 narrowed.
 """
 
@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 SchemaDialect = Literal["openai_strict", "openai", "gemini", "anthropic"]
-"""The provider dialects :func:`sanitize_tool_schema` writes."""
+"""The provider dialects [`sanitize_tool_schema()`][juno_bind_trio.schema.sanitize_tool_schema]
+writes."""
 
 SCHEMA_DIALECTS: Final[tuple[SchemaDialect, ...]] = (
     "openai_strict",
@@ -55,17 +56,18 @@ SCHEMA_DIALECTS: Final[tuple[SchemaDialect, ...]] = (
     "gemini",
     "anthropic",
 )
-"""Every :data:`SchemaDialect`, in a stable order."""
+"""Every [`SchemaDialect`][juno_bind_trio.schema.SchemaDialect], in a stable order."""
 
 SchemaChangeAction = Literal[
     "added", "removed", "moved_to_description", "made_required", "inlined_ref", "rewritten"
 ]
-"""What sanitization did at one place in the schema (see :class:`SchemaChange`)."""
+"""What sanitization did at one place in the schema (see
+[`SchemaChange`][juno_bind_trio.schema.SchemaChange])."""
 
 
 @attrs.frozen(kw_only=True)
 class SchemaChange:
-    """One change :func:`sanitize_tool_schema` made.
+    """One change [`sanitize_tool_schema()`][juno_bind_trio.schema.sanitize_tool_schema] made.
 
     ``pointer`` is the JSON pointer of the node **in the schema you passed**
     (``""`` for the root), so every change can be traced to where you wrote
@@ -96,7 +98,7 @@ class SchemaChange:
 
 @attrs.frozen(kw_only=True)
 class SanitizeResult:
-    """What :func:`sanitize_tool_schema` returns.
+    """What [`sanitize_tool_schema()`][juno_bind_trio.schema.sanitize_tool_schema] returns.
 
     ``schema`` is a new dict sharing nothing mutable with the one you passed;
     ``changes`` lists every change in the order made (empty: the schema was
@@ -250,7 +252,8 @@ def sanitize_tool_schema(schema: Mapping[str, Any], *, dialect: SchemaDialect) -
     :raises SchemaError: the schema is invalid, or cannot be expressed in
         *dialect*; ``pointer`` names the node.
     :raises TypeError: *schema* is not a dict.
-    :raises ValueError: *dialect* is not one of :data:`SCHEMA_DIALECTS`.
+    :raises ValueError: *dialect* is not one of
+        [`SCHEMA_DIALECTS`][juno_bind_trio.schema.SCHEMA_DIALECTS].
     """
     if not isinstance(schema, Mapping):
         raise TypeError(

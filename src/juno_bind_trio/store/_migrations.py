@@ -2,7 +2,7 @@
 
 A database records the versions applied in ``juno_schema``. Opening a store
 applies the missing ones, in order, in one transaction; a database whose
-version is newer than :data:`SCHEMA_VERSION` is refused before anything is
+version is newer than `SCHEMA_VERSION` is refused before anything is
 read or written, because an older package would misread what a newer one
 wrote.
 """

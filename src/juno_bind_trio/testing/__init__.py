@@ -1,10 +1,10 @@
 """Test doubles for your own tests: a fault-injecting OpenAI-compatible server.
 
-Point the real ``openai.AsyncOpenAI`` at :func:`open_fake_openai_server` and
-script what each request gets: text, reasoning and tool-call deltas, usage,
-and the faults a provider really produces (refused connections, error
-statuses, a connection dropped mid-stream, an error event, a malformed chunk,
-a body that ends without ``[DONE]``, stalls). Every delay runs on the event
+Point the real ``openai.AsyncOpenAI`` at
+[`open_fake_openai_server()`][juno_bind_trio.testing.open_fake_openai_server] and script what each
+request gets: text, reasoning and tool-call deltas, usage, and the faults a provider really produces
+(refused connections, error statuses, a connection dropped mid-stream, an error event, a malformed
+chunk, a body that ends without ``[DONE]``, stalls). Every delay runs on the event
 loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
 """

@@ -3,8 +3,8 @@
 A script is data, not code: each response is a frozen value, so a test reads
 as the exchange it provokes. A streamed response is a list of *events*, each
 becoming one SSE ``data:`` line (or one fault at that point of the stream),
-which makes "close after N chunks" simply "put :class:`Disconnect` after N
-events".
+which makes "close after N chunks" simply "put [`Disconnect`][juno_bind_trio.testing.Disconnect]
+after N events".
 
 Faults and what the real SDK raises for each (measured with openai 3.57, see
 the project's notes on the SDK under Trio):
@@ -13,13 +13,15 @@ the project's notes on the SDK under Trio):
 script                                  ``openai`` raises
 ======================================  ==========================================
 ``FakeOpenAIServer.refused_base_url``   ``APIConnectionError``
-:class:`CloseBeforeResponse`            ``APIConnectionError``
-:class:`ErrorResponse` (429, 500, …)    ``RateLimitError``, ``InternalServerError``, …
-:class:`Disconnect` mid-stream          ``APIConnectionError`` from the iteration
-:class:`ErrorEvent` mid-stream          plain ``APIError`` (no ``status_code``)
-:class:`MalformedChunk`                 ``json.JSONDecodeError`` (not an ``OpenAIError``)
-``StreamResponse(done=False)``          nothing: the stream just ends, no finish reason
-``first_byte_delay`` / :class:`Pause`   ``APITimeoutError`` once the client's read
+[`CloseBeforeResponse`][juno_bind_trio.testing.CloseBeforeResponse]
+``APIConnectionError`` [`ErrorResponse`][juno_bind_trio.testing.ErrorResponse] (429, 500, …)
+``RateLimitError``, ``InternalServerError``, … [`Disconnect`][juno_bind_trio.testing.Disconnect]
+mid-stream          ``APIConnectionError`` from the iteration
+[`ErrorEvent`][juno_bind_trio.testing.ErrorEvent] mid-stream          plain ``APIError`` (no
+``status_code``) [`MalformedChunk`][juno_bind_trio.testing.MalformedChunk]
+``json.JSONDecodeError`` (not an ``OpenAIError``) ``StreamResponse(done=False)``          nothing:
+the stream just ends, no finish reason ``first_byte_delay`` /
+[`Pause`][juno_bind_trio.testing.Pause]   ``APITimeoutError`` once the client's read
                                         timeout passes
 ======================================  ==========================================
 """
@@ -176,7 +178,7 @@ StreamEvent: TypeAlias = (
     | RawEvent
     | Disconnect
 )
-"""One step of a :class:`StreamResponse`."""
+"""One step of a [`StreamResponse`][juno_bind_trio.testing.StreamResponse]."""
 
 _STREAM_EVENT_TYPES: Final = (
     TextDelta,

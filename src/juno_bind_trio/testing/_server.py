@@ -14,8 +14,8 @@ project's virtual asyncio loop) a ten-minute stall costs nothing and the
 client's read timeout fires at an exact virtual time. It is written on anyio's
 socket streams and h11, so it runs under both backends.
 
-What it records: every request (:class:`RecordedRequest`), with the virtual
-time it arrived, when its answer started and ended, and, when the client
+What it records: every request ([`RecordedRequest`][juno_bind_trio.testing.RecordedRequest]), with
+the virtual time it arrived, when its answer started and ended, and, when the client
 hung up before the answer was complete, the time it went away. That last
 field is what a cancellation test asserts on: cancelling a run must close its
 connection *at once*, and "at once" is an exact virtual time.
@@ -68,8 +68,10 @@ Script: TypeAlias = (
 
 * a sequence: one response per request, in arrival order;
 * a mapping from model name to a sequence: per requested ``model``, in order;
-* a callable: called with each :class:`RecordedRequest`, returns its answer;
-* ``None``: nothing scripted yet (use :meth:`FakeOpenAIServer.push`).
+* a callable: called with each [`RecordedRequest`][juno_bind_trio.testing.RecordedRequest], returns
+  its answer;
+* ``None``: nothing scripted yet (use
+  [`FakeOpenAIServer.push()`][juno_bind_trio.testing.FakeOpenAIServer.push]).
 
 A request with nothing left to answer it gets a 500 whose message says so,
 so a script that is one response short fails loudly instead of hanging.
@@ -178,7 +180,9 @@ async def _sleep(seconds: float) -> None:
 @final
 @attrs.define(eq=False)
 class FakeOpenAIServer:
-    """A running fake server, from :func:`open_fake_openai_server` or :func:`serve_fake_openai`.
+    """A running fake server, from
+    [`open_fake_openai_server()`][juno_bind_trio.testing.open_fake_openai_server] or
+    [`serve_fake_openai()`][juno_bind_trio.testing.serve_fake_openai].
 
     Point the real SDK at it with
     ``openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)``.
@@ -430,8 +434,8 @@ async def serve_fake_openai(
 ) -> NoReturn:
     """Run a fake server until cancelled; ``await task_group.start(serve_fake_openai, script)``.
 
-    Reports the :class:`FakeOpenAIServer` through *task_status* once it is
-    listening on 127.0.0.1 at an ephemeral port.
+    Reports the [`FakeOpenAIServer`][juno_bind_trio.testing.FakeOpenAIServer] through *task_status*
+    once it is listening on 127.0.0.1 at an ephemeral port.
     """
     queues, respond = _compile_script(script)
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)

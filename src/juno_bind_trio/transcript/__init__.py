@@ -1,7 +1,7 @@
 """Transcript healing: repair a cut-short or corrupted transcript so a provider accepts it.
 
-See :func:`heal_transcript`, and the explanation page "Transcript healing"
-for why each repair is the one it is.
+See [`heal_transcript()`][juno_bind_trio.transcript.heal_transcript], and the explanation page
+"Transcript healing" for why each repair is the one it is.
 """
 
 from juno_bind_trio._errors import TranscriptError as TranscriptError

@@ -38,7 +38,8 @@ from juno_bind_trio.plugins import tool_failure_message
 __all__ = ["HealAction", "HealChange", "HealResult", "heal_transcript"]
 
 HealAction = Literal["synthesized", "moved", "dropped_orphan", "dropped_duplicate"]
-"""What healing did to one tool answer (see :class:`HealChange`)."""
+"""What healing did to one tool answer (see
+[`HealChange`][juno_bind_trio.transcript.HealChange])."""
 
 _ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # ``function`` is the legacy function-calling role: kept as it is and, like
@@ -52,7 +53,8 @@ _SYNTHESIZED_ERRORS: Final[Mapping[str, str]] = {
 
 @attrs.frozen(kw_only=True)
 class HealChange:
-    """One change :func:`heal_transcript` made, with the positions needed to audit it.
+    """One change [`heal_transcript()`][juno_bind_trio.transcript.heal_transcript] made, with the
+    positions needed to audit it.
 
     ``action`` is one of:
 
@@ -70,7 +72,8 @@ class HealChange:
         A second answer to a call that already had one; the first is kept.
 
     ``index`` always counts in the list you passed; ``healed_index`` counts
-    in :attr:`HealResult.messages` and is ``None`` for a dropped message.
+    in [`HealResult.messages`][juno_bind_trio.transcript.HealResult] and is ``None`` for a dropped
+    message.
     """
 
     action: HealAction
@@ -102,7 +105,8 @@ class HealChange:
 
 @attrs.frozen(kw_only=True)
 class HealResult:
-    """What :func:`heal_transcript` returns: the healed transcript and every change made.
+    """What [`heal_transcript()`][juno_bind_trio.transcript.heal_transcript] returns: the healed
+    transcript and every change made.
 
     ``messages`` is a new list owned by you. A message healing kept is the
     very object you passed (not a copy; a non-``dict`` mapping is copied into

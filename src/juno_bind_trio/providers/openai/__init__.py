@@ -1,12 +1,14 @@
 """The openai SDK adapter: routed, watched, streamed model turns over ``openai.AsyncOpenAI``.
 
-:func:`stream_chat_completion` makes one attempt (a streamed chat completion
-read through the stream watchdog, the tool-call accumulator and the turn's
-text stream, ending in a :class:`~juno_bind_trio.loop.ModelTurnResult` or in
-an exception routing can classify). :class:`OpenAIChatModel` routes each turn
-over a :class:`~juno_bind_trio.routing.RoutePlan` with it, and is what a
-:class:`~juno_bind_trio.loop.ToolLoop` takes as ``call_model``.
-:func:`open_openai_client` makes the client the way routing needs it.
+[`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion] makes one
+attempt (a streamed chat completion read through the stream watchdog, the tool-call accumulator and
+the turn's text stream, ending in a [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult] or in
+an exception routing can classify).
+[`OpenAIChatModel`][juno_bind_trio.providers.openai.OpenAIChatModel] routes each turn over a
+[`RoutePlan`][juno_bind_trio.routing.RoutePlan] with it, and is what a
+[`ToolLoop`][juno_bind_trio.loop.ToolLoop] takes as ``call_model``.
+[`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client] makes the client the
+way routing needs it.
 """
 
 from ._client import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT

@@ -19,7 +19,9 @@ __all__ = [
 ]
 
 DEFAULT_READ_TIMEOUT: Final = 120.0
-"""The SDK's read timeout set by :func:`open_openai_client`: an idle limit per socket read.
+"""The SDK's read timeout set by
+[`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client]: an idle limit per
+socket read.
 
 A backstop, not the policy. The stream watchdog's budgets (30 s to the first
 token, 60 s between chunks by default) fire first and say which budget ran
@@ -28,7 +30,8 @@ shorter than the SDK's own ten minutes.
 """
 
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
-"""The SDK's connect timeout set by :func:`open_openai_client`, in seconds."""
+"""The SDK's connect timeout set by
+[`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client], in seconds."""
 
 
 async def prime_openai_client(client: Any) -> None:
@@ -71,8 +74,8 @@ async def open_openai_client(
       would spend minutes on a dead provider before the fallback is tried.
     * *read_timeout*: the SDK's per-read idle limit, a backstop behind the
       stream watchdog.
-    * primed (:func:`prime_openai_client`), so the first request's time is
-      the provider's.
+    * primed ([`prime_openai_client()`][juno_bind_trio.providers.openai.prime_openai_client]), so
+      the first request's time is the provider's.
     * closed on exit, whatever happens: under Trio an unclosed client leaks
       its sockets (its finaliser only works on asyncio).
 

@@ -9,10 +9,11 @@ to get right:
    (``begin_attempt()``) *first*, before anything can fail, so that a retry's
    first byte replaces the failed attempt's partial text instead of being
    appended to it.
-3. It streams one completion (:func:`stream_chat_completion`) and turns
-   whatever that raised into a classified :class:`~juno_bind_trio.routing.AttemptFailure`,
-   carrying the stream's ``produced_output`` so that routing stops only when
-   the text reached a surface that cannot be retracted.
+3. It streams one completion
+   ([`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion]) and turns
+   whatever that raised into a classified [`AttemptFailure`][juno_bind_trio.routing.AttemptFailure],
+   carrying the stream's ``produced_output`` so that routing stops only when the text reached a
+   surface that cannot be retracted.
 4. The turn owns the stream, not the attempt: the ``ToolLoop`` builds it per
    turn and finishes it however the turn ended, which is the one lifetime
    rule an attempt function cannot enforce.
@@ -54,7 +55,7 @@ __all__ = ["Classifier", "OpenAIChatModel"]
 
 Classifier: TypeAlias = Callable[[Exception, Candidate, RouteCursor], ClassifiedError]
 """``(error, candidate, cursor) -> ClassifiedError``: the shape of
-:func:`~juno_bind_trio.routing.classify_openai_error`."""
+[`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error]."""
 
 
 OnRoute: TypeAlias = Callable[[RouteResult[ModelTurnResult]], None]
@@ -118,13 +119,13 @@ class OpenAIChatModel:
     ``OpenAIChatModel(plan=..., clients={"provider-a": client_a, ...})``, then
     ``ToolLoop(call_model=model, ...)``.
 
-    * *plan*: the :class:`~juno_bind_trio.routing.RoutePlan`: which
+    * *plan*: the [`RoutePlan`][juno_bind_trio.routing.RoutePlan]: which
         models, from which providers, in which order.
     * *clients*: an ``AsyncOpenAI`` per ``Candidate.provider`` named in
         the plan, each created with ``max_retries=0`` (for example by
-        :func:`open_openai_client`). The model does not own them: close them
-        where you opened them.
-    * *breaker*: an optional :class:`~juno_bind_trio.routing.CircuitBreaker`
+        [`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client]). The model
+        does not own them: close them where you opened them.
+    * *breaker*: an optional [`CircuitBreaker`][juno_bind_trio.routing.CircuitBreaker]
         shared by every turn that routes through these endpoints.
     * *time_to_first_token*: the stream watchdog's first-token budget.
     * *inter_chunk_timeout*: the stream watchdog's inter-chunk budget.
@@ -132,9 +133,9 @@ class OpenAIChatModel:
         every attempt (``temperature``, ``extra_headers``, …). A candidate's
         ``options`` are merged over them for that candidate's attempts.
     * *classify*: the error classifier; by default
-        :func:`~juno_bind_trio.routing.classify_openai_error`.
+        [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error].
     * *on_route*: called with each turn's
-        :class:`~juno_bind_trio.routing.RouteResult` (the whole attempt trail),
+        [`RouteResult`][juno_bind_trio.routing.RouteResult] (the whole attempt trail),
         synchronously, before the turn returns or raises.
     """
 
@@ -263,8 +264,8 @@ class OpenAIChatModel:
         """One ``ToolLoop`` model turn: route it, return the value or raise the route's error.
 
         The error of a failed route is the propagated failure's own exception,
-        or :class:`~juno_bind_trio.routing.AllRoutesFailedError` /
-        :class:`~juno_bind_trio.routing.NoViableEndpointError`.
+        or [`AllRoutesFailedError`][juno_bind_trio.AllRoutesFailedError] /
+        [`NoViableEndpointError`][juno_bind_trio.NoViableEndpointError].
         """
         result = await self.route(turn.messages, tools=turn.tools, text_stream=turn.text_stream)
         return result.unwrap()

@@ -8,20 +8,20 @@ so that routing can decide between "ask again", "ask someone else" and
 
 * **Silence.** The SDK's read timeout is an idle limit per socket read and
   knows nothing about what the bytes mean. The stream is read inside a
-  :class:`~juno_bind_trio.completion.StreamWatchdog` that is entered *before*
+  [`StreamWatchdog`][juno_bind_trio.completion.StreamWatchdog] that is entered *before*
   the request is sent, so its first-token budget covers connecting and
   waiting for headers too, which is where a queued request spends its time.
 * **Silent truncation.** A body that ends cleanly without ``[DONE]`` raises
   nothing in the SDK; the only trace is a missing finish reason. Every
   completion goes through
-  :func:`~juno_bind_trio.completion.detect_completion_defect`, so a cut-off,
+  [`detect_completion_defect()`][juno_bind_trio.completion.detect_completion_defect], so a cut-off,
   empty or filtered completion becomes a
-  :class:`~juno_bind_trio.CompletionDefectError`, which routing retries.
+  [`CompletionDefectError`][juno_bind_trio.CompletionDefectError], which routing retries.
 * **Tool calls in pieces.** Deltas are folded by a
-  :class:`~juno_bind_trio.completion.ToolCallAccumulator`, which refuses
+  [`ToolCallAccumulator`][juno_bind_trio.completion.ToolCallAccumulator], which refuses
   contradictory pieces instead of gluing two calls together.
 * **Live text.** Content deltas go to the turn's
-  :class:`~juno_bind_trio.completion.TurnTextStream`, if it has one, as they
+  [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream], if it has one, as they
   arrive. Reasoning and tool-call deltas do not: neither is text the reader
   was shown (see the stream's own notes on both).
 * **Sockets.** The stream is always used in ``async with``: under Trio the
@@ -103,20 +103,21 @@ async def stream_chat_completion(
     inter_chunk_timeout: float = DEFAULT_INTER_CHUNK_TIMEOUT,
     request_options: Mapping[str, Any] | None = None,
 ) -> ModelTurnResult:
-    """Stream one chat completion and return it as a :class:`~juno_bind_trio.loop.ModelTurnResult`.
+    """Stream one chat completion and return it as a
+    [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult].
 
     One *attempt*: no routing, no retry. It raises what went wrong, for
-    :func:`~juno_bind_trio.routing.classify_openai_error` to judge: the SDK's
+    [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error] to judge: the SDK's
     own exceptions (``APIConnectionError``, ``RateLimitError``, a mid-stream
     ``APIError``, ``json.JSONDecodeError`` for a garbled chunk, …),
-    :class:`~juno_bind_trio.StreamStallError` when a watchdog budget runs out,
-    and :class:`~juno_bind_trio.CompletionDefectError` (including
-    :class:`~juno_bind_trio.ToolCallAssemblyError`) for a completion that
+    [`StreamStallError`][juno_bind_trio.StreamStallError] when a watchdog budget runs out,
+    and [`CompletionDefectError`][juno_bind_trio.CompletionDefectError] (including
+    [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError]) for a completion that
     arrived but cannot be used. Cancellation propagates untouched, and the
     connection is closed on the way out.
 
     :param client: an ``AsyncOpenAI`` created with ``max_retries=0`` (see
-        :func:`open_openai_client`).
+        [`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client]).
     :param text_stream: the turn's text stream; this function calls
         ``observe()`` for every content delta and nothing else. Opening the
         attempt (``begin_attempt()``) is the caller's job, because only the
