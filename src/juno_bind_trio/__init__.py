@@ -14,10 +14,18 @@ from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
+from ._errors import LeaseLostError as LeaseLostError
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
+from ._errors import RunExistsError as RunExistsError
+from ._errors import RunLeasedError as RunLeasedError
+from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import RunTimeoutError as RunTimeoutError
 from ._errors import SchemaError as SchemaError
+from ._errors import SchemaVersionError as SchemaVersionError
+from ._errors import SimulatedCrash as SimulatedCrash
+from ._errors import StoreDataError as StoreDataError
+from ._errors import StoreError as StoreError
 from ._errors import StreamStallError as StreamStallError
 from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
@@ -39,10 +47,18 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "LeaseLostError",
     "NoViableEndpointError",
     "RoutingError",
+    "RunExistsError",
+    "RunLeasedError",
+    "RunNotFoundError",
     "RunTimeoutError",
     "SchemaError",
+    "SchemaVersionError",
+    "SimulatedCrash",
+    "StoreDataError",
+    "StoreError",
     "StreamStallError",
     "StructuredOutputError",
     "ToolCallArgumentsError",

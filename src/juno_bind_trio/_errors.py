@@ -33,6 +33,10 @@ Whose fault an error is shows in where it hangs:
         │                                  read or does not fit the run (names the run)
         └── SchemaVersionError             the database's schema is newer than this package
 
+    SimulatedCrash (BaseException)     juno_bind_trio.testing's crash harness: the process
+                                       "died" here (not an Exception, so no handler of the
+                                       code under test swallows it)
+
 Argument validation at a public boundary raises the builtin that means the
 same thing (``TypeError`` for a wrong type, ``ValueError`` for a wrong value),
 with a message that names the function and the value, as the TypeScript
@@ -68,6 +72,7 @@ __all__ = [
     "RunTimeoutError",
     "SchemaError",
     "SchemaVersionError",
+    "SimulatedCrash",
     "StoreDataError",
     "StoreError",
     "StreamStallError",
@@ -527,4 +532,14 @@ class SchemaVersionError(StoreError):
     """The database's schema version is newer than this package knows: upgrade the package.
 
     Raised on open, before anything is read or written.
+    """
+
+
+class SimulatedCrash(BaseException):
+    """Raised by [CrashingStore][juno_bind_trio.testing.CrashingStore] where the process "dies".
+
+    A ``BaseException``, like a real ``SIGKILL`` is beyond any handler: the
+    code under test's ``except Exception`` does not catch it. Once it is
+    raised, the store refuses every further call the same way, writing
+    nothing, as a dead process writes nothing.
     """

@@ -17,6 +17,11 @@ from juno_bind_trio._errors import SchemaVersionError as SchemaVersionError
 from juno_bind_trio._errors import StoreDataError as StoreDataError
 from juno_bind_trio._errors import StoreError as StoreError
 
+from ._durable import DurableRun as DurableRun
+from ._durable import OpenTurnAnswer as OpenTurnAnswer
+from ._durable import open_durable_run as open_durable_run
+from ._durable import tool_call_idempotency_key as tool_call_idempotency_key
+from ._durable import tool_call_receipt_key as tool_call_receipt_key
 from ._migrations import SCHEMA_VERSION as SCHEMA_VERSION
 from ._postgres import PostgresRunStore as PostgresRunStore
 from ._records import RESUMABLE_STATUSES as RESUMABLE_STATUSES
@@ -33,8 +38,10 @@ __all__ = [
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
+    "DurableRun",
     "Lease",
     "LeaseLostError",
+    "OpenTurnAnswer",
     "PostgresRunStore",
     "ReceiptRecord",
     "RunExistsError",
@@ -48,4 +55,7 @@ __all__ = [
     "StoreDataError",
     "StoreError",
     "StoredRun",
+    "open_durable_run",
+    "tool_call_idempotency_key",
+    "tool_call_receipt_key",
 ]

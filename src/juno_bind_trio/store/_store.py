@@ -55,6 +55,10 @@ class RunStore(Protocol):
 
     async def __aexit__(self, *exc_info: object) -> None: ...
 
+    def now(self) -> float:
+        """The store's clock, which lease times are in (seconds)."""
+        ...
+
     async def create_run(
         self,
         run_id: str,
@@ -192,6 +196,10 @@ class ThreadedRunStore:
 
     def _transaction(self, fn: Callable[[_core.Exec], T], *, write: bool) -> T:
         raise NotImplementedError
+
+    def now(self) -> float:
+        """The store's clock, which lease times are in (seconds)."""
+        return self._clock()
 
     # --- lifetime ---
 

@@ -9,6 +9,12 @@ loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
 """
 
+from juno_bind_trio._errors import SimulatedCrash as SimulatedCrash
+
+from ._crash import CRASH_POINTS as CRASH_POINTS
+from ._crash import CrashingStore as CrashingStore
+from ._crash import CrashPoint as CrashPoint
+from ._crash import run_until_crash as run_until_crash
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -32,8 +38,11 @@ from ._server import open_fake_openai_server as open_fake_openai_server
 from ._server import serve_fake_openai as serve_fake_openai
 
 __all__ = [
+    "CRASH_POINTS",
     "CloseBeforeResponse",
     "CompletionResponse",
+    "CrashPoint",
+    "CrashingStore",
     "Disconnect",
     "ErrorEvent",
     "ErrorResponse",
@@ -46,11 +55,13 @@ __all__ = [
     "ReasoningDelta",
     "RecordedRequest",
     "Script",
+    "SimulatedCrash",
     "StreamEvent",
     "StreamResponse",
     "TextDelta",
     "ToolCallDelta",
     "Usage",
     "open_fake_openai_server",
+    "run_until_crash",
     "serve_fake_openai",
 ]
