@@ -15,6 +15,8 @@ from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import LeaseLostError as LeaseLostError
+from ._errors import MCPConnectionError as MCPConnectionError
+from ._errors import MCPToolError as MCPToolError
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
 from ._errors import RunExistsError as RunExistsError
@@ -48,6 +50,8 @@ __all__ = [
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
+    "MCPConnectionError",
+    "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
     "RunExistsError",

@@ -24,14 +24,18 @@ Whose fault an error is shows in where it hangs:
     │   ├── AllRoutesFailedError       every attempt failed: one error, every attempt in it
     │   └── NoViableEndpointError      circuit breakers left nothing to try
     ├── RunTimeoutError (TimeoutError) the run's own deadline expired
-    └── StoreError                     a run store refused or could not do what was asked
-        ├── RunNotFoundError (KeyError)    no run with that id
-        ├── RunExistsError                 create_run with an id already stored
-        ├── LeaseLostError                 this worker's lease on the run is gone: write nothing
-        ├── RunLeasedError                 another worker holds the run's lease
-        ├── StoreDataError (ValueError)    a stored row, transcript or receipt that cannot be
-        │                                  read or does not fit the run (names the run)
-        └── SchemaVersionError             the database's schema is newer than this package
+    ├── StoreError                     a run store refused or could not do what was asked
+    │   ├── RunNotFoundError (KeyError)    no run with that id
+    │   ├── RunExistsError                 create_run with an id already stored
+    │   ├── LeaseLostError                 this worker's lease on the run is gone: write nothing
+    │   ├── RunLeasedError                 another worker holds the run's lease
+    │   ├── StoreDataError (ValueError)    a stored row, transcript or receipt that cannot be
+    │   │                                  read or does not fit the run (names the run)
+    │   └── SchemaVersionError             the database's schema is newer than this package
+    ├── MCPConnectionError             an MCP server could not be started, reached or
+    │                                  greeted (juno_bind_trio.mcp)
+    └── MCPToolError                   an MCP tool answered a call with ``isError`` (a result,
+                                       raised inside the tool; never leaves the pool)
 
     SimulatedCrash (BaseException)     juno_bind_trio.testing's crash harness: the process
                                        "died" here (not an Exception, so no handler of the
@@ -64,6 +68,8 @@ __all__ = [
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
+    "MCPConnectionError",
+    "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
     "RunExistsError",
@@ -543,3 +549,48 @@ class SimulatedCrash(BaseException):
     raised, the store refuses every further call the same way, writing
     nothing, as a dead process writes nothing.
     """
+
+
+# --- MCP servers (juno_bind_trio.mcp) -----------------------------------------
+
+
+class MCPConnectionError(JunoBindError):
+    """An MCP server could not be started, reached, or completed the protocol's greeting.
+
+    Raised when an ``async with`` block of [juno_bind_trio.mcp][] is entered,
+    never during a run: a server that cannot be used is a wiring problem to fix
+    before any model sees its tools. ``server`` names the server (its command
+    line or URL); the underlying error is the ``__cause__``.
+    """
+
+    server: str
+
+    def __init__(self, message: str, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+    def __reduce__(self) -> tuple[type[MCPConnectionError], tuple[str, str]]:
+        return (type(self), (str(self), self.server))
+
+
+class MCPToolError(JunoBindError):
+    """An MCP tool ran and reported its own failure (a result with ``isError: true``).
+
+    Raised by the tool a [juno_bind_trio.mcp][] toolset builds, so the call is
+    answered as a failed call whose ``error`` is the server's text, exactly as
+    a local tool's exception is: the model reads what went wrong and may try
+    again differently. It has no ``kind``: the server said what failed, not
+    which kind of failure it was. ``tool_name`` is the server's name for the
+    tool; ``structured`` is the result's structured content, if any.
+    """
+
+    tool_name: str
+    structured: object
+
+    def __init__(self, message: str, tool_name: str, structured: object = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.structured = structured
+
+    def __reduce__(self) -> tuple[type[MCPToolError], tuple[str, str, object]]:
+        return (type(self), (str(self), self.tool_name, self.structured))

@@ -7,9 +7,11 @@ in this package does.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 
-__all__ = ["check_count"]
+__all__ = ["check_count", "is_async_callable"]
 
 
 def check_count(where: str, value: object, *, minimum: int) -> int:
@@ -31,3 +33,21 @@ def check_count(where: str, value: object, *, minimum: int) -> int:
     if count < minimum:
         raise ValueError(f"{where} must be {kind}, got {count!r}")
     return count
+
+
+def is_async_callable(value: object) -> bool:
+    """Whether calling *value* gives a coroutine: an ``async def`` function or method,
+    an object whose ``__call__`` is one, or a ``functools.partial`` of either.
+
+    A port or handler that is not would fail on every call, far from the code
+    that wired it; its owner refuses it where it is given instead. A function
+    marked with ``inspect.markcoroutinefunction`` counts, so its owner still
+    checks at run time that what it returned can be awaited.
+    """
+    while isinstance(value, functools.partial):
+        value = value.func
+    if not callable(value):
+        return False
+    # The type's __call__, which is what a call runs: one set on the instance is ignored.
+    call = getattr(type(value), "__call__", None)  # noqa: B004 - reading it, not testing callability
+    return inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(call)

@@ -259,7 +259,7 @@ class Host:
 
     async def save(self) -> None:
         refused = any(
-            m.get("role") == "tool" and '"kind": "not_run"' in m["content"]
+            m.get("role") == "tool" and '"kind":"not_run"' in m["content"]
             for m in self.state.messages
         )
         self.log.note("save", anyio.current_time(), "with refusals" if refused else "clean")

@@ -42,6 +42,7 @@ def test_the_example_completes_and_prints_the_run(
             "success": False,
             "kind": "validation",
             "error": "'not-an-address' is not an email address",
-        }
+        },
+        separators=(",", ":"),
     )
     assert failure in out

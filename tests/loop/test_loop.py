@@ -15,12 +15,13 @@ from loop_scripts import (
     assert_answers_match_log,
     call,
     cancel_at,
+    kind_of,
 )
 
 from juno_bind_trio import AbortedToolCallError, UsageError
 from juno_bind_trio.completion import ListSink
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult, RunStats, ToolCallOutcome
-from juno_bind_trio.run import ToolCallLike
+from juno_bind_trio.run import INTERRUPTED_TOOL_CALL_MESSAGE, ToolCallLike
 
 pytestmark = pytest.mark.anyio
 
@@ -163,7 +164,7 @@ async def test_on_turn_would_end_must_return_a_bool() -> None:
         return 1  # type: ignore[return-value]
 
     host = Host([Turn(content="x")])
-    with pytest.raises(TypeError, match=r"ToolLoop: on_turn_would_end must return a bool, got 1"):
+    with pytest.raises(UsageError, match=r"ToolLoop: on_turn_would_end must return a bool, got 1"):
         await host.loop(on_turn_would_end=sloppy).run()
 
 
@@ -273,17 +274,34 @@ async def test_an_ordinary_tool_failure_is_a_result_the_model_sees() -> None:
     assert result.reason == "completed"
     failed = next(m for m in host.state.messages if m.get("tool_call_id") == "a")
     # The seed's envelope: no kind for an ordinary failure, key order success, error.
-    assert failed["content"] == '{"success": false, "error": "disk full"}'
+    assert failed["content"] == '{"success":false,"error":"RuntimeError: disk full"}'
     assert result.stats.tool_failures == 1
     assert result.stats.tool_calls == 2
 
 
-async def test_a_wrong_return_from_run_tool_call_is_a_failure_not_a_dangling_call() -> None:
-    host = Host([Turn(calls=[call("a", bad_return=True), call("b", answer_for="zzz")])])
-    await host.loop(max_iterations=1).run()
+async def test_a_wrong_return_from_run_tool_call_is_a_usage_error_not_a_tool_message() -> None:
+    host = Host([Turn(calls=[call("a", bad_return=True), call("b", delay=2)])])
+    with pytest.raises(UsageError, match=r"run_tool_call must return a ToolCallOutcome, got 'not"):
+        await host.loop(max_iterations=1).run()
     found = answers(host.state.messages)
-    assert "must return a ToolCallOutcome" in found["a"]["error"]
-    assert "answered 'zzz' when called for 'b'" in found["b"]["error"]
+    # The miswired call ran and cannot be read: "effect unknown", never the error text.
+    assert found["a"] == {
+        "success": False,
+        "kind": "interrupted",
+        "error": INTERRUPTED_TOOL_CALL_MESSAGE,
+    }
+    # The rest of the batch finished and keeps its real answer.
+    assert found["b"] == {"ok": "b"}
+    assert host.saves() == 0
+
+
+async def test_answering_another_call_id_is_a_usage_error() -> None:
+    host = Host([Turn(calls=[call("a"), call("b", answer_for="zzz")])])
+    with pytest.raises(UsageError, match=r"run_tool_call answered 'zzz' when called for 'b'"):
+        await host.loop(max_iterations=1).run()
+    found = answers(host.state.messages)
+    assert found["a"] == {"ok": "a"}
+    assert kind_of(found["b"]) == "interrupted"
 
 
 async def test_a_fatal_pooled_error_propagates_as_itself_after_the_batch() -> None:
@@ -385,7 +403,7 @@ async def test_call_model_must_return_a_model_turn_result() -> None:
         return {"content": "x"}  # type: ignore[return-value]
 
     host = Host([])
-    with pytest.raises(TypeError, match=r"call_model must return a ModelTurnResult"):
+    with pytest.raises(UsageError, match=r"call_model must return a ModelTurnResult"):
         await host.loop(call_model=bad_model, text_sink=ListSink()).run()
     # the loop finishes the turn's stream however the turn ended
     (turn,) = seen

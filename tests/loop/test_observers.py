@@ -64,7 +64,7 @@ async def test_the_events_of_a_run_in_order() -> None:
         ThinkingEvent(1, "hmm"),
         AssistantMessageEvent(1, "checking", True),
         StatusEvent(1, "running_tools"),
-        ToolCallRejectedEvent(1, "b", "work", None, "boom", rejected.error),
+        ToolCallRejectedEvent(1, "b", "work", None, "RuntimeError: boom", rejected.error),
         StatusEvent(1, "saving_session"),
         StatusEvent(2, "calling_model"),
         OutputProgressEvent(2, 5, 0),

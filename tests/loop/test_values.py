@@ -47,9 +47,22 @@ def make(**overrides: Any) -> ToolLoop:
         ({"max_iterations": 0}, ValueError, r"max_iterations must be a positive integer, got 0"),
         ({"max_iterations": 2.0}, TypeError, r"max_iterations must be a positive integer, got 2.0"),
         ({"max_iterations": True}, TypeError, r"max_iterations must be a positive integer"),
-        ({"call_model": "model"}, TypeError, r"ToolLoop: call_model must be callable, got 'model'"),
-        ({"run_tool_call": None}, TypeError, r"run_tool_call must be callable, got None"),
-        ({"save_session": 1}, TypeError, r"ToolLoop: save_session must be callable or None, got 1"),
+        (
+            {"call_model": "model"},
+            TypeError,
+            r"ToolLoop: call_model must be an async function, got 'model'",
+        ),
+        ({"call_model": None}, TypeError, r"ToolLoop: call_model must be an async function"),
+        (
+            {"run_tool_call": 1},
+            TypeError,
+            r"run_tool_call must be an async function or None, got 1",
+        ),
+        (
+            {"save_session": 1},
+            TypeError,
+            r"ToolLoop: save_session must be an async function or None, got 1",
+        ),
         (
             {"stop": object()},
             TypeError,

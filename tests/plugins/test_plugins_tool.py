@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from juno_bind_trio import (
     ABORTED_TOOL_CALL_MESSAGE,
+    INTERRUPTED_TOOL_CALL_MESSAGE,
     AbortedToolCallError,
     CompletionDefectError,
     InterruptedToolCallError,
@@ -25,6 +26,7 @@ from juno_bind_trio.plugins import (
     ToolFailureError,
     ToolFailureKind,
     kind_for_error,
+    tool_error_text,
     tool_failure_content,
     tool_failure_message,
 )
@@ -65,25 +67,36 @@ def test_kind_for_error_reads_a_hosts_own_kind_attribute_only_when_valid() -> No
 # --- the envelope --------------------------------------------------------------
 
 
-def test_a_refusal_envelope_is_the_seeds_shape_in_its_key_order() -> None:
+# What the TypeScript loop writes for a refused call: JSON.stringify({success: false,
+# kind: "not_run", error: ABORTED_TOOL_CALL_MESSAGE}), typed out here from the seed's
+# own sentence rather than built from the package's constant, so both the sentence
+# and JSON.stringify's compact form (no spaces, the em dash unescaped) are pinned.
+SEED_REFUSAL = (
+    '{"success":false,"kind":"not_run","error":"This call was never started, so nothing '
+    "happened and nothing changed. The run is ending \u2014 do not retry it and do not "
+    'report it as a failure."}'
+)
+
+
+def test_a_refusal_envelope_is_byte_for_byte_the_seeds() -> None:
     content = tool_failure_content(ABORTED_TOOL_CALL_MESSAGE, "not_run")
-    assert content == json.dumps(
-        {"success": False, "kind": "not_run", "error": ABORTED_TOOL_CALL_MESSAGE},
-        ensure_ascii=False,
-    )
+    assert content == SEED_REFUSAL
     assert list(json.loads(content)) == ["success", "kind", "error"]
-    assert "—" in content  # the em dash of the seed's sentence, not \\u2014
+    assert "\u2014" in content  # the em dash itself, not an escape
+    assert tool_failure_message("c1", ABORTED_TOOL_CALL_MESSAGE, "not_run")["content"] == (
+        SEED_REFUSAL
+    )
 
 
 def test_an_ordinary_failure_has_no_kind_key_at_all() -> None:
-    assert tool_failure_content("boom") == '{"success": false, "error": "boom"}'
+    assert tool_failure_content("boom") == '{"success":false,"error":"boom"}'
 
 
 def test_the_tool_message_answers_its_call() -> None:
     assert tool_failure_message("call_9", "late", "interrupted") == {
         "role": "tool",
         "tool_call_id": "call_9",
-        "content": '{"success": false, "kind": "interrupted", "error": "late"}',
+        "content": '{"success":false,"kind":"interrupted","error":"late"}',
     }
 
 
@@ -257,3 +270,64 @@ def test_a_bad_suspend_directive_is_refused(fields: dict[str, Any], message: str
     with pytest.raises(TypeError) as info:
         SuspendDirective(**{"tool_call_id": "c", "reason": "r", **fields})
     assert str(info.value).startswith(f"SuspendDirective: {message}")
+
+
+# --- the text a tool error becomes -------------------------------------------------
+
+
+class _StrFails(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("unprintable")
+
+
+class _StrNotAString(Exception):
+    def __str__(self) -> Any:
+        return 42
+
+
+class _KindFails(Exception):
+    @property
+    def kind(self) -> str:
+        raise LookupError("no kind")
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [
+        (KeyError("city"), "KeyError: 'city'"),
+        (ValueError("bad date"), "ValueError: bad date"),
+        # An empty message: the type name (the TypeScript package writes "").
+        (TimeoutError(), "TimeoutError"),
+        (RuntimeError(""), "RuntimeError"),
+        (_StrFails(), "_StrFails"),
+        (_StrNotAString(), "_StrNotAString"),
+        # The tool's own sentence, and the harness's, as they are.
+        (ToolFailureError("validation", "date must be ISO 8601"), "date must be ISO 8601"),
+        (ToolFailureError("conflict", ""), ""),
+        (AbortedToolCallError("c1"), ABORTED_TOOL_CALL_MESSAGE),
+        (InterruptedToolCallError("c1"), INTERRUPTED_TOOL_CALL_MESSAGE),
+    ],
+)
+def test_tool_error_text(error: BaseException, text: str) -> None:
+    assert tool_error_text(error) == text
+
+
+def test_a_kind_that_raises_is_no_kind() -> None:
+    assert kind_for_error(_KindFails()) is None
+
+
+@given(st.text())
+def test_tool_error_text_of_any_message_is_type_then_message(message: str) -> None:
+    text = tool_error_text(ValueError(message))
+    assert text == (f"ValueError: {message}" if message else "ValueError")
+
+
+class _AsyncCall:
+    async def __call__(self, **kwargs: Any) -> str:
+        return "ok"
+
+
+def test_a_tool_def_handler_may_be_a_partial_of_an_async_call() -> None:
+    handler = functools.partial(_AsyncCall(), unit="C")
+    tool = ToolDef(name="t", description="", parameters={}, handler=handler)
+    assert tool.handler is handler

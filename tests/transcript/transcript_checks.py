@@ -34,7 +34,7 @@ def tool(call_id: str, content: str = "ok") -> dict[str, Any]:
 def synthesized(call_id: str, kind: str) -> dict[str, Any]:
     """The answer healing must write, built independently of the library."""
     error = INTERRUPTED_TOOL_CALL_MESSAGE if kind == "interrupted" else ABORTED_TOOL_CALL_MESSAGE
-    content = '{"success": false, "kind": "%s", "error": "%s"}' % (kind, error)  # noqa: UP031
+    content = '{"success":false,"kind":"%s","error":"%s"}' % (kind, error)  # noqa: UP031
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 

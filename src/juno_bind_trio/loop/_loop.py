@@ -42,6 +42,7 @@ or discard it but never has to heal it.
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
@@ -52,10 +53,27 @@ import attrs
 import outcome
 import trio
 
-from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
-from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
+from juno_bind_trio._cancel import (
+    cancelled_now,
+    checkpoint_if_cancelled,
+    is_foreign_cancellation,
+    one_failure,
+    split_cancellations,
+)
+from juno_bind_trio._errors import (
+    AbortedToolCallError,
+    InterruptedToolCallError,
+    ToolFailureError,
+    UsageError,
+)
+from juno_bind_trio._validate import is_async_callable
 from juno_bind_trio.completion import TurnTextStream
-from juno_bind_trio.plugins import SuspendDirective, kind_for_error, tool_failure_message
+from juno_bind_trio.plugins import (
+    SuspendDirective,
+    kind_for_error,
+    tool_error_text,
+    tool_failure_message,
+)
 from juno_bind_trio.run import (
     DEFAULT_PER_TOOL_LIMIT,
     ToolBatch,
@@ -105,12 +123,70 @@ _DONE: Final = (
 # --- construction-time checks ----------------------------------------------------------
 
 
-def _required_callable(name: str) -> Any:
+def _required_async(name: str) -> Any:
     def check(_instance: object, _attribute: object, value: object) -> None:
-        if not callable(value):
-            raise TypeError(f"ToolLoop: {name} must be callable, got {value!r}")
+        if not is_async_callable(value):
+            raise TypeError(f"ToolLoop: {name} must be an async function, got {value!r}")
 
     return check
+
+
+def _optional_async(name: str) -> Any:
+    # The ports the loop awaits. A plain function (or one returning a coroutine
+    # it made itself) is refused here, as ToolDef refuses a sync handler: left
+    # in, it fails on its first call, mid-run, far from the wiring that is wrong.
+    def check(_instance: object, _attribute: object, value: object) -> None:
+        if value is not None and not is_async_callable(value):
+            raise TypeError(f"ToolLoop: {name} must be an async function or None, got {value!r}")
+
+    return check
+
+
+def _awaitable(port: str, pending: object) -> Awaitable[Any]:
+    """*pending*, what an async port's call returned, if it can be awaited; else UsageError.
+
+    Only a function marked as a coroutine function that is not one gets past
+    the construction check; without this, ``await`` would raise a TypeError
+    that reads as if the loop were broken.
+    """
+    if inspect.isawaitable(pending):
+        return pending
+    raise UsageError(
+        f"ToolLoop: {port} must be an async function; calling it returned {pending!r}, "
+        "which cannot be awaited"
+    )
+
+
+async def _no_tools(call: ToolCallLike) -> ToolCallOutcome:
+    # The run_tool_call of a loop built without one (a text-only run). A model
+    # that calls a tool anyway made the mistake, not the host, so it reads the
+    # answer a tool that does not exist gets, and the run goes on.
+    await anyio.lowlevel.checkpoint()
+    raise ToolFailureError(
+        "not_found", f"There is no tool named {tool_call_name(call)!r}: this run offers no tools."
+    )
+
+
+def _wiring_mistake(call_id: str, value: object) -> UsageError:
+    if isinstance(value, _NotAwaitable):
+        return UsageError(
+            "ToolLoop: run_tool_call must be an async function returning a ToolCallOutcome; "
+            f"calling it returned {value.returned!r}, which cannot be awaited"
+        )
+    if isinstance(value, ToolCallOutcome):
+        return UsageError(
+            f"ToolLoop: run_tool_call answered {value.tool_call_id!r} when called for {call_id!r}"
+        )
+    return UsageError(f"ToolLoop: run_tool_call must return a ToolCallOutcome, got {value!r}")
+
+
+class _NotAwaitable:
+    """What the loop's tool wrapper settles when ``run_tool_call`` returned a non-awaitable."""
+
+    __slots__ = ("returned",)
+
+    def __init__(self, returned: object) -> None:
+        self.returned = returned
 
 
 def _optional_callable(name: str) -> Any:
@@ -255,11 +331,24 @@ class ToolLoop:
       (OpenAI chat-format dicts) the loop appends to.
     * ``max_iterations``: the most model calls the run may make.
     * ``call_model``: ``async (ModelTurn) -> ModelTurnResult``, one model turn.
-    * ``run_tool_call``: ``async (call) -> ToolCallOutcome``, one tool call.
-      A tool that fails raises; the exception becomes the tool message
-      ``{"success": false, "kind": ..., "error": ...}`` the model sees.
+
+    Every port the loop awaits must be an async function (an ``async def``
+    function or method, an object whose ``__call__`` is one, or a
+    ``functools.partial`` of either): anything else is a ``TypeError`` here.
+    A port that returns what it must not (something that cannot be awaited,
+    the wrong type) raises [UsageError][juno_bind_trio.UsageError] from
+    [run][juno_bind_trio.loop.ToolLoop.run], naming the port and the value,
+    after every call is answered: a wiring mistake is the host's bug, never
+    a tool message the model reads.
 
     Optional ports (``None`` leaves the step out):
+
+    * ``run_tool_call``: ``async (call) -> ToolCallOutcome``, one tool call.
+      A tool that fails raises; the exception becomes the tool message
+      ``{"success":false,"kind":...,"error":...}`` the model sees, its text
+      from [tool_error_text][juno_bind_trio.plugins.tool_error_text]. Left
+      out (a text-only run), a tool call the model makes anyway is answered
+      as a ``"not_found"`` failure and the run goes on.
 
     * ``build_tools``: ``() -> Sequence``: the tools offered to the next
       turn, rebuilt every turn (activations change it).
@@ -304,10 +393,10 @@ class ToolLoop:
     _state: SupportsMessages = attrs.field(alias="state", validator=_check_state)
     _max_iterations: int = attrs.field(alias="max_iterations", converter=_check_max_iterations)
     _call_model: Callable[[ModelTurn], Awaitable[ModelTurnResult]] = attrs.field(
-        alias="call_model", validator=_required_callable("call_model")
+        alias="call_model", validator=_required_async("call_model")
     )
-    _run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]] = attrs.field(
-        alias="run_tool_call", validator=_required_callable("run_tool_call")
+    _run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]] | None = attrs.field(
+        default=None, alias="run_tool_call", validator=_optional_async("run_tool_call")
     )
     _build_tools: Callable[[], Sequence[Any]] | None = attrs.field(
         default=None, alias="build_tools", validator=_optional_callable("build_tools")
@@ -321,25 +410,25 @@ class ToolLoop:
         validator=_optional_callable("is_fatal_tool_error"),
     )
     _activate_plugins: Callable[[tuple[str, ...]], Awaitable[None]] | None = attrs.field(
-        default=None, alias="activate_plugins", validator=_optional_callable("activate_plugins")
+        default=None, alias="activate_plugins", validator=_optional_async("activate_plugins")
     )
     _activate_skills: Callable[[tuple[str, ...]], Awaitable[None]] | None = attrs.field(
-        default=None, alias="activate_skills", validator=_optional_callable("activate_skills")
+        default=None, alias="activate_skills", validator=_optional_async("activate_skills")
     )
     _should_stop: Callable[[], bool] | None = attrs.field(
         default=None, alias="should_stop", validator=_optional_callable("should_stop")
     )
     _on_turn_would_end: Callable[[ModelTurnResult], Awaitable[bool]] | None = attrs.field(
-        default=None, alias="on_turn_would_end", validator=_optional_callable("on_turn_would_end")
+        default=None, alias="on_turn_would_end", validator=_optional_async("on_turn_would_end")
     )
     _needs_compaction: Callable[[int], bool] | None = attrs.field(
         default=None, alias="needs_compaction", validator=_optional_callable("needs_compaction")
     )
     _apply_compaction: Callable[[], Awaitable[None]] | None = attrs.field(
-        default=None, alias="apply_compaction", validator=_optional_callable("apply_compaction")
+        default=None, alias="apply_compaction", validator=_optional_async("apply_compaction")
     )
     _save_session: Callable[[], Awaitable[None]] | None = attrs.field(
-        default=None, alias="save_session", validator=_optional_callable("save_session")
+        default=None, alias="save_session", validator=_optional_async("save_session")
     )
     _stop: StopSignal | None = attrs.field(default=None, alias="stop", validator=_check_stop)
     _events: MemoryObjectSendStream[LoopEvent] | None = attrs.field(
@@ -388,6 +477,8 @@ class ToolLoop:
             # Asking "is the context too big?" with nothing that could shrink it
             # is a wiring mistake, and silently never compacting is how it shows.
             raise TypeError("ToolLoop: needs_compaction was given without apply_compaction")
+        if self._run_tool_call is None:
+            self._run_tool_call = _no_tools
         if self._events is not None:
             self._send_event = self._events.send_nowait
         if self._interrupts is not None:
@@ -521,9 +612,9 @@ class ToolLoop:
             if not calls:
                 if self._on_turn_would_end is not None:
                     await checkpoint_if_cancelled()
-                    go_on = await self._on_turn_would_end(result)
+                    go_on = await _awaitable("on_turn_would_end", self._on_turn_would_end(result))
                     if not isinstance(go_on, bool):
-                        raise TypeError(
+                        raise UsageError(
                             f"ToolLoop: on_turn_would_end must return a bool, got {go_on!r}"
                         )
                     if go_on:
@@ -553,10 +644,10 @@ class ToolLoop:
                     compaction_requested = True
             if plugins and self._activate_plugins is not None:
                 await checkpoint_if_cancelled()
-                await self._activate_plugins(tuple(plugins))
+                await _awaitable("activate_plugins", self._activate_plugins(tuple(plugins)))
             if skills and self._activate_skills is not None:
                 await checkpoint_if_cancelled()
-                await self._activate_skills(tuple(skills))
+                await _awaitable("activate_skills", self._activate_skills(tuple(skills)))
 
             # A stopped batch ends the run HERE: every refused call is already
             # answered (nothing dangles), and this comes before the suspend,
@@ -593,7 +684,7 @@ class ToolLoop:
         started = anyio.current_time()
         self._model_calls += 1
         try:
-            result = await self._call_model(turn)
+            result: ModelTurnResult = await _awaitable("call_model", self._call_model(turn))
         except BaseException:
             # However the turn ended, its stream is finished: "failed" drops an
             # armed reset, so the partial text of the last attempt stays in front
@@ -608,7 +699,9 @@ class ToolLoop:
         if not isinstance(returned, ModelTurnResult):
             if stream is not None:
                 stream.finish("failed")
-            raise TypeError(f"ToolLoop: call_model must return a ModelTurnResult, got {returned!r}")
+            raise UsageError(
+                f"ToolLoop: call_model must return a ModelTurnResult, got {returned!r}"
+            )
         if stream is not None:
             stream.finish("succeeded")
         self._input_tokens += result.input_tokens
@@ -660,7 +753,7 @@ class ToolLoop:
                 )
                 open_batch.batch = batch
                 results = await batch.run(
-                    self._run_tool_call, stop=stop, per_tool_limit=self._per_tool_limit
+                    self._call_tool, stop=stop, per_tool_limit=self._per_tool_limit
                 )
                 for position, index in enumerate(pooled):
                     values[index] = self._settle(open_batch, index, results[position], fatal=True)
@@ -692,7 +785,7 @@ class ToolLoop:
             )
         open_batch.running = index
         try:
-            value = await self._run_tool_call(open_batch.calls[index])
+            value = await self._call_tool(open_batch.calls[index])
         except Exception as exc:
             if cancelled_now():
                 # The tool turned the cancellation into an ordinary error. It was
@@ -702,8 +795,39 @@ class ToolLoop:
                 await checkpoint_if_cancelled()
             open_batch.running = None
             return self._settle(open_batch, index, _Error(exc), fatal=True)
+        except BaseException as exc:
+            # The same three cases as the pool's workers (see ToolBatch._work).
+            cancels, failures = split_cancellations(exc)
+            if cancelled_now():
+                if isinstance(failures, Exception):
+                    # Its own task group failed while the cancel cut it off: it is
+                    # interrupted, and the cancellation leaves alone, not in a group.
+                    open_batch.running_raised = failures
+                    await checkpoint_if_cancelled()
+                if failures is not None and cancels is not None:
+                    # A BaseException that outranks the cancel: that one, as itself.
+                    raise one_failure(failures) from exc
+                raise
+            if not is_foreign_cancellation(exc):
+                failure = one_failure(exc)
+                if failure is not exc:
+                    raise failure from exc
+                raise
+            # asyncio's CancelledError from a future somebody else cancelled: the
+            # tool failed, and nobody cancelled the run.
+            open_batch.running = None
+            return self._settle(open_batch, index, _Error(exc), fatal=True)
         open_batch.running = None
         return self._settle(open_batch, index, _Value(value), fatal=True)
+
+    async def _call_tool(self, call: ToolCallLike) -> ToolCallOutcome:
+        """``run_tool_call``, with what it returned checked where the loop can still say so."""
+        pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
+        if not inspect.isawaitable(pending):
+            # Settled as a value, not raised: raised, it would become the tool
+            # message the model reads. _settle raises the UsageError instead.
+            return cast("ToolCallOutcome", _NotAwaitable(pending))
+        return cast("ToolCallOutcome", await pending)
 
     def _settle(
         self,
@@ -720,23 +844,22 @@ class ToolLoop:
         call_id = open_batch.ids[index]
         if type(result) is _Value:
             value = result.value
-            if isinstance(value, ToolCallOutcome):
-                if value.tool_message["tool_call_id"] == call_id:
-                    open_batch.answers[index] = value.tool_message
-                    self._tool_calls += 1
-                    return value
-                error: BaseException = ValueError(
-                    f"ToolLoop: run_tool_call answered {value.tool_call_id!r} "
-                    f"when called for {call_id!r}"
-                )
-            else:
-                error = TypeError(
-                    f"ToolLoop: run_tool_call must return a ToolCallOutcome, got {value!r}"
-                )
-        else:
-            assert isinstance(result, outcome.Error)
-            error = result.error
-        text = str(error) or type(error).__name__
+            if isinstance(value, ToolCallOutcome) and value.tool_message["tool_call_id"] == call_id:
+                open_batch.answers[index] = value.tool_message
+                self._tool_calls += 1
+                return value
+            # The host's run_tool_call is miswired: a UsageError for the host,
+            # never a tool message for the model. The call did run, and what it
+            # did cannot be read, so its answer is the one for "started, effect
+            # unknown"; the exit path answers the rest of the batch.
+            mistake = _wiring_mistake(call_id, value)
+            self._settle(open_batch, index, _Error(InterruptedToolCallError(call_id)), fatal=False)
+            if fatal:
+                raise mistake
+            return None
+        assert isinstance(result, outcome.Error)
+        error = result.error
+        text = tool_error_text(error)
         open_batch.answers[index] = tool_failure_message(call_id, text, kind_for_error(error))
         self._tool_calls += 1
         if isinstance(error, AbortedToolCallError):
@@ -791,6 +914,9 @@ class ToolLoop:
             if result is None:
                 result = _Error(AbortedToolCallError(call_id))
             self._settle(open_batch, index, result, fatal=False)
+        # _settle(fatal=False) cannot raise: tool_error_text and kind_for_error
+        # never do, whatever the tool raised. This runs on the way out of a
+        # cancel, and an exception here would leave calls unanswered.
         self._state.messages.extend(open_batch.answers)  # type: ignore[arg-type]
 
     # --- the end of an iteration ----------------------------------------------------------
@@ -811,7 +937,7 @@ class ToolLoop:
         ):
             if self._send_event is not None:
                 self._emit(StatusEvent(iteration, "compacting"))
-            await self._apply_compaction()
+            await _awaitable("apply_compaction", self._apply_compaction())
             self._compactions += 1
         await self._persist(iteration)
 
@@ -822,7 +948,7 @@ class ToolLoop:
         await checkpoint_if_cancelled()
         if self._send_event is not None:
             self._emit(StatusEvent(iteration, "saving_session"))
-        await self._save_session()
+        await _awaitable("save_session", self._save_session())
 
     # --- observers in, observers out ---------------------------------------------------
 

@@ -11,6 +11,7 @@ from ._tool import ToolDef as ToolDef
 from ._tool import ToolFailureKind as ToolFailureKind
 from ._tool import ToolHandler as ToolHandler
 from ._tool import kind_for_error as kind_for_error
+from ._tool import tool_error_text as tool_error_text
 from ._tool import tool_failure_content as tool_failure_content
 from ._tool import tool_failure_message as tool_failure_message
 
@@ -22,6 +23,7 @@ __all__ = [
     "ToolFailureKind",
     "ToolHandler",
     "kind_for_error",
+    "tool_error_text",
     "tool_failure_content",
     "tool_failure_message",
 ]

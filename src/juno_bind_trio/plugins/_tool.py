@@ -20,15 +20,20 @@ its effect unknown: check before repeating).
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
-from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError
+from juno_bind_trio._errors import (
+    AbortedToolCallError,
+    InterruptedToolCallError,
+    ToolCallError,
+    ToolFailureError,
+)
+from juno_bind_trio._validate import is_async_callable
 
 __all__ = [
     "TOOL_FAILURE_KINDS",
@@ -36,6 +41,7 @@ __all__ = [
     "ToolFailureKind",
     "ToolHandler",
     "kind_for_error",
+    "tool_error_text",
     "tool_failure_content",
     "tool_failure_message",
 ]
@@ -90,8 +96,12 @@ def tool_failure_content(error: str, kind: ToolFailureKind | None = None) -> str
     """The JSON a failed call's ``tool`` message carries as its content.
 
     Key order ``success``, ``kind``, ``error``; ``kind`` is left out when it
-    is ``None``. Non-ASCII text is kept as it is (``ensure_ascii=False``): the
-    reader is a model, and escapes only cost it tokens.
+    is ``None``. Written in ``JSON.stringify``'s compact form (no space after
+    ``,`` or ``:``), byte for byte what the TypeScript package writes, so a
+    host that stores or hashes transcripts from both gets the same bytes.
+    Non-ASCII text is kept as it is (``ensure_ascii=False``, as
+    ``JSON.stringify`` does): the reader is a model, and escapes only cost it
+    tokens.
 
     :raises TypeError: *error* is not a string, or *kind* neither ``None`` nor a string.
     :raises ValueError: *kind* is a string but not a
@@ -104,7 +114,7 @@ def tool_failure_content(error: str, kind: ToolFailureKind | None = None) -> str
     if kind is not None:
         envelope["kind"] = kind
     envelope["error"] = error
-    return json.dumps(envelope, ensure_ascii=False)
+    return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
 
 
 def tool_failure_message(
@@ -145,10 +155,48 @@ def kind_for_error(exc: BaseException) -> ToolFailureKind | None:
         return "not_run"
     if isinstance(exc, InterruptedToolCallError):
         return "interrupted"
-    kind = getattr(exc, "kind", None)
+    try:
+        kind = getattr(exc, "kind", None)
+    except Exception:
+        # A `kind` property that raises: the answer must still be written.
+        return None
     if isinstance(kind, str) and kind in TOOL_FAILURE_KINDS:
         return kind  # type: ignore[return-value]
     return None
+
+
+def tool_error_text(exc: BaseException) -> str:
+    """The text a failed tool call's answer carries for *exc*: what the model reads.
+
+    * A tool's own exception: ``"<ExceptionType>: <message>"``, for example
+      ``KeyError: 'city'``. The type is half of what the model can act on;
+      ``'city'`` alone says nothing.
+    * An exception with an empty message: its type name alone
+      (``"TimeoutError"``). The TypeScript package writes ``""`` here; this
+      package differs on purpose, because an empty error leaves the model
+      nothing to act on and the type is the one fact there is.
+    * [`ToolFailureError`][juno_bind_trio.ToolFailureError]: its message as it is (even
+      empty): the tool wrote that sentence for the model, and ``kind``
+      carries the classification.
+    * The harness's own [`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError] and
+      [`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError]: their message as it
+      is, the TypeScript package's exact sentence for a refusal.
+
+    Never raises: an exception whose ``__str__`` fails (or returns something
+    other than a string) is rendered by its type name, because the answer has
+    to be written whatever the tool raised.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, ToolFailureError):
+        message: object = exc.message
+        return message if isinstance(message, str) else name
+    try:
+        text = str(exc)
+    except Exception:
+        return name
+    if isinstance(exc, ToolCallError):
+        return text
+    return f"{name}: {text}" if text else name
 
 
 def _check_name(name: object) -> str:
@@ -188,14 +236,11 @@ def _check_parameters(parameters: object) -> dict[str, Any]:
 
 
 def _check_handler(handler: object) -> ToolHandler:
-    call = getattr(handler, "__call__", None)  # noqa: B004 - an async __call__ counts
-    if not callable(handler) or not (
-        inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
-    ):
+    if not is_async_callable(handler):
         # A sync function that slips through would fail on every call, as a
         # tool failure far from here; refuse it where the tool is defined.
         raise TypeError(f"ToolDef: handler must be an async function, got {handler!r}")
-    return handler
+    return cast("ToolHandler", handler)
 
 
 def _check_runs_serially(value: object) -> bool:

@@ -48,7 +48,13 @@ import anyio.lowlevel
 import attrs
 import outcome
 
-from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled_fn
+from juno_bind_trio._cancel import (
+    cancelled_now,
+    checkpoint_if_cancelled_fn,
+    is_foreign_cancellation,
+    one_failure,
+    split_cancellations,
+)
 from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
 
 from ._calls import StopSignal, ToolCallLike, read_tool_call
@@ -351,14 +357,27 @@ class ToolBatch(Generic[T]):
             # Synchronously, before anything else can run: this is what lets a
             # caller answer every call in its `except` / `finally`.
             self._settle_unfinished()
-            # A tool that raised a BaseException that is not an Exception (a
-            # KeyboardInterrupt, a SystemExit) is one failure, not a group; the
-            # task group's wrapping is an implementation detail.
-            if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                (leaf,) = exc.exceptions
-                if not isinstance(leaf, (anyio.get_cancelled_exc_class(), BaseExceptionGroup)):
-                    raise leaf from exc
+            # What leaves is the cancellation alone, or the failure alone. Only a
+            # BaseException that is not an Exception (a KeyboardInterrupt, a
+            # SystemExit, a host's own subclass) gets here from a tool, and the
+            # task group wraps it, together with the Cancelled of every worker it
+            # cut off. Taking the cancellations out first is what makes one
+            # failure one exception on both backends (on Trio the cancel of a
+            # sibling lands in the same group; asyncio often raises it bare), and
+            # what lets a caller's cancel scope absorb a cancel that is all
+            # cancellation. A genuine group of several failures stays a group.
+            _, failures = split_cancellations(exc)
+            if failures is not None:
+                failure = one_failure(failures)
+                if failure is not exc:
+                    raise failure from exc
             raise
+        # A worker that ended without settling its call would leave a None in the
+        # list below, and a caller would pair it with nothing. Every way a tool
+        # can end is settled in _work; this sweep keeps the promise regardless.
+        states = self._states
+        if "running" in states or "queued" in states:
+            self._settle_unfinished()
         # Every slot is settled now; a copy, so the caller cannot rewrite the batch.
         return cast("list[outcome.Outcome[T]]", list(self._results))
 
@@ -393,16 +412,43 @@ class ToolBatch(Generic[T]):
                     # (a common habit of wrappers). It was cut off, whatever
                     # it says: record it as interrupted, keeping what it
                     # raised as the cause, and let the cancellation through.
-                    interrupted = InterruptedToolCallError(self._ids[index])
-                    interrupted.__cause__ = exc
-                    states[index] = "interrupted"
-                    results[index] = _Error(interrupted)
+                    self._interrupt(index, exc)
                     await checkpoint_if_cancelled()
                     continue  # pragma: no cover - the checkpoint above raises
+                results[index] = _Error(exc)
+            except BaseException as exc:
+                if cancelled_now():
+                    _, failures = split_cancellations(exc)
+                    if isinstance(failures, Exception):
+                        # A tool that fans out in its own task group: one part
+                        # failed while the cancel cut off another, and the group
+                        # holds both. The same fact as above (cut off, whatever
+                        # else went wrong), so the same answer; the cancellation
+                        # leaves as itself, not in a group, so the caller's
+                        # scope absorbs it.
+                        self._interrupt(index, failures)
+                        await checkpoint_if_cancelled()
+                        continue  # pragma: no cover - the checkpoint above raises
+                    # The cancellation itself, or a BaseException that outranks
+                    # it: run()'s sweep answers this call "interrupted".
+                    raise
+                if not is_foreign_cancellation(exc):
+                    raise
+                # asyncio's CancelledError from a future somebody else cancelled,
+                # while nobody cancelled the run: the tool failed, like any
+                # other failure. Left to propagate, it would end this worker
+                # silently (the task group reads it as the worker's own cancel)
+                # and take its siblings' calls with it.
                 results[index] = _Error(exc)
             else:
                 results[index] = make_value(value)
             states[index] = "finished"
+
+    def _interrupt(self, index: int, cause: BaseException) -> None:
+        interrupted = InterruptedToolCallError(self._ids[index])
+        interrupted.__cause__ = cause
+        self._states[index] = "interrupted"
+        self._results[index] = _Error(interrupted)
 
     def _settle_unfinished(self) -> None:
         """Settle every call still queued (refused) or running (interrupted). No checkpoint."""

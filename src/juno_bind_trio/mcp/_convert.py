@@ -1,0 +1,238 @@
+"""From MCP's shapes to this package's: tool names, argument checks, results, failures.
+
+Pure functions, no I/O: what a server lists becomes a [MCPToolInfo][juno_bind_trio.mcp.MCPToolInfo],
+what a call returns becomes the value the tool message is made of, and what a
+call raises becomes a failure of the right kind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Final
+
+import attrs
+import mcp_types
+import pydantic
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+
+from juno_bind_trio._errors import MCPToolError, ToolFailureError
+
+__all__ = ["MCPToolInfo"]
+
+# The function-name rule of OpenAI-compatible APIs, which every tool offered to
+# a model must satisfy. MCP allows more (dots, slashes, 128 characters).
+_MODEL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_NOT_IN_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
+_PREFIX: Final = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+@attrs.frozen(kw_only=True)
+class MCPToolInfo:
+    """One tool an MCP server offers, as the model will see it.
+
+    ``name`` is the name the model calls (the server's name, with the
+    toolset's ``prefix`` and any character the model's function-name rule
+    forbids replaced by ``_``); ``server_name`` is the server's own name for
+    it, which calls are routed with. ``description`` and ``parameters`` (the
+    JSON Schema of the arguments object) are the server's, unchanged: the
+    agent rewrites ``parameters`` for the model's dialect when it builds the
+    request. ``repeatable``, ``uses_idempotency_key`` and ``serial`` are what
+    the toolset's options said for this tool.
+    """
+
+    name: str
+    server_name: str
+    description: str | None
+    parameters: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    repeatable: bool
+    uses_idempotency_key: bool
+    serial: bool
+
+
+def check_prefix(where: str, prefix: object) -> str | None:
+    if prefix is None:
+        return None
+    if not isinstance(prefix, str):
+        raise TypeError(f"{where}: prefix must be None or a string, got {prefix!r}")
+    if _PREFIX.fullmatch(prefix) is None:
+        raise ValueError(
+            f"{where}: prefix must be 1 to 40 letters, digits, '_' or '-', got {prefix!r}"
+        )
+    return prefix
+
+
+def check_names(where: str, option: str, value: object) -> frozenset[str]:
+    """A collection of tool names given as an option (a lone string is refused)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{where}: {option} must be a collection of tool names, got {value!r}")
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"{where}: {option} must hold non-empty tool-name strings, got {name!r}"
+            )
+    return frozenset(names)
+
+
+def model_name(server_name: str, prefix: str | None) -> str:
+    """The name the model calls a server's tool by; ``ValueError`` when none fits the rule."""
+    base = _NOT_IN_NAME.sub("_", server_name)
+    name = f"{prefix}_{base}" if prefix is not None else base
+    if _MODEL_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"the MCP tool {server_name!r} cannot be offered to a model: {name!r} is not 1 to "
+            "64 letters, digits, '_' or '-' (the function-name rule of OpenAI-compatible APIs)"
+        )
+    return name
+
+
+def convert_listing(
+    where: str,
+    server: str,
+    tools: Iterable[mcp_types.Tool],
+    *,
+    prefix: str | None,
+    non_repeatable: Collection[str],
+    uses_idempotency_key: Collection[str],
+    serial: Collection[str],
+) -> tuple[MCPToolInfo, ...]:
+    """Every listed tool as an [MCPToolInfo][juno_bind_trio.mcp.MCPToolInfo]; clashes refused."""
+    infos: list[MCPToolInfo] = []
+    by_name: dict[str, str] = {}
+    for tool in tools:
+        try:
+            name = model_name(tool.name, prefix)
+        except ValueError as exc:
+            raise ValueError(f"{where}: server {server}: {exc}") from None
+        if name in by_name:
+            raise ValueError(
+                f"{where}: server {server} lists tools {by_name[name]!r} and {tool.name!r}, "
+                f"which would both be offered to the model as {name!r}"
+            )
+        by_name[name] = tool.name
+        schema = tool.input_schema
+        if schema.get("type", "object") != "object":
+            raise ValueError(
+                f"{where}: server {server}: the input schema of tool {tool.name!r} does not "
+                f"describe an object (type {schema.get('type')!r}); function arguments are one"
+            )
+        infos.append(
+            MCPToolInfo(
+                name=name,
+                server_name=tool.name,
+                description=tool.description,
+                parameters=json.loads(json.dumps(schema)),
+                output_schema=tool.output_schema,
+                repeatable=tool.name not in non_repeatable,
+                uses_idempotency_key=tool.name in uses_idempotency_key,
+                serial=tool.name in serial,
+            )
+        )
+    for option, names in (
+        ("non_repeatable", non_repeatable),
+        ("uses_idempotency_key", uses_idempotency_key),
+        ("serial", serial),
+    ):
+        unknown = sorted(set(names) - set(by_name.values()))
+        if unknown:
+            # A misspelt safety option must not pass silently: a tool the host
+            # meant to protect from a second run would run twice.
+            raise ValueError(
+                f"{where}: {option} names tools server {server} does not list: {unknown}; "
+                f"it lists {sorted(by_name.values())}"
+            )
+    return tuple(infos)
+
+
+def _block_text(block: object) -> str:
+    # `object`: a block type of a later protocol revision is described, not refused.
+    if isinstance(block, mcp_types.TextContent):
+        return block.text
+    if isinstance(block, (mcp_types.ImageContent, mcp_types.AudioContent)):
+        return f"[{block.type}: {block.mime_type}, {len(block.data)} base64 characters]"
+    if isinstance(block, mcp_types.ResourceLink):
+        return f"[resource link: {block.uri}]"
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            return resource.text
+        return f"[resource: {resource.uri}, {len(resource.blob)} base64 characters]"
+    return f"[{getattr(block, 'type', 'content')}]"
+
+
+def result_text(result: mcp_types.CallToolResult) -> str:
+    """The content blocks of a result as one text: text as it is, other blocks described."""
+    return "\n".join(_block_text(block) for block in result.content)
+
+
+def result_value(tool_name: str, result: mcp_types.CallToolResult) -> object:
+    """What the tool returns to the agent for a server's result, or raises for ``isError``.
+
+    Structured content, when the server sent it, is returned as it is (the
+    agent writes it as compact JSON: the same data the text blocks usually
+    repeat, in fewer tokens); otherwise the text of the content blocks.
+    """
+    if result.is_error:
+        raise MCPToolError(
+            result_text(result) or f"the MCP tool {tool_name!r} failed without saying why",
+            tool_name,
+            result.structured_content,
+        )
+    if result.structured_content is not None:
+        structured: object = result.structured_content
+        return structured
+    return result_text(result)
+
+
+def failure_for(tool_name: str, exc: Exception) -> Exception:
+    """The failure a call that raised *exc* is answered with.
+
+    * The connection is gone or timed out (the server crashed, its process
+      exited, the network failed): ``"external"`` — a service the tool
+      depends on failed.
+    * The server refused the arguments (JSON-RPC ``invalid params``):
+      ``"validation"``.
+    * The server answered with another protocol error: ``"external"``.
+    * The server's answer could not be used (not the protocol's shape, or
+      structured content that breaks the tool's own output schema):
+      ``"system"`` — the server and this client do not agree, and asking
+      again will not help.
+    """
+    if isinstance(exc, (MCPToolError, ToolFailureError)):
+        return exc
+    if isinstance(exc, MCPError):
+        code = exc.error.code
+        if code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+            return ToolFailureError(
+                "external",
+                f"The MCP server behind tool {tool_name!r} is unavailable: {exc.error.message}.",
+            )
+        if code == INVALID_PARAMS:
+            return ToolFailureError("validation", exc.error.message)
+        return ToolFailureError(
+            "external",
+            f"The MCP server behind tool {tool_name!r} answered with an error: {exc.error.message}",
+        )
+    if isinstance(exc, (pydantic.ValidationError, RuntimeError, TypeError, ValueError)):
+        return ToolFailureError(
+            "system",
+            f"The MCP server behind tool {tool_name!r} sent an answer that cannot be used: {exc}",
+        )
+    return ToolFailureError(
+        "external",
+        f"The MCP server behind tool {tool_name!r} could not be reached: "
+        f"{type(exc).__name__}: {exc}",
+    )
+
+
+def check_arguments(where: str, arguments: object) -> dict[str, Any]:
+    if not isinstance(arguments, Mapping):
+        raise TypeError(f"{where}: arguments must be a mapping, got {arguments!r}")
+    for key in arguments:
+        if not isinstance(key, str):
+            raise TypeError(f"{where}: argument names must be strings, got {key!r}")
+    return dict(arguments)

@@ -1,0 +1,414 @@
+"""The toolset an MCP connection yields, and the ``async with`` blocks that make one.
+
+The connection lives in a task of its own
+------------------------------------------
+
+The SDK's transports are async context managers whose task groups enclose the
+body of the ``async with``: when the HTTP transport's request task fails (the
+server died mid-call), its task group cancels the body — which would be the
+host's whole agent run — and raises out of the block. So the block here does
+not run the host's code inside the transport. A keeper task enters the
+transport and the session, hands the ready toolset out, and waits; the host's
+code runs beside it. If the connection fails, the keeper records why and
+ends; the SDK answers every call waiting on the connection with "connection
+closed", which becomes a tool failure of kind ``"external"``, and every later
+call fails the same way at once. Nothing the server does can cancel the run.
+
+Leaving the block, on every path (normal, exception, cancellation), tells
+the keeper to close the session and the transport, and waits for it: for a
+stdio server the SDK closes its stdin, waits, then terminates and kills its
+process group, shielded from cancellation, so no server process outlives the
+block.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Final, TextIO, final
+
+import anyio
+import anyio.abc
+import attrs
+import mcp
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from juno_bind_trio._errors import MCPConnectionError, UsageError
+
+from ._convert import (
+    MCPToolInfo,
+    check_arguments,
+    check_names,
+    check_prefix,
+    convert_listing,
+    failure_for,
+    result_value,
+)
+
+__all__ = [
+    "IDEMPOTENCY_KEY_META",
+    "MCPToolset",
+    "open_mcp_client",
+    "open_mcp_http",
+    "open_mcp_stdio",
+]
+
+IDEMPOTENCY_KEY_META: Final = "juno-bind-trio/idempotency-key"
+"""The ``_meta`` key a call of a tool marked ``uses_idempotency_key`` carries its key under.
+
+The key is stable across crashes and resumes of the run (the agent's
+``RunContext.idempotency_key``), so a server that remembers the keys it has
+acted on can make a repeated call a no-op.
+"""
+
+_PAGE_CAP: Final = 1000
+
+
+@final
+@attrs.define(eq=False, repr=False)
+class MCPToolset:
+    """The tools of one connected MCP server; what the ``open_mcp_*`` blocks yield.
+
+    [infos][juno_bind_trio.mcp.MCPToolset.infos] describes each tool as the
+    model will see it, and [call][juno_bind_trio.mcp.MCPToolset.call] routes
+    a call to the server. It is usable only inside the ``async with`` block
+    that made it.
+    """
+
+    _server: str
+    _infos: tuple[MCPToolInfo, ...]
+    _client: mcp.Client | None
+    _closed_reason: str | None = None
+    _by_name: dict[str, MCPToolInfo] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._by_name = {info.name: info for info in self._infos}
+
+    def __repr__(self) -> str:
+        state = "open" if self._closed_reason is None else "closed"
+        return f"<MCPToolset server={self._server!r} tools={len(self._infos)} {state}>"
+
+    @property
+    def server(self) -> str:
+        """Who the server is, for messages: its command line, or its URL."""
+        return self._server
+
+    @property
+    def infos(self) -> tuple[MCPToolInfo, ...]:
+        """Every tool the server listed when the block was entered, in its order."""
+        return self._infos
+
+    def info(self, name: str) -> MCPToolInfo:
+        """The tool the model calls *name*; ``KeyError`` if there is none."""
+        return self._by_name[name]
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> object:
+        """Call the tool the model knows as *name* on the server; return what the agent writes.
+
+        Returns the result's structured content when the server sent any,
+        else the text of its content blocks. Raises
+        [MCPToolError][juno_bind_trio.MCPToolError] for a result marked
+        ``isError``, and [ToolFailureError][juno_bind_trio.ToolFailureError]
+        of kind ``"external"`` (the server is gone or failed),
+        ``"validation"`` (it refused the arguments) or ``"system"`` (its
+        answer cannot be used). *idempotency_key* is sent, for a tool marked
+        ``uses_idempotency_key``, as the request's ``_meta``
+        ``juno-bind-trio/idempotency-key``.
+
+        A cancellation of the caller cancels the request: the SDK sends the
+        protocol's ``notifications/cancelled`` for it before the cancellation
+        propagates.
+
+        :raises KeyError: the toolset has no tool called *name*.
+        :raises UsageError: the ``async with`` block has been left.
+        """
+        given: object = name
+        info = self._by_name.get(name) if isinstance(given, str) else None
+        if info is None:
+            raise KeyError(f"MCPToolset.call: server {self._server} has no tool {name!r}")
+        args = check_arguments("MCPToolset.call", arguments)
+        client = self._client
+        if client is None:
+            raise UsageError(
+                f"MCPToolset.call: the block that connected {self._server} has been left; "
+                "its tools can be called only inside it"
+            )
+        meta: dict[str, Any] | None = None
+        if idempotency_key is not None and info.uses_idempotency_key:
+            meta = {IDEMPOTENCY_KEY_META: idempotency_key}
+        try:
+            result = await client.call_tool(info.server_name, args, meta=meta)  # type: ignore[arg-type]
+        except Exception as exc:
+            raise failure_for(info.server_name, exc) from exc
+        return result_value(info.server_name, result)
+
+
+def _check_bool(where: str, option: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: {option} must be a bool, got {value!r}")
+
+
+@attrs.frozen
+class _Options:
+    prefix: str | None
+    non_repeatable: frozenset[str]
+    uses_idempotency_key: frozenset[str]
+    serial: frozenset[str]
+
+
+def _options(
+    where: str,
+    prefix: object,
+    non_repeatable: object,
+    uses_idempotency_key: object,
+    serial: object,
+) -> _Options:
+    return _Options(
+        prefix=check_prefix(where, prefix),
+        non_repeatable=check_names(where, "non_repeatable", non_repeatable),
+        uses_idempotency_key=check_names(where, "uses_idempotency_key", uses_idempotency_key),
+        serial=check_names(where, "serial", serial),
+    )
+
+
+async def _list_all(client: mcp.Client) -> list[mcp.Tool]:
+    tools: list[mcp.Tool] = []
+    cursor: str | None = None
+    for _ in range(_PAGE_CAP):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+    raise ValueError(f"the server's tool listing did not end within {_PAGE_CAP} pages")
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost error of an SDK task group's exception group, as text."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+@asynccontextmanager
+async def _serve(
+    where: str, server: str, client: mcp.Client, options: _Options
+) -> AsyncIterator[MCPToolset]:
+    close = anyio.Event()
+    # The keeper's outcome, for the host's `async with` to read after the task group.
+    failures: list[BaseException] = []
+
+    async def keep(*, task_status: anyio.abc.TaskStatus[MCPToolset]) -> None:
+        toolset: MCPToolset | None = None
+        refusal: ValueError | None = None
+        try:
+            async with client:
+                listing = await _list_all(client)
+                try:
+                    infos = convert_listing(
+                        where,
+                        server,
+                        listing,
+                        prefix=options.prefix,
+                        non_repeatable=options.non_repeatable,
+                        uses_idempotency_key=options.uses_idempotency_key,
+                        serial=options.serial,
+                    )
+                except ValueError as exc:
+                    # Raised after the client is closed, not through its task
+                    # groups, so the host gets the ValueError itself.
+                    refusal = exc
+                else:
+                    toolset = MCPToolset(server, infos, client)
+                    task_status.started(toolset)
+                    await close.wait()
+        except Exception as exc:
+            if toolset is None:
+                raise  # tg.start() raises it in the host's task: the block is not entered
+            failures.append(exc)
+        finally:
+            if toolset is not None:
+                toolset._client = None
+                toolset._closed_reason = "closed" if not failures else _describe(failures[0])
+        if refusal is not None:
+            raise refusal
+
+    try:
+        async with anyio.create_task_group() as tg:
+            try:
+                toolset = await tg.start(keep)
+            except ValueError:
+                raise
+            except Exception as exc:
+                raise MCPConnectionError(
+                    f"{where}: could not connect to the MCP server {server}: {_describe(exc)}",
+                    server,
+                ) from exc
+            try:
+                yield toolset
+            finally:
+                close.set()
+    except BaseExceptionGroup as group:
+        # The keeper never raises once the block is entered, so a group holds
+        # what the host's code (or the connecting) raised: give it back as it
+        # was raised, not wrapped by a task group the host never asked for.
+        if len(group.exceptions) == 1:
+            (leaf,) = group.exceptions
+            if not isinstance(leaf, (anyio.get_cancelled_exc_class(), BaseExceptionGroup)):
+                raise leaf from group
+        raise
+
+
+def _check_server_parameters(
+    where: str, command: object, args: object, env: object, cwd: object
+) -> tuple[str, list[str], dict[str, str] | None, str | None]:
+    if not isinstance(command, str) or not command:
+        raise TypeError(f"{where}: command must be a non-empty string, got {command!r}")
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise TypeError(f"{where}: args must be a sequence of strings, got {args!r}")
+    for arg in args:
+        if not isinstance(arg, str):
+            raise TypeError(f"{where}: args must be a sequence of strings, got {arg!r} in it")
+    if env is not None:
+        if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise TypeError(f"{where}: env must be None or a mapping of strings, got {env!r}")
+        env = dict(env)
+    if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+        raise TypeError(f"{where}: cwd must be None or a path, got {cwd!r}")
+    return command, list(args), env, None if cwd is None else os.fspath(cwd)
+
+
+def open_mcp_stdio(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    errlog: TextIO | None = None,
+    prefix: str | None = None,
+    non_repeatable: Collection[str] = (),
+    uses_idempotency_key: Collection[str] = (),
+    serial: Collection[str] = (),
+) -> AbstractAsyncContextManager[MCPToolset]:
+    """Start an MCP server as a subprocess, talk to it over stdin/stdout; yield its toolset.
+
+    ``async with open_mcp_stdio("uvx", ["mcp-server-time"]) as time_tools:``
+    starts *command* with *args* (in its own process group; *env* is added
+    to a minimal inherited environment, *cwd* is its working directory, its
+    stderr goes to *errlog*, default ``sys.stderr``), completes the
+    protocol's greeting, lists the server's tools and yields an
+    [MCPToolset][juno_bind_trio.mcp.MCPToolset]. Leaving the block, however
+    it is left, closes the server's stdin, and terminates then kills its
+    process group if it has not exited within the SDK's grace period.
+
+    *prefix* names every tool ``<prefix>_<name>`` (two servers, or a server
+    and a local tool, that offer the same name are otherwise refused when
+    the agent is built). *non_repeatable* names the server's tools whose
+    effect must never happen twice (receipts and resume treat them as they
+    treat a local ``@tool(repeatable=False)``); *uses_idempotency_key*
+    those that receive the call's idempotency key (in the request's
+    ``_meta``) and so may be re-dispatched on resume; *serial* those whose
+    calls must run one at a time. A name in these options that the server
+    does not list is refused.
+
+    :raises MCPConnectionError: the server could not be started or greeted.
+    :raises ValueError: a listed tool cannot be offered to a model (its name,
+        its schema), two of its tools map to one name, or an option names a
+        tool the server does not list.
+    :raises TypeError: an argument of the wrong type.
+    """
+    where = "open_mcp_stdio"
+    command, arg_list, env_dict, cwd_str = _check_server_parameters(where, command, args, env, cwd)
+    options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
+    parameters = StdioServerParameters(command=command, args=arg_list, env=env_dict, cwd=cwd_str)
+    transport = stdio_client(parameters, errlog=sys.stderr if errlog is None else errlog)
+    server = " ".join([command, *arg_list])
+    return _serve(where, server, mcp.Client(transport, cache=None), options)
+
+
+def open_mcp_http(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    prefix: str | None = None,
+    non_repeatable: Collection[str] = (),
+    uses_idempotency_key: Collection[str] = (),
+    serial: Collection[str] = (),
+) -> AbstractAsyncContextManager[MCPToolset]:
+    """Connect to an MCP server over streamable HTTP at *url*; yield its toolset.
+
+    *headers* are sent with every request (an ``Authorization`` header, for
+    one). Leaving the block ends the HTTP session (the SDK's ``DELETE``) and
+    closes the connection. The other options are
+    [open_mcp_stdio][juno_bind_trio.mcp.open_mcp_stdio]'s.
+
+    :raises MCPConnectionError: the server could not be reached or greeted.
+    :raises ValueError: as for ``open_mcp_stdio``, or *url* is not http(s).
+    :raises TypeError: an argument of the wrong type.
+    """
+    where = "open_mcp_http"
+    if not isinstance(url, str):
+        raise TypeError(f"{where}: url must be a string, got {url!r}")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{where}: url must start with http:// or https://, got {url!r}")
+    given: object = headers
+    if given is not None and (
+        not isinstance(given, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items())
+    ):
+        raise TypeError(f"{where}: headers must be None or a mapping of strings, got {headers!r}")
+    options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
+    http_client = None
+    if headers:
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http_client = create_mcp_http_client(headers=dict(headers))
+    transport = _http_transport(url, http_client)
+    return _serve(where, url, mcp.Client(transport, cache=None), options)
+
+
+@asynccontextmanager
+async def _http_transport(url: str, http_client: Any) -> AsyncIterator[Any]:
+    if http_client is None:
+        async with streamable_http_client(url) as streams:
+            yield streams
+    else:
+        async with http_client, streamable_http_client(url, http_client=http_client) as streams:
+            yield streams
+
+
+def open_mcp_client(
+    client: mcp.Client,
+    *,
+    prefix: str | None = None,
+    non_repeatable: Collection[str] = (),
+    uses_idempotency_key: Collection[str] = (),
+    serial: Collection[str] = (),
+) -> AbstractAsyncContextManager[MCPToolset]:
+    """Yield the toolset of a server reached through an SDK ``mcp.Client`` you built.
+
+    For what the other two blocks do not cover: another transport, the
+    SDK's OAuth, sampling callbacks — or an in-process server in tests,
+    ``mcp.Client(my_server)``. The client must not be entered yet: the block
+    enters it, and leaving the block closes it. Options as for
+    [open_mcp_stdio][juno_bind_trio.mcp.open_mcp_stdio].
+    """
+    where = "open_mcp_client"
+    if not isinstance(client, mcp.Client):
+        raise TypeError(f"{where}: client must be an mcp.Client, got {client!r}")
+    options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
+    target = client.server
+    if isinstance(target, str):
+        server = target
+    elif isinstance(target, StdioServerParameters):
+        server = " ".join([target.command, *target.args])
+    else:
+        server = f"<{type(target).__name__}>"
+    return _serve(where, server, client, options)

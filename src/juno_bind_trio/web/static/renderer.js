@@ -1,0 +1,83 @@
+// A small renderer for the turns of a run, following the protocol's advice for
+// a screen:
+//
+// * one element per turn, keyed by turnId (never by epoch: a reset is a
+//   content update, not a new element, so focus, selection and scroll stay);
+// * aria-busy="true" while the turn streams, and one announcement at the end
+//   through a separate polite live region, instead of re-announcing the whole
+//   answer on every wipe;
+// * a reset never collapses the element's height mid-stream: the height it had
+//   is kept as a min-height until the turn ends, so an auto-scrolled
+//   transcript does not lurch.
+//
+// It needs only createElement, appendChild, setAttribute, textContent, style
+// and offsetHeight from the DOM, so it runs against a tiny fake in node tests.
+
+export class TurnRenderer {
+  /**
+   * @param container the element the turn elements are appended to
+   * @param options.document the document to create elements with
+   * @param options.announcer an element with aria-live="polite" (optional)
+   */
+  constructor(container, { document = globalThis.document, announcer = null } = {}) {
+    if (container === null || typeof container !== "object") {
+      throw new TypeError(`TurnRenderer: container must be an element, got ${String(container)}`);
+    }
+    this.container = container;
+    this.document = document;
+    this.announcer = announcer;
+    this._elements = new Map(); // turnId -> element
+    this._shown = new Map(); // turnId -> text last written
+    this._announced = new Set();
+  }
+
+  /** The element showing a turn, or undefined. */
+  elementFor(turnId) {
+    return this._elements.get(turnId);
+  }
+
+  _element(turnId) {
+    let element = this._elements.get(turnId);
+    if (element === undefined) {
+      element = this.document.createElement("div");
+      element.setAttribute("class", "turn");
+      element.setAttribute("data-turn-id", turnId);
+      element.setAttribute("aria-busy", "true");
+      this.container.appendChild(element);
+      this._elements.set(turnId, element);
+      this._shown.set(turnId, "");
+    }
+    return element;
+  }
+
+  /** Show a turn's current text while it streams. */
+  update(turnId, text) {
+    const element = this._element(turnId);
+    const before = this._shown.get(turnId);
+    if (before === text) return;
+    if (!text.startsWith(before)) {
+      // A retraction: hold the height the element had so the page does not
+      // jump; the min-height is released when the turn ends.
+      const height = element.offsetHeight;
+      if (typeof height === "number" && height > 0) element.style.minHeight = `${height}px`;
+    }
+    element.textContent = text;
+    this._shown.set(turnId, text);
+  }
+
+  /** The turn is over: final text, not busy any more, announced once. */
+  finish(turnId, text) {
+    const element = this._element(turnId);
+    if (typeof text === "string" && this._shown.get(turnId) !== text) {
+      element.textContent = text;
+      this._shown.set(turnId, text);
+    }
+    element.style.minHeight = "";
+    element.setAttribute("aria-busy", "false");
+    if (!this._announced.has(turnId)) {
+      this._announced.add(turnId);
+      const shown = this._shown.get(turnId);
+      if (this.announcer !== null && shown !== "") this.announcer.textContent = shown;
+    }
+  }
+}

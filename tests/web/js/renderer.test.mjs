@@ -1,0 +1,85 @@
+// The renderer against a tiny fake DOM: keyed by turnId, aria-busy while
+// streaming, one announcement at the end, no height collapse on a reset.
+import { deepStrictEqual, equal, throws } from "node:assert/strict";
+import { test } from "node:test";
+
+import { TurnRenderer } from "../../../src/juno_bind_trio/web/static/renderer.js";
+
+class FakeElement {
+  constructor(tag) {
+    this.tag = tag;
+    this.attributes = new Map();
+    this.children = [];
+    this.style = { minHeight: "" };
+    this._text = "";
+    this.writes = [];
+  }
+  setAttribute(name, value) { this.attributes.set(name, String(value)); }
+  getAttribute(name) { return this.attributes.get(name) ?? null; }
+  appendChild(child) { this.children.push(child); return child; }
+  get textContent() { return this._text; }
+  set textContent(value) { this._text = value; this.writes.push(value); }
+  // One line of 20px per 10 characters, at least one line once there is text.
+  get offsetHeight() { return this._text === "" ? 0 : 20 * Math.ceil(this._text.length / 10); }
+}
+
+const fakeDocument = { createElement: (tag) => new FakeElement(tag) };
+
+function setup() {
+  const container = new FakeElement("main");
+  const announcer = new FakeElement("div");
+  const renderer = new TurnRenderer(container, { document: fakeDocument, announcer });
+  return { container, announcer, renderer };
+}
+
+test("one element per turn, keyed by turnId, reused across a reset", () => {
+  const { container, renderer } = setup();
+  renderer.update("t1", "Let me think");
+  const element = renderer.elementFor("t1");
+  renderer.update("t1", "");
+  renderer.update("t1", "The answer");
+  renderer.update("t2", "Next");
+  equal(container.children.length, 2);
+  equal(renderer.elementFor("t1"), element);
+  equal(element.getAttribute("data-turn-id"), "t1");
+  equal(element.textContent, "The answer");
+});
+
+test("aria-busy while streaming, announced once at the end", () => {
+  const { announcer, renderer } = setup();
+  renderer.update("t1", "Hel");
+  const element = renderer.elementFor("t1");
+  equal(element.getAttribute("aria-busy"), "true");
+  renderer.update("t1", "Hello");
+  deepStrictEqual(announcer.writes, []);
+  renderer.finish("t1", "Hello!");
+  equal(element.getAttribute("aria-busy"), "false");
+  equal(element.textContent, "Hello!");
+  renderer.finish("t1", "Hello!");
+  deepStrictEqual(announcer.writes, ["Hello!"]);
+});
+
+test("a reset keeps the element's height until the turn ends", () => {
+  const { renderer } = setup();
+  renderer.update("t1", "a partial answer of some length");
+  const element = renderer.elementFor("t1");
+  const before = element.offsetHeight;
+  renderer.update("t1", "");
+  equal(element.style.minHeight, `${before}px`);
+  renderer.update("t1", "New");
+  equal(element.style.minHeight, `${before}px`);
+  renderer.finish("t1");
+  equal(element.style.minHeight, "");
+  equal(element.textContent, "New");
+});
+
+test("an unchanged text is not rewritten", () => {
+  const { renderer } = setup();
+  renderer.update("t1", "same");
+  renderer.update("t1", "same");
+  deepStrictEqual(renderer.elementFor("t1").writes, ["same"]);
+});
+
+test("a container is required", () => {
+  throws(() => new TurnRenderer(null, { document: fakeDocument }), /container must be an element/);
+});
