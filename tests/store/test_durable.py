@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -9,6 +10,7 @@ import pytest
 
 from juno_bind_trio import INTERRUPTED_TOOL_CALL_MESSAGE
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.plugins import tool_failure_message
 from juno_bind_trio.run import ToolCallReceiptKey
 from juno_bind_trio.store import (
     RunLeasedError,
@@ -165,13 +167,13 @@ async def test_a_started_send_is_refused_with_the_documented_answer(store: RunSt
         assert [(a.tool_call_id, a.state, a.action) for a in answers] == [
             ("c1", "started", "refuse")
         ]
-        assert run.state.messages[-1] == {
-            "role": "tool",
-            "tool_call_id": "c1",
-            "content": (
-                '{"success": false, "kind": "interrupted", "error": '
-                f'"{INTERRUPTED_TOOL_CALL_MESSAGE}"}}'
-            ),
+        assert run.state.messages[-1] == tool_failure_message(
+            "c1", INTERRUPTED_TOOL_CALL_MESSAGE, "interrupted"
+        )
+        assert json.loads(run.state.messages[-1]["content"]) == {
+            "success": False,
+            "kind": "interrupted",
+            "error": INTERRUPTED_TOOL_CALL_MESSAGE,
         }
         await run.finish("stopped")
     assert world.effects == []

@@ -166,6 +166,18 @@ async def test_claim_next_takes_pending_then_expired_runs(
     assert await store.claim_next(owner="w4", ttl=10) is None  # "b" completed: never again
 
 
+async def test_a_worker_restarted_under_its_name_takes_its_runs_back(store: RunStore) -> None:
+    await store.create_run("a", messages=USER)
+    first = await store.claim_next(owner="w1", ttl=30)
+    assert first is not None
+    assert await store.claim_next(owner="w2", ttl=30) is None  # leased, unexpired
+    again = await store.claim_next(owner="w1", ttl=30)  # w1 restarted
+    assert again is not None
+    assert (again.run_id, again.token) == ("a", first.token + 1)
+    with pytest.raises(LeaseLostError):  # the old incarnation is fenced off
+        await store.renew_lease(first, ttl=30)
+
+
 async def test_receipts_before_dispatch_and_when_settled(store: RunStore) -> None:
     lease = await started_run(store)
     await store.save_turn(lease, iteration=1, assistant=TURN)

@@ -33,6 +33,7 @@ from ._records import RunStatus as RunStatus
 from ._records import StoredRun as StoredRun
 from ._sqlite import SqliteRunStore as SqliteRunStore
 from ._store import RunStore as RunStore
+from ._worker import serve_runs as serve_runs
 
 __all__ = [
     "RESUMABLE_STATUSES",
@@ -56,6 +57,7 @@ __all__ = [
     "StoreError",
     "StoredRun",
     "open_durable_run",
+    "serve_runs",
     "tool_call_idempotency_key",
     "tool_call_receipt_key",
 ]

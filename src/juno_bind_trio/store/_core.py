@@ -359,9 +359,9 @@ def claim_next(ex: Exec, dialect: Dialect, now: float, *, owner: str, ttl: float
     row = ex(
         "SELECT run_id, lease_token FROM juno_runs "
         "WHERE status = 'pending' OR (status = 'running' AND "
-        "(lease_expires IS NULL OR lease_expires <= ?)) "
+        "(lease_expires IS NULL OR lease_expires <= ? OR lease_owner = ?)) "
         f"ORDER BY created_at, run_id LIMIT 1{dialect.skip_locked}",
-        (now,),
+        (now, owner),
     ).fetchone()
     if row is None:
         return None

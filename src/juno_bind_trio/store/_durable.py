@@ -55,7 +55,7 @@ from juno_bind_trio._errors import (
     UsageError,
 )
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome
-from juno_bind_trio.plugins import kind_for_error, tool_failure_message
+from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_message
 from juno_bind_trio.run import (
     EffectResumability,
     ReceiptState,
@@ -319,9 +319,7 @@ class DurableRun:
             if cancelled_now():
                 await self._settle_interrupted(iteration, call_id)
                 raise
-            message = tool_failure_message(
-                call_id, str(exc) or type(exc).__name__, kind_for_error(exc)
-            )
+            message = tool_failure_message(call_id, tool_error_text(exc), kind_for_error(exc))
             await self._settle(iteration, call_id, "failed", message)
             raise
         except BaseException:
@@ -436,7 +434,7 @@ class DurableRun:
                         )
                     )
                     answers[index] = tool_failure_message(
-                        call_id, str(error) or type(error).__name__, kind_for_error(error)
+                        call_id, tool_error_text(error), kind_for_error(error)
                     )
         self.state.messages.append(dict(turn))
         self.state.messages.extend(a for a in answers if a is not None)

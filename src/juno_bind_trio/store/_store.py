@@ -97,8 +97,12 @@ class RunStore(Protocol):
         ...
 
     async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
-        """Take the lease of the oldest runnable run: pending, or running with an
-        expired lease. ``None`` when there is none."""
+        """Take the lease of the oldest runnable run: pending, running with an expired
+        lease, or running under *owner*'s own name (a worker restarted under the same
+        name takes its runs back at once). ``None`` when there is none.
+
+        So *owner* must name one worker: two workers sharing a name would take
+        each other's runs (safely, by the fencing token, but for nothing)."""
         ...
 
     async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
