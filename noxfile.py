@@ -5,7 +5,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "venv"
-nox.options.sessions = ["tests_trio", "tests_asyncio", "lint", "typecheck", "docs"]
+nox.options.sessions = ["tests_trio", "tests_asyncio", "lint", "typecheck", "verifytypes", "docs"]
 
 
 @nox.session
@@ -35,6 +35,15 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict over the library, tests, benchmarks and examples."""
     session.install("-e", ".[test,lint]")
     session.run("mypy")
+
+
+@nox.session
+def verifytypes(session: nox.Session) -> None:
+    """pyright --verifytypes: every public symbol has a known type."""
+    session.install("-e", ".[test,lint]")
+    session.run(
+        "python", "-m", "pytest", "-p", "no:cacheprovider", "tests/test_type_completeness.py"
+    )
 
 
 @nox.session

@@ -141,3 +141,23 @@ def test_docstrings_reference_public_paths() -> None:
         for m in private.finditer(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+def _heading(site: Path, page: str, identifier: str) -> str:
+    text = (site / "reference" / page / "index.html").read_text(encoding="utf-8")
+    start = text.index(f'id="{identifier}"')
+    return text[start : text.index("</h2>", start)]
+
+
+def test_reference_says_what_is_awaited_and_what_is_entered(site: Path) -> None:
+    entered = _heading(
+        site, "providers-openai", "juno_bind_trio.providers.openai.open_openai_client"
+    )
+    assert "<code>async with</code>" in entered
+    assert "<code>async</code>" not in entered
+    awaited = _heading(
+        site, "providers-openai", "juno_bind_trio.providers.openai.stream_chat_completion"
+    )
+    assert "<code>async</code>" in awaited
+    server = _heading(site, "testing", "juno_bind_trio.testing.open_fake_openai_server")
+    assert "<code>async with</code>" in server

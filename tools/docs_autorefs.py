@@ -39,20 +39,21 @@ SRC = ROOT / "src"
 PACKAGE = "juno_bind_trio"
 LINE_LENGTH = 100
 
-# The public modules, in order of preference: the exception tree is documented
-# at the top level, everything else at the subpackage that exports it.
-PUBLIC_MODULES = [
-    PACKAGE,
-    f"{PACKAGE}.completion",
-    f"{PACKAGE}.loop",
-    f"{PACKAGE}.run",
-    f"{PACKAGE}.routing",
-    f"{PACKAGE}.plugins",
-    f"{PACKAGE}.transcript",
-    f"{PACKAGE}.schema",
-    f"{PACKAGE}.providers.openai",
-    f"{PACKAGE}.testing",
-]
+
+# The public modules the reference renders (a `::: module` line in
+# docs/reference/), the top level first: the exception tree is documented
+# there, everything else at the subpackage that exports it.
+def _rendered_modules() -> list[str]:
+    found = [
+        line[4:].strip()
+        for page in sorted((ROOT / "docs" / "reference").glob("*.md"))
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("::: ")
+    ]
+    return sorted(set(found), key=lambda name: (name != PACKAGE, name))
+
+
+PUBLIC_MODULES = _rendered_modules()
 
 ROLE = re.compile(
     r":(?:py:)?(?P<kind>class|meth|func|data|attr|exc|mod|obj|const|type):"

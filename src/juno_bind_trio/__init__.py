@@ -3,8 +3,10 @@
 The subpackages mirror the TypeScript package's subpaths: ``completion``,
 ``loop``, ``run``, ``routing``, ``plugins``, ``transcript``, ``schema``, plus
 ``providers.openai`` (the real SDK adapter) and ``testing`` (fakes for your own
-tests). This top level re-exports the exception tree only; import everything
-else from its subpackage.
+tests), and ``agent``, the layer an application is written against. This top
+level re-exports the exception tree and the agent's four everyday names
+(``Agent``, ``tool``, ``RunContext``, ``AgentResult``); import everything else
+from its subpackage.
 """
 
 from ._errors import ABORTED_TOOL_CALL_MESSAGE as ABORTED_TOOL_CALL_MESSAGE
@@ -38,6 +40,11 @@ from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
+from ._public import publish as _publish
+from .agent import Agent as Agent
+from .agent import AgentResult as AgentResult
+from .agent import RunContext as RunContext
+from .agent import tool as tool
 
 __version__ = "0.1.0.dev0"
 
@@ -45,6 +52,8 @@ __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
     "INTERRUPTED_TOOL_CALL_MESSAGE",
     "AbortedToolCallError",
+    "Agent",
+    "AgentResult",
     "AllRoutesFailedError",
     "CompletionDefectError",
     "InterruptedToolCallError",
@@ -54,6 +63,7 @@ __all__ = [
     "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
+    "RunContext",
     "RunExistsError",
     "RunLeasedError",
     "RunNotFoundError",
@@ -74,4 +84,7 @@ __all__ = [
     "UsageError",
     "WireFormatError",
     "__version__",
+    "tool",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -372,7 +372,7 @@ class AllRoutesFailedError(RoutingError):
         super().__init__(f"all routes failed after {len(attempts)} attempt(s)", attempts, skipped)
         self._message = message
         if attempts and attempts[-1].error is not None:
-            self.__cause__ = attempts[-1].error
+            self.__cause__: BaseException | None = attempts[-1].error
 
     def __str__(self) -> str:
         if self._message is None:

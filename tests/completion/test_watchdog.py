@@ -72,7 +72,7 @@ def test_defaults_are_the_documented_budgets() -> None:
 )
 def test_budgets_must_be_positive_seconds(field: str, bad: object, error: type) -> None:
     with pytest.raises(error, match=rf"StreamWatchdog: {field} must be a positive number"):
-        StreamWatchdog(**{field: bad})
+        StreamWatchdog(**{field: bad})  # type: ignore[arg-type]
 
 
 def test_inf_switches_a_budget_off_and_ints_become_floats() -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from juno_bind_trio import MCPConnectionError, MCPToolError, ToolFailureError
 from juno_bind_trio.mcp import MCPToolset, open_mcp_http, open_mcp_stdio
+from juno_bind_trio.run import ToolBatch, ToolCallLike, tool_call_id
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process]
 
@@ -98,18 +99,31 @@ async def test_stdio_server_lists_calls_fails_and_cancels_then_its_process_is_go
         assert gone(pid)
 
 
-async def test_a_hard_cancel_around_the_block_leaves_no_server_process(errlog: TextIO) -> None:
+async def test_a_hard_cancel_around_the_block_interrupts_calls_and_leaves_no_process(
+    errlog: TextIO,
+) -> None:
+    """The run's scope is cancelled while a batch of MCP calls is running: the
+    running calls are interrupted, the queued one refused, the process gone."""
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "slow", "arguments": "{}"}}
+        for i in range(3)
+    ]
+    batch: ToolBatch[object] = ToolBatch(calls)
     pids: list[int] = []
     with anyio.fail_after(LIMIT):
-        with anyio.CancelScope() as outer:
+        with anyio.CancelScope() as run_scope:
             async with open_mcp_stdio(sys.executable, [SERVER, "stdio"], errlog=errlog) as toolset:
                 pids.append(await server_pid(toolset))
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(toolset.call, "slow", {"tag": "never"})
-                    await anyio.sleep(0.2)
-                    outer.cancel()
-                    await anyio.sleep_forever()
-        assert outer.cancelled_caught
+
+                async def dispatch(call: ToolCallLike) -> object:
+                    if tool_call_id(call) == "c1":
+                        # The second call is on the server: cancel the run.
+                        run_scope.cancel()
+                    return await toolset.call("slow", {"tag": tool_call_id(call)})
+
+                await batch.run(dispatch, per_tool_limit=2)
+        assert run_scope.cancelled_caught
+    assert batch.states == ("interrupted", "interrupted", "refused")
     assert gone(pids[0])
 
 

@@ -19,7 +19,8 @@ from mcp.server.mcpserver import MCPServer
 
 from juno_bind_trio import MCPToolError, ToolFailureError, UsageError
 from juno_bind_trio.mcp import MCPToolInfo, MCPToolset, open_mcp_client
-from juno_bind_trio.mcp._convert import failure_for, model_name, result_value
+from juno_bind_trio.mcp._convert import ArgumentCheck, failure_for, model_name, result_value
+from juno_bind_trio.run import ToolBatch, ToolCallLike, tool_call_id
 from juno_bind_trio.schema import SCHEMA_DIALECTS, sanitize_tool_schema
 
 pytestmark = pytest.mark.anyio
@@ -86,10 +87,29 @@ async def test_a_result_marked_is_error_is_an_mcp_tool_error_without_a_kind() ->
     assert not hasattr(caught.value, "kind")
 
 
-async def test_arguments_the_server_rejects_come_back_as_its_error() -> None:
+async def test_arguments_that_break_the_schema_are_a_validation_failure_naming_each_field() -> None:
     async with in_process() as toolset:
-        with pytest.raises(MCPToolError, match="text"):
-            await toolset.call("echo", {})
+        with pytest.raises(ToolFailureError) as caught:
+            await toolset.call("add", {"a": "one"})
+        assert caught.value.kind == "validation"
+        assert (
+            caught.value.message
+            == "(arguments): 'b' is a required property; a: 'one' is not of type 'integer'"
+        )
+        # Nothing was sent: the server's own check would have said it in its words.
+        assert await toolset.call("add", {"a": 1, "b": 1}) == {"total": 2, "terms": [1, 1]}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": 12},  # not a schema
+        {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}},
+        {"type": "object", "properties": {"x": {"pattern": "("}}},  # a regex that does not compile
+    ],
+)
+def test_a_schema_the_validator_cannot_use_is_left_to_the_server(schema: dict[str, Any]) -> None:
+    ArgumentCheck(schema)({"x": "anything"})
 
 
 async def test_unknown_names_and_use_after_the_block() -> None:
@@ -231,3 +251,25 @@ def test_tool_info_is_frozen() -> None:
     )
     with pytest.raises(AttributeError):
         info.name = "b"  # type: ignore[misc]
+
+
+async def test_a_hard_cancel_of_a_batch_interrupts_running_mcp_calls_and_refuses_queued_ones() -> (
+    None
+):
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "slow", "arguments": "{}"}}
+        for i in range(3)
+    ]
+    async with in_process() as toolset:
+
+        async def dispatch(call: ToolCallLike) -> object:
+            return await toolset.call("slow", {"tag": tool_call_id(call)})
+
+        batch: ToolBatch[object] = ToolBatch(calls)
+        with anyio.move_on_after(5):
+            await batch.run(dispatch, per_tool_limit=2)
+        assert batch.states == ("interrupted", "interrupted", "refused")
+        # The server's handlers were cancelled too, and the third never reached it.
+        record = await toolset.call("record", {})
+        assert isinstance(record, dict)
+        assert sorted(record["started"]) == sorted(record["cancelled"]) == ["c0", "c1"]

@@ -264,7 +264,7 @@ async def test_construction_is_checked() -> None:
         with pytest.raises(ValueError, match=r"no client for provider\(s\) \['b'\]"):
             OpenAIChatModel(plan=PLAN, clients={"a": client})
         with pytest.raises(TypeError, match="OpenAIChatModel: plan must be a RoutePlan"):
-            OpenAIChatModel(plan="m1", clients={"a": client})
+            OpenAIChatModel(plan="m1", clients={"a": client})  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="time_to_first_token must be a positive"):
             OpenAIChatModel(plan=PLAN, clients={"a": client, "b": client}, time_to_first_token=0)
         # None is no classifier: refused here, not as a TypeError at the first failure.

@@ -209,7 +209,7 @@ def test_construction_refuses_bad_settings_by_name(
     kwargs: dict[str, object], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=f"CircuitBreaker: {message}"):
-        CircuitBreaker(**kwargs)
+        CircuitBreaker(**kwargs)  # type: ignore[arg-type]
 
 
 def test_bad_verdict_arguments_are_refused() -> None:

@@ -424,4 +424,4 @@ async def test_classified_error_refuses_cancellation_as_a_cause() -> None:
             raise
     assert isinstance(caught[0], anyio.get_cancelled_exc_class())
     with pytest.raises(TypeError, match="cancellation is never classified"):
-        ClassifiedError(NEXT, caught[0])
+        ClassifiedError(NEXT, caught[0])  # type: ignore[arg-type]

@@ -71,7 +71,7 @@ def test_the_same_endpoint_in_two_stages_is_fine_but_not_twice_in_one() -> None:
             TypeError,
             "Candidate: provider must be a non-empty string, got ''",
         ),
-        (lambda: Candidate(3), TypeError, "Candidate: provider must be a non-empty string, got 3"),
+        (lambda: Candidate(3), TypeError, "Candidate: provider must be a non-empty string, got 3"),  # type: ignore[arg-type]
         (lambda: Candidate("x", base_url=""), TypeError, "Candidate: base_url must be"),
         (lambda: Candidate("x", model=" "), TypeError, "Candidate: model must be"),
         (lambda: Candidate("x", endpoint=""), TypeError, "Candidate: endpoint must be"),
@@ -81,17 +81,17 @@ def test_the_same_endpoint_in_two_stages_is_fine_but_not_twice_in_one() -> None:
             "Candidate: max_retries must be a non-negative integer, got -1",
         ),
         (lambda: Candidate("x", max_retries=True), TypeError, "got True"),
-        (lambda: Candidate("x", max_retries=1.5), TypeError, "got 1.5"),
-        (lambda: Candidate("x", options=[1]), TypeError, "Candidate: options must be a mapping"),
+        (lambda: Candidate("x", max_retries=1.5), TypeError, "got 1.5"),  # type: ignore[arg-type]
+        (lambda: Candidate("x", options=[1]), TypeError, "Candidate: options must be a mapping"),  # type: ignore[arg-type]
         (lambda: RouteStage("", [Candidate("x")]), TypeError, "RouteStage: model must be"),
         (lambda: RouteStage("m", []), ValueError, r"RouteStage: candidates must not be empty"),
-        (lambda: RouteStage("m", "x"), TypeError, "RouteStage: candidates must be a sequence"),
-        (lambda: RouteStage("m", ["x"]), TypeError, "must hold Candidate objects, got 'x'"),
+        (lambda: RouteStage("m", "x"), TypeError, "RouteStage: candidates must be a sequence"),  # type: ignore[arg-type]
+        (lambda: RouteStage("m", ["x"]), TypeError, "must hold Candidate objects, got 'x'"),  # type: ignore[list-item]
         (lambda: RoutePlan([]), ValueError, r"RoutePlan: stages must not be empty"),
-        (lambda: RoutePlan(None), TypeError, "RoutePlan: stages must be a sequence"),
-        (lambda: RoutePlan([Candidate("x")]), TypeError, "must hold RouteStage objects"),
+        (lambda: RoutePlan(None), TypeError, "RoutePlan: stages must be a sequence"),  # type: ignore[arg-type]
+        (lambda: RoutePlan([Candidate("x")]), TypeError, "must hold RouteStage objects"),  # type: ignore[list-item]
         (
-            lambda: RoutePlan([RouteStage("m", [Candidate("x")])], max_retries=math.nan),
+            lambda: RoutePlan([RouteStage("m", [Candidate("x")])], max_retries=math.nan),  # type: ignore[arg-type]
             TypeError,
             "RoutePlan: max_retries must be a non-negative integer, got nan",
         ),
@@ -101,7 +101,7 @@ def test_the_same_endpoint_in_two_stages_is_fine_but_not_twice_in_one() -> None:
             "RoutePlan: max_retry_wait must be a finite, non-negative number of seconds, got -1",
         ),
         (
-            lambda: RoutePlan([RouteStage("m", [Candidate("x")])], max_retry_wait="5"),
+            lambda: RoutePlan([RouteStage("m", [Candidate("x")])], max_retry_wait="5"),  # type: ignore[arg-type]
             TypeError,
             "RoutePlan: max_retry_wait must be a number of seconds, got '5'",
         ),
@@ -116,13 +116,13 @@ def test_bad_plans_are_refused_by_name(build: object, error: type[Exception], me
 def test_classified_error_and_failure_validate_their_fields() -> None:
     cause = connection_error()
     with pytest.raises(TypeError, match="ClassifiedError: action must be a RouteAction"):
-        ClassifiedError("next_candidate", cause)
+        ClassifiedError("next_candidate", cause)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retry_after must be finite and non-negative, got inf"):
         ClassifiedError(RouteAction.NEXT_CANDIDATE, cause, retry_after=math.inf)
     with pytest.raises(TypeError, match="AttemptFailure: error must be a ClassifiedError"):
-        AttemptFailure(cause)
+        AttemptFailure(cause)  # type: ignore[arg-type]
     verdict = ClassifiedError(RouteAction.NEXT_CANDIDATE, cause, retry_after=2)
     assert verdict.retry_after == 2.0
     # The stream object (always truthy) instead of its flag would clamp every failure.
     with pytest.raises(TypeError, match="AttemptFailure: produced_output must be a bool"):
-        AttemptFailure(verdict, produced_output=object())
+        AttemptFailure(verdict, produced_output=object())  # type: ignore[arg-type]

@@ -303,7 +303,7 @@ def test_schedule_arguments_are_checked(
     kwargs: dict[str, object], error: type[Exception], shown: str
 ) -> None:
     with pytest.raises(error, match=r"^PollSchedule: ") as info:
-        PollSchedule(**kwargs)
+        PollSchedule(**kwargs)  # type: ignore[arg-type]
     assert shown in str(info.value)
 
 

@@ -222,7 +222,7 @@ def test_bad_arguments_are_refused_by_name(
     kwargs: dict[str, object], error: type[Exception], shown: str
 ) -> None:
     with pytest.raises(error, match=r"^RunDeadline: ") as info:
-        RunDeadline(**kwargs)
+        RunDeadline(**kwargs)  # type: ignore[arg-type]
     assert shown in str(info.value)
 
 

@@ -414,9 +414,9 @@ def test_bad_script_values_are_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"Pause: seconds .* got nan"):
         Pause(math.nan)
     with pytest.raises(TypeError, match=r"StreamResponse: not a stream event: 'hi'"):
-        StreamResponse(["hi"])
+        StreamResponse(["hi"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"StreamResponse: events must be a sequence"):
-        StreamResponse("hi")
+        StreamResponse("hi")  # type: ignore[arg-type]
     with pytest.raises(
         ValueError, match=r"ErrorResponse: status must be an int in 400\.\.599, got 200"
     ):

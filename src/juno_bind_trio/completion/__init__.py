@@ -12,6 +12,7 @@ from juno_bind_trio._errors import ToolCallArgumentsError as ToolCallArgumentsEr
 from juno_bind_trio._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from juno_bind_trio._errors import TurnStreamUsageError as TurnStreamUsageError
 from juno_bind_trio._errors import WireFormatError as WireFormatError
+from juno_bind_trio._public import publish as _publish
 
 from ._assembly import AssembledToolCall as AssembledToolCall
 from ._assembly import DispatchableToolCall as DispatchableToolCall
@@ -115,3 +116,5 @@ __all__ = [
     "structured_output_parses",
     "tool_call_arguments_absent",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -121,19 +121,20 @@ def _optional_str(owner: str, field: str, value: object) -> str | None:
     raise TypeError(f"{owner}: {field} must be a str or None, got {value!r}")
 
 
-def _content(value: object) -> str | None:
+def _content(value: str | None) -> str | None:
     return _optional_str("AssembledCompletion", "content", value)
 
 
-def _finish_reason(value: object) -> str | None:
+def _finish_reason(value: str | None) -> str | None:
     return _optional_str("AssembledCompletion", "finish_reason", value)
 
 
-def _refusal(value: object) -> str | None:
+def _refusal(value: str | None) -> str | None:
     return _optional_str("AssembledCompletion", "refusal", value)
 
 
-def _tool_call_tuple(value: object) -> tuple[StreamedToolCall, ...]:
+def _tool_call_tuple(given: Sequence[StreamedToolCall] | None) -> tuple[StreamedToolCall, ...]:
+    value: object = given  # checked at run time, whatever the type says
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):

@@ -19,6 +19,7 @@ sink knows what it has released, so only the sink can make that saving.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol, final, runtime_checkable
 
 import attrs
@@ -73,7 +74,7 @@ class ListSink:
             raise TypeError(f"ListSink: retractable must be a bool, got {retractable!r}")
         self.retractable: bool = retractable
         self.events: list[TurnStreamEvent] = []
-        self.emit = self.events.append
+        self.emit: Callable[[TurnStreamEvent], None] = self.events.append
 
     def __repr__(self) -> str:
         return f"ListSink(retractable={self.retractable}, events={len(self.events)})"

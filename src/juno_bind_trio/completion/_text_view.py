@@ -59,8 +59,12 @@ def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
         raise TypeError(f"TurnTextView: turn_id must be a non-empty string, got {value!r}")
 
 
+# How much of the visible text a repr shows before it elides the rest.
+_REPR_TEXT = 60
+
+
 @final
-@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
+@attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
 class TurnTextView:
     """Reassembles one turn's text from events delivered in any order, any number of times.
 
@@ -85,6 +89,21 @@ class TurnTextView:
     _held: dict[int, TurnStreamEvent] = attrs.field(factory=dict, init=False, repr=False)
     _resync_needed: bool = attrs.field(default=False, init=False)
     _final: bool = attrs.field(default=False, init=False)
+
+    def __repr__(self) -> str:
+        text = self.text
+        if len(text) > _REPR_TEXT:
+            text = text[: _REPR_TEXT - 1] + "…"
+        flags = "".join(
+            (
+                ", resync_needed=True" if self._resync_needed else "",
+                ", final=True" if self._final else "",
+            )
+        )
+        return (
+            f"TurnTextView(turn_id={self._turn_id!r}, text={text!r}, epoch={self._newest_epoch}, "
+            f"last_seq={self._last_seq}, held={len(self._held)}{flags})"
+        )
 
     @property
     def turn_id(self) -> str:

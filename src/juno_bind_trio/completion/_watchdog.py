@@ -139,11 +139,11 @@ def _check_budget(name: str, value: object) -> float:
     return seconds
 
 
-def _check_ttft(value: object) -> float:
+def _check_ttft(value: float) -> float:
     return _check_budget("time_to_first_token", value)
 
 
-def _check_inter(value: object) -> float:
+def _check_inter(value: float) -> float:
     return _check_budget("inter_chunk_timeout", value)
 
 

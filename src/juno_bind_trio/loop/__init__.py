@@ -4,6 +4,8 @@ records, its events.
 The TypeScript package's ``@juno-ai/bind/loop`` subpath (``runToolLoop``).
 """
 
+from juno_bind_trio._public import publish as _publish
+
 from ._events import AssistantMessageEvent as AssistantMessageEvent
 from ._events import Interrupt as Interrupt
 from ._events import InterruptReceivedEvent as InterruptReceivedEvent
@@ -47,3 +49,5 @@ __all__ = [
     "ToolLoop",
     "ToolLoopStatistics",
 ]
+
+_publish(__name__, globals(), __all__)

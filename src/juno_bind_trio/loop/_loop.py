@@ -210,11 +210,11 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-def _check_max_iterations(value: object) -> int:
+def _check_max_iterations(value: int) -> int:
     return _positive_int("max_iterations", value)
 
 
-def _check_per_tool_limit(value: object) -> int:
+def _check_per_tool_limit(value: int) -> int:
     return _positive_int("per_tool_limit", value)
 
 
@@ -249,7 +249,8 @@ def _check_text_sink(_instance: Any, _attribute: Any, value: Any) -> None:
     )
 
 
-def _check_max_text_resets(value: object) -> int | None:
+def _check_max_text_resets(given: int | None) -> int | None:
+    value: object = given  # checked at run time, whatever the type says
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -259,7 +260,8 @@ def _check_max_text_resets(value: object) -> int | None:
     return value
 
 
-def _check_run_id(value: object) -> str:
+def _check_run_id(given: str) -> str:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str) or not value:
         raise TypeError(f"ToolLoop: run_id must be a non-empty string, got {value!r}")
     return value

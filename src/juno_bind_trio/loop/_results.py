@@ -110,7 +110,8 @@ def _optional_text(owner: str, name: str, value: object) -> str | None:
     return value
 
 
-def _tool_calls(value: object) -> tuple[ToolCallLike, ...]:
+def _tool_calls(given: Sequence[ToolCallLike] | None) -> tuple[ToolCallLike, ...]:
+    value: object = given  # checked at run time, whatever the type says
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
@@ -136,27 +137,27 @@ def _tool_calls(value: object) -> tuple[ToolCallLike, ...]:
     return calls
 
 
-def _check_content(value: object) -> str | None:
+def _check_content(value: str | None) -> str | None:
     return _optional_text("ModelTurnResult", "content", value)
 
 
-def _check_reasoning(value: object) -> str | None:
+def _check_reasoning(value: str | None) -> str | None:
     return _optional_text("ModelTurnResult", "reasoning", value)
 
 
-def _check_input_tokens(value: object) -> int:
+def _check_input_tokens(value: int) -> int:
     return _count("ModelTurnResult", "input_tokens", value)
 
 
-def _check_output_tokens(value: object) -> int:
+def _check_output_tokens(value: int) -> int:
     return _count("ModelTurnResult", "output_tokens", value)
 
 
-def _check_cost(value: object) -> float:
+def _check_cost(value: float) -> float:
     return _seconds("ModelTurnResult", "cost", value)
 
 
-def _check_ttft(value: object) -> float | None:
+def _check_ttft(value: float | None) -> float | None:
     return None if value is None else _seconds("ModelTurnResult", "time_to_first_token", value)
 
 
@@ -199,7 +200,8 @@ class ModelTurnResult:
 # --- a tool call ----------------------------------------------------------------------
 
 
-def _tool_message(value: object) -> dict[str, Any]:
+def _tool_message(given: Mapping[str, Any]) -> dict[str, Any]:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, Mapping):
         raise TypeError(f"ToolCallOutcome: tool_message must be a mapping, got {value!r}")
     if value.get("role") != "tool":
@@ -216,7 +218,8 @@ def _tool_message(value: object) -> dict[str, Any]:
     return dict(value)
 
 
-def _suspend(value: object) -> SuspendDirective | None:
+def _suspend(given: SuspendDirective | None) -> SuspendDirective | None:
+    value: object = given  # checked at run time, whatever the type says
     if value is not None and not isinstance(value, SuspendDirective):
         raise TypeError(
             f"ToolCallOutcome: suspend must be a SuspendDirective or None, got {value!r}"
@@ -232,15 +235,16 @@ def _name(field_name: str, value: object) -> str | None:
     return value
 
 
-def _check_plugin(value: object) -> str | None:
+def _check_plugin(value: str | None) -> str | None:
     return _name("activated_plugin", value)
 
 
-def _check_skill(value: object) -> str | None:
+def _check_skill(value: str | None) -> str | None:
     return _name("activated_skill", value)
 
 
-def _flag(value: object) -> bool:
+def _flag(given: bool) -> bool:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, bool):
         raise TypeError(f"ToolCallOutcome: request_compaction must be a bool, got {value!r}")
     return value

@@ -9,6 +9,7 @@ built — and yields an [MCPToolset][juno_bind_trio.mcp.MCPToolset] to pass to
 
 from juno_bind_trio._errors import MCPConnectionError as MCPConnectionError
 from juno_bind_trio._errors import MCPToolError as MCPToolError
+from juno_bind_trio._public import publish as _publish
 
 from ._convert import MCPToolInfo as MCPToolInfo
 from ._toolset import IDEMPOTENCY_KEY_META as IDEMPOTENCY_KEY_META
@@ -27,3 +28,5 @@ __all__ = [
     "open_mcp_http",
     "open_mcp_stdio",
 ]
+
+_publish(__name__, globals(), __all__)

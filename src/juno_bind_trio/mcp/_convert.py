@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
+import jsonschema  # type: ignore[import-untyped]  # ships no type information; the SDK requires it
 import mcp_types
 import pydantic
 from mcp.shared.exceptions import MCPError
@@ -236,3 +237,47 @@ def check_arguments(where: str, arguments: object) -> dict[str, Any]:
         if not isinstance(key, str):
             raise TypeError(f"{where}: argument names must be strings, got {key!r}")
     return dict(arguments)
+
+
+class ArgumentCheck:
+    """Checks a call's arguments against a tool's input schema before it is sent.
+
+    A call the server would refuse is answered at once as a ``"validation"``
+    failure naming every bad field, as a local tool's is, instead of a round
+    trip that comes back as the server's free text. A schema this validator
+    cannot compile is left to the server to judge.
+    """
+
+    __slots__ = ("_validator",)
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._validator: Any = None
+        try:
+            cls = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator
+            )
+            cls.check_schema(schema)
+            self._validator = cls(schema)
+        except Exception:  # not a schema this validator understands: the server judges
+            self._validator = None
+
+    def __call__(self, arguments: dict[str, Any]) -> None:
+        if self._validator is None:
+            return
+        try:
+            errors = sorted(self._validator.iter_errors(arguments), key=_error_path)
+        except Exception:  # a $ref that does not resolve, a bad regex: the server judges
+            return
+        if errors:
+            raise ToolFailureError(
+                "validation", "; ".join(f"{_where(error)}: {error.message}" for error in errors)
+            )
+
+
+def _error_path(error: Any) -> tuple[str, ...]:
+    return tuple(str(part) for part in error.absolute_path)
+
+
+def _where(error: Any) -> str:
+    path = _error_path(error)
+    return "/".join(path) if path else "(arguments)"

@@ -39,6 +39,7 @@ from mcp.client.streamable_http import streamable_http_client
 from juno_bind_trio._errors import MCPConnectionError, UsageError
 
 from ._convert import (
+    ArgumentCheck,
     MCPToolInfo,
     check_arguments,
     check_names,
@@ -84,8 +85,11 @@ class MCPToolset:
     _closed_reason: str | None = None
     _by_name: dict[str, MCPToolInfo] = attrs.field(init=False)
 
+    _checks: dict[str, ArgumentCheck] = attrs.field(init=False)
+
     def __attrs_post_init__(self) -> None:
         self._by_name = {info.name: info for info in self._infos}
+        self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
 
     def __repr__(self) -> str:
         state = "open" if self._closed_reason is None else "closed"
@@ -110,8 +114,10 @@ class MCPToolset:
     ) -> object:
         """Call the tool the model knows as *name* on the server; return what the agent writes.
 
-        Returns the result's structured content when the server sent any,
-        else the text of its content blocks. Raises
+        The arguments are checked against the tool's input schema first: a
+        call the server would refuse fails at once, as ``"validation"``,
+        naming every bad field. Returns the result's structured content when
+        the server sent any, else the text of its content blocks. Raises
         [MCPToolError][juno_bind_trio.MCPToolError] for a result marked
         ``isError``, and [ToolFailureError][juno_bind_trio.ToolFailureError]
         of kind ``"external"`` (the server is gone or failed),
@@ -132,6 +138,7 @@ class MCPToolset:
         if info is None:
             raise KeyError(f"MCPToolset.call: server {self._server} has no tool {name!r}")
         args = check_arguments("MCPToolset.call", arguments)
+        self._checks[name](args)
         client = self._client
         if client is None:
             raise UsageError(
@@ -207,26 +214,36 @@ async def _serve(
         toolset: MCPToolset | None = None
         refusal: ValueError | None = None
         try:
-            async with client:
-                listing = await _list_all(client)
-                try:
-                    infos = convert_listing(
-                        where,
-                        server,
-                        listing,
-                        prefix=options.prefix,
-                        non_repeatable=options.non_repeatable,
-                        uses_idempotency_key=options.uses_idempotency_key,
-                        serial=options.serial,
-                    )
-                except ValueError as exc:
-                    # Raised after the client is closed, not through its task
-                    # groups, so the host gets the ValueError itself.
-                    refusal = exc
-                else:
-                    toolset = MCPToolset(server, infos, client)
-                    task_status.started(toolset)
-                    await close.wait()
+            with anyio.CancelScope() as connection:
+                async with client:
+                    listing = await _list_all(client)
+                    try:
+                        infos = convert_listing(
+                            where,
+                            server,
+                            listing,
+                            prefix=options.prefix,
+                            non_repeatable=options.non_repeatable,
+                            uses_idempotency_key=options.uses_idempotency_key,
+                            serial=options.serial,
+                        )
+                    except ValueError as exc:
+                        # Raised after the client is closed, not through its task
+                        # groups, so the host gets the ValueError itself.
+                        refusal = exc
+                    else:
+                        toolset = MCPToolset(server, infos, client)
+                        task_status.started(toolset)
+                        # From here on only the host leaving the block closes the
+                        # connection. A cancel of a scope around the whole block
+                        # must not cut the transport while the calls it cancels
+                        # are still telling the server so (each waits, shielded,
+                        # for its cancellation notification to be written).
+                        connection.shield = True
+                        try:
+                            await close.wait()
+                        finally:
+                            connection.shield = False
         except Exception as exc:
             if toolset is None:
                 raise  # tg.start() raises it in the host's task: the block is not entered

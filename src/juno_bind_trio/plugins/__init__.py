@@ -4,6 +4,7 @@ The TypeScript package's ``@juno-ai/bind/plugins`` subpath.
 """
 
 from juno_bind_trio._errors import ToolFailureError as ToolFailureError
+from juno_bind_trio._public import publish as _publish
 
 from ._suspend import SuspendDirective as SuspendDirective
 from ._tool import TOOL_FAILURE_KINDS as TOOL_FAILURE_KINDS
@@ -27,3 +28,5 @@ __all__ = [
     "tool_failure_content",
     "tool_failure_message",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -23,19 +23,22 @@ import attrs
 __all__ = ["SuspendDirective"]
 
 
-def _check_id(value: object) -> str:
+def _check_id(given: str) -> str:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str) or not value:
         raise TypeError(f"SuspendDirective: tool_call_id must be a non-empty string, got {value!r}")
     return value
 
 
-def _check_reason(value: object) -> str:
+def _check_reason(given: str) -> str:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str) or not value:
         raise TypeError(f"SuspendDirective: reason must be a non-empty string, got {value!r}")
     return value
 
 
-def _check_payload(value: object) -> dict[str, Any]:
+def _check_payload(given: Mapping[str, Any]) -> dict[str, Any]:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, Mapping):
         raise TypeError(f"SuspendDirective: payload must be a mapping, got {value!r}")
     # It is persisted with the run and read back on resume: prove that now, and

@@ -199,7 +199,8 @@ def tool_error_text(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-def _check_name(name: object) -> str:
+def _check_name(given: str) -> str:
+    name: object = given  # checked at run time, whatever the type says
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
         raise ValueError(
             "ToolDef: name must be 1 to 64 letters, digits, '_' or '-' "
@@ -208,13 +209,15 @@ def _check_name(name: object) -> str:
     return name
 
 
-def _check_description(description: object) -> str:
+def _check_description(given: str) -> str:
+    description: object = given  # checked at run time, whatever the type says
     if not isinstance(description, str):
         raise TypeError(f"ToolDef: description must be a string, got {description!r}")
     return description
 
 
-def _check_parameters(parameters: object) -> dict[str, Any]:
+def _check_parameters(given: Mapping[str, Any]) -> dict[str, Any]:
+    parameters: object = given  # checked at run time, whatever the type says
     if not isinstance(parameters, Mapping):
         raise TypeError(f"ToolDef: parameters must be a JSON-schema mapping, got {parameters!r}")
     # Function parameters are always an object: a schema of any other type is
@@ -235,7 +238,8 @@ def _check_parameters(parameters: object) -> dict[str, Any]:
     return copied
 
 
-def _check_handler(handler: object) -> ToolHandler:
+def _check_handler(given: ToolHandler) -> ToolHandler:
+    handler: object = given  # checked at run time, whatever the type says
     if not is_async_callable(handler):
         # A sync function that slips through would fail on every call, as a
         # tool failure far from here; refuse it where the tool is defined.
@@ -243,13 +247,15 @@ def _check_handler(handler: object) -> ToolHandler:
     return cast("ToolHandler", handler)
 
 
-def _check_runs_serially(value: object) -> bool:
+def _check_runs_serially(given: bool) -> bool:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, bool):
         raise TypeError(f"ToolDef: runs_serially must be a bool, got {value!r}")
     return value
 
 
-def _check_idempotent(value: object) -> bool:
+def _check_idempotent(given: bool) -> bool:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, bool):
         raise TypeError(f"ToolDef: idempotent must be a bool, got {value!r}")
     return value

@@ -1,3 +1,3 @@
-"""juno_bind_trio.providers: see DESIGN (filled in by its issue)."""
+"""Adapters from a model provider's SDK to routing and the loop (``providers.openai``)."""
 
 __all__: list[str] = []

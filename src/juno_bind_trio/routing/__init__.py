@@ -10,6 +10,7 @@ explanation page "Routing" for the design.
 from juno_bind_trio._errors import AllRoutesFailedError as AllRoutesFailedError
 from juno_bind_trio._errors import NoViableEndpointError as NoViableEndpointError
 from juno_bind_trio._errors import RoutingError as RoutingError
+from juno_bind_trio._public import publish as _publish
 
 from ._breaker import DEFAULT_FAILURE_THRESHOLD as DEFAULT_FAILURE_THRESHOLD
 from ._breaker import DEFAULT_RESET_TIMEOUT as DEFAULT_RESET_TIMEOUT
@@ -71,3 +72,5 @@ __all__ = [
     "execute_route_plan",
     "parse_retry_after",
 ]
+
+_publish(__name__, globals(), __all__)

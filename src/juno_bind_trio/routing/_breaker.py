@@ -69,15 +69,16 @@ def _positive_int(field: str, value: object) -> int:
     return check_count(f"CircuitBreaker: {field}", value, minimum=1)
 
 
-def _failure_threshold(value: object) -> int:
+def _failure_threshold(value: int) -> int:
     return _positive_int("failure_threshold", value)
 
 
-def _half_open_max_probes(value: object) -> int:
+def _half_open_max_probes(value: int) -> int:
     return _positive_int("half_open_max_probes", value)
 
 
-def _check_reset_timeout(value: object) -> float:
+def _check_reset_timeout(given: float) -> float:
+    value: object = given  # checked at run time, whatever the type says
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"CircuitBreaker: reset_timeout must be seconds, got {value!r}")
     seconds = float(value)
@@ -97,7 +98,8 @@ def _is_seconds(value: object) -> bool:
     )
 
 
-def _check_clock(value: object) -> Callable[[], float]:
+def _check_clock(given: Callable[[], float]) -> Callable[[], float]:
+    value: object = given  # checked at run time, whatever the type says
     if not callable(value):
         raise TypeError(
             f"CircuitBreaker: clock must be a callable returning seconds, got {value!r}"
@@ -172,8 +174,18 @@ class _Endpoint:
     episode: int = 0
 
 
+def _describe(ep: _Endpoint) -> str:
+    if ep.state == "open":
+        return f"open until {ep.open_until:g} (clock seconds)"
+    if ep.state == "half_open":
+        return f"half_open, {ep.probes_in_flight} probe(s) in flight"
+    if ep.consecutive_failures:
+        return f"closed, {ep.consecutive_failures} consecutive failure(s)"
+    return "closed"
+
+
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class CircuitBreaker:
     """Per-endpoint failure counting: closed, open, half-open.
 
@@ -225,6 +237,16 @@ class CircuitBreaker:
     def half_open_max_probes(self) -> int:
         """Concurrent probes admitted while half-open."""
         return self._half_open_max_probes
+
+    def __repr__(self) -> str:
+        # No clock read here: a repr must work outside an event loop and must not
+        # move an endpoint from open to half-open.
+        states = {key: _describe(ep) for key, ep in self._endpoints.items()}
+        return (
+            f"CircuitBreaker(failure_threshold={self._failure_threshold}, "
+            f"reset_timeout={self._reset_timeout}, "
+            f"half_open_max_probes={self._half_open_max_probes}, endpoints={states!r})"
+        )
 
     # -- admission -------------------------------------------------------------
 

@@ -70,11 +70,12 @@ def _check_seconds(owner: str, field: str, value: object) -> float:
     return seconds
 
 
-def _candidate_max_retries(value: object) -> int | None:
+def _candidate_max_retries(value: int | None) -> int | None:
     return None if value is None else _check_count("Candidate", "max_retries", value)
 
 
-def _candidate_options(value: object) -> Mapping[str, object]:
+def _candidate_options(given: Mapping[str, object]) -> Mapping[str, object]:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, Mapping):
         raise TypeError(f"Candidate: options must be a mapping, got {value!r}")
     # Copied and frozen: a plan is shared by every turn that routes through it,
@@ -82,31 +83,31 @@ def _candidate_options(value: object) -> Mapping[str, object]:
     return MappingProxyType(dict(value))
 
 
-def _provider(value: object) -> str:
+def _provider(value: str) -> str:
     return _check_name("Candidate", "provider", value)
 
 
-def _base_url(value: object) -> str | None:
+def _base_url(value: str | None) -> str | None:
     return _check_optional_name("Candidate", "base_url", value)
 
 
-def _candidate_model(value: object) -> str | None:
+def _candidate_model(value: str | None) -> str | None:
     return _check_optional_name("Candidate", "model", value)
 
 
-def _endpoint(value: object) -> str:
+def _endpoint(value: str) -> str:
     return _check_name("Candidate", "endpoint", value)
 
 
-def _stage_model(value: object) -> str:
+def _stage_model(value: str) -> str:
     return _check_name("RouteStage", "model", value)
 
 
-def _plan_max_retries(value: object) -> int:
+def _plan_max_retries(value: int) -> int:
     return _check_count("RoutePlan", "max_retries", value)
 
 
-def _plan_max_retry_wait(value: object) -> float:
+def _plan_max_retry_wait(value: float) -> float:
     return _check_seconds("RoutePlan", "max_retry_wait", value)
 
 
@@ -179,7 +180,7 @@ def _sequence_of(
     return items
 
 
-def _stage_candidates(value: object) -> tuple[Candidate, ...]:
+def _stage_candidates(value: Iterable[Candidate]) -> tuple[Candidate, ...]:
     return _sequence_of("RouteStage", "candidates", Candidate, value)
 
 
@@ -209,7 +210,7 @@ class RouteStage:
             seen.add(key)
 
 
-def _plan_stages(value: object) -> tuple[RouteStage, ...]:
+def _plan_stages(value: Iterable[RouteStage]) -> tuple[RouteStage, ...]:
     return _sequence_of("RoutePlan", "stages", RouteStage, value)
 
 

@@ -59,13 +59,15 @@ class RouteAction(enum.Enum):
     """
 
 
-def _check_action(value: object) -> RouteAction:
+def _check_action(given: RouteAction) -> RouteAction:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, RouteAction):
         raise TypeError(f"ClassifiedError: action must be a RouteAction, got {value!r}")
     return value
 
 
-def _check_cause(value: object) -> Exception:
+def _check_cause(given: Exception) -> Exception:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, Exception):
         # Cancellation (trio.Cancelled, asyncio.CancelledError) and
         # KeyboardInterrupt are BaseExceptions: they are never routing failures,
@@ -78,7 +80,8 @@ def _check_cause(value: object) -> Exception:
     return value
 
 
-def _check_retry_after(value: object) -> float | None:
+def _check_retry_after(given: float | None) -> float | None:
+    value: object = given  # checked at run time, whatever the type says
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -91,7 +94,8 @@ def _check_retry_after(value: object) -> float | None:
     return seconds
 
 
-def _check_reason(value: object) -> str:
+def _check_reason(given: str) -> str:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str):
         raise TypeError(f"ClassifiedError: reason must be a string, got {value!r}")
     return value
@@ -128,7 +132,8 @@ class AttemptSuccess(Generic[T_co]):
     value: T_co
 
 
-def _check_failure_error(value: object) -> ClassifiedError:
+def _check_failure_error(given: ClassifiedError) -> ClassifiedError:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, ClassifiedError):
         raise TypeError(
             "AttemptFailure: error must be a ClassifiedError (classify the exception first, "
@@ -137,10 +142,11 @@ def _check_failure_error(value: object) -> ClassifiedError:
     return value
 
 
-def _check_produced_output(value: object) -> bool:
+def _check_produced_output(given: bool) -> bool:
     # Not truthiness: `produced_output=stream` (the stream, not its flag) is an
     # easy slip, and an object is always truthy, so it would clamp every
     # failure and silently turn off fallback.
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, bool):
         raise TypeError(f"AttemptFailure: produced_output must be a bool, got {value!r}")
     return value

@@ -11,6 +11,7 @@ from juno_bind_trio._errors import AbortedToolCallError as AbortedToolCallError
 from juno_bind_trio._errors import InterruptedToolCallError as InterruptedToolCallError
 from juno_bind_trio._errors import RunTimeoutError as RunTimeoutError
 from juno_bind_trio._errors import ToolCallError as ToolCallError
+from juno_bind_trio._public import publish as _publish
 
 from ._calls import StopSignal as StopSignal
 from ._calls import ToolCallLike as ToolCallLike
@@ -97,3 +98,5 @@ __all__ = [
     "tool_call_name",
     "tool_call_receipt_key_string",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -191,11 +191,11 @@ def _count(what: str, value: object, *, minimum: int) -> int:
     return count
 
 
-def _max_depth(value: object) -> int:
+def _max_depth(value: int) -> int:
     return _count("ChainRule: max_depth", value, minimum=0)
 
 
-def _max_children(value: object) -> int:
+def _max_children(value: int) -> int:
     return _count("ChainRule: max_concurrent_children", value, minimum=0)
 
 
@@ -339,18 +339,19 @@ def _delay(what: str, value: object, *, allow_zero: bool) -> float:
     return float(value)
 
 
-def _initial(value: object) -> float:
+def _initial(value: float) -> float:
     # Zero is refused: every later delay is a multiple of it, so a schedule
     # starting at zero would never back off and would poll in a tight loop. A
     # host that wants an immediate first check calls it before polling.
     return _delay("initial", value, allow_zero=False)
 
 
-def _max_delay(value: object) -> float:
+def _max_delay(value: float) -> float:
     return _delay("max_delay", value, allow_zero=False)
 
 
-def _factor(value: object) -> float:
+def _factor(given: float) -> float:
+    value: object = given  # checked at run time, whatever the type says
     message = f"PollSchedule: factor must be a finite number >= 1, got {value!r}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(message)
@@ -359,7 +360,7 @@ def _factor(value: object) -> float:
     return float(value)
 
 
-def _max_attempts(value: object) -> int | None:
+def _max_attempts(value: int | None) -> int | None:
     return None if value is None else _count("PollSchedule: max_attempts", value, minimum=1)
 
 

@@ -66,11 +66,11 @@ def _non_negative(what: str, value: object) -> float:
     return float(value)
 
 
-def _check_seconds(value: object) -> float:
+def _check_seconds(value: float) -> float:
     return _non_negative("seconds", value)
 
 
-def _check_grace(value: object) -> float:
+def _check_grace(value: float) -> float:
     return _non_negative("grace", value)
 
 

@@ -5,6 +5,7 @@ See [`sanitize_tool_schema()`][juno_bind_trio.schema.sanitize_tool_schema], and 
 """
 
 from juno_bind_trio._errors import SchemaError as SchemaError
+from juno_bind_trio._public import publish as _publish
 
 from ._sanitize import SCHEMA_DIALECTS as SCHEMA_DIALECTS
 from ._sanitize import SanitizeResult as SanitizeResult
@@ -22,3 +23,5 @@ __all__ = [
     "SchemaError",
     "sanitize_tool_schema",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -66,7 +66,7 @@ def _check_delay(owner: str, name: str, value: object) -> float:
 
 
 def _delay_field(owner: str, name: str) -> Any:
-    def convert(value: object) -> float:
+    def convert(value: float) -> float:
         return _check_delay(owner, name, value)
 
     return attrs.field(default=0.0, converter=convert, kw_only=True)
@@ -124,7 +124,7 @@ class Usage:
     completion_tokens: int = 0
 
 
-def _pause_seconds(value: object) -> float:
+def _pause_seconds(value: float) -> float:
     return _check_delay("Pause", "seconds", value)
 
 
@@ -194,7 +194,8 @@ _STREAM_EVENT_TYPES: Final = (
 )
 
 
-def _check_events(value: object) -> tuple[StreamEvent, ...]:
+def _check_events(given: Sequence[StreamEvent]) -> tuple[StreamEvent, ...]:
+    value: object = given  # checked at run time, whatever the type says
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(
             f"StreamResponse: events must be a sequence of stream events, got {value!r}"
@@ -206,7 +207,10 @@ def _check_events(value: object) -> tuple[StreamEvent, ...]:
     return events
 
 
-def _check_headers(value: object) -> tuple[tuple[str, str], ...]:
+def _check_headers(
+    given: Mapping[str, str] | Sequence[tuple[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    value: object = given  # checked at run time, whatever the type says
     items: Any = value.items() if isinstance(value, Mapping) else value
     try:
         pairs = tuple((str(k), str(v)) for k, v in items)
@@ -332,13 +336,14 @@ _ERROR_TYPES: Final = {
 }
 
 
-def _check_status(value: object) -> int:
+def _check_status(given: int) -> int:
+    value: object = given  # checked at run time, whatever the type says
     if isinstance(value, bool) or not isinstance(value, int) or not 400 <= value <= 599:
         raise ValueError(f"ErrorResponse: status must be an int in 400..599, got {value!r}")
     return value
 
 
-def _check_retry_after(value: object) -> float | None:
+def _check_retry_after(value: float | None) -> float | None:
     return None if value is None else _check_delay("ErrorResponse", "retry_after", value)
 
 

@@ -36,6 +36,8 @@ import anyio
 import anyio.abc
 import attrs
 import h11
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskStatus
 
 from ._script import (
     FAKE_RESPONSE_TYPES,
@@ -430,7 +432,7 @@ class FakeOpenAIServer:
 async def serve_fake_openai(
     script: Script = None,
     *,
-    task_status: anyio.abc.TaskStatus[FakeOpenAIServer] = anyio.TASK_STATUS_IGNORED,
+    task_status: TaskStatus[FakeOpenAIServer] = TASK_STATUS_IGNORED,
 ) -> NoReturn:
     """Run a fake server until cancelled; ``await task_group.start(serve_fake_openai, script)``.
 

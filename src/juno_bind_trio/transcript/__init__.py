@@ -5,6 +5,7 @@ See [`heal_transcript()`][juno_bind_trio.transcript.heal_transcript], and the ex
 """
 
 from juno_bind_trio._errors import TranscriptError as TranscriptError
+from juno_bind_trio._public import publish as _publish
 
 from ._heal import HealAction as HealAction
 from ._heal import HealChange as HealChange
@@ -18,3 +19,5 @@ __all__ = [
     "TranscriptError",
     "heal_transcript",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -11,7 +11,11 @@ from __future__ import annotations
 from pathlib import Path as _Path
 from typing import Final as _Final
 
+from juno_bind_trio._public import publish as _publish
+
 __all__ = ["STATIC_DIR"]
 
 STATIC_DIR: _Final[_Path] = _Path(__file__).resolve().parent / "static"
 """The directory of the JavaScript client's modules, to serve under any URL prefix."""
+
+_publish(__name__, globals(), __all__)

@@ -11,6 +11,8 @@ an exception routing can classify).
 way routing needs it.
 """
 
+from juno_bind_trio._public import publish as _publish
+
 from ._client import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._client import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
 from ._client import open_openai_client as open_openai_client
@@ -30,3 +32,5 @@ __all__ = [
     "prime_openai_client",
     "stream_chat_completion",
 ]
+
+_publish(__name__, globals(), __all__)

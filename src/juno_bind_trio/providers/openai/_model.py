@@ -61,13 +61,15 @@ Classifier: TypeAlias = Callable[[Exception, Candidate, RouteCursor], Classified
 OnRoute: TypeAlias = Callable[[RouteResult[ModelTurnResult]], None]
 
 
-def _check_plan(value: object) -> RoutePlan:
+def _check_plan(given: RoutePlan) -> RoutePlan:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, RoutePlan):
         raise TypeError(f"OpenAIChatModel: plan must be a RoutePlan, got {value!r}")
     return value
 
 
-def _check_clients(value: object) -> Mapping[str, openai.AsyncOpenAI]:
+def _check_clients(given: Mapping[str, openai.AsyncOpenAI]) -> Mapping[str, openai.AsyncOpenAI]:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, Mapping):
         raise TypeError(
             f"OpenAIChatModel: clients must be a mapping of provider name to AsyncOpenAI, "
@@ -86,15 +88,16 @@ def _check_seconds(name: str, value: object) -> float:
     return float(value)
 
 
-def _check_ttft(value: object) -> float:
+def _check_ttft(value: float) -> float:
     return _check_seconds("time_to_first_token", value)
 
 
-def _check_inter(value: object) -> float:
+def _check_inter(value: float) -> float:
     return _check_seconds("inter_chunk_timeout", value)
 
 
-def _check_request_options(value: object) -> Mapping[str, Any]:
+def _check_request_options(given: Mapping[str, Any]) -> Mapping[str, Any]:
+    value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, Mapping):
         raise TypeError(f"OpenAIChatModel: request_options must be a mapping, got {value!r}")
     return dict(value)

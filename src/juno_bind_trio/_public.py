@@ -1,0 +1,44 @@
+"""Make the public names report the module a user imports them from.
+
+Each public ``__init__`` ends with ``publish(__name__, globals(), __all__)``.
+Classes and functions defined in a private module (``juno_bind_trio.loop._loop``)
+then carry the subpackage that exports them as ``__module__``
+(``juno_bind_trio.loop``), so ``help()``, reprs of classes, tracebacks and
+pickles name the path a user can import. A name already published by an
+earlier ``__init__`` keeps its first public home: the exception tree is
+imported first, by the top-level package, so an exception reports
+``juno_bind_trio.UsageError`` wherever else it is re-exported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+
+__all__ = ["publish"]
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split("."))
+
+
+def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[str]) -> None:
+    """Set ``__module__`` of each class and function in *names* to *module*.
+
+    Only objects whose current ``__module__`` is a private module of this
+    package are changed; constants, type aliases and objects from elsewhere
+    are left alone.
+    """
+    for name in names:
+        obj = namespace[name]
+        if not isinstance(obj, type) and not callable(obj):
+            continue
+        current = getattr(obj, "__module__", None)
+        if not isinstance(current, str) or not current.startswith("juno_bind_trio."):
+            continue
+        if not _is_private(current) or getattr(obj, "__name__", None) != name:
+            continue
+        try:
+            obj.__module__ = module
+        except (AttributeError, TypeError):  # a builtin or a typing construct: leave it
+            continue

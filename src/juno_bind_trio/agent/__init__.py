@@ -1,0 +1,45 @@
+"""The application developer's layer: [Agent][juno_bind_trio.agent.Agent], ``@tool``,
+[RunContext][juno_bind_trio.agent.RunContext], structured output, streaming runs.
+
+Built on the kernel, adding no loop of its own: every run is one
+[ToolLoop][juno_bind_trio.loop.ToolLoop], its model an
+[OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel] (or any
+``async (ModelTurn) -> ModelTurnResult``), its tools typed functions whose
+schemas come from their signatures.
+"""
+
+from juno_bind_trio._public import publish as _publish
+
+from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
+from ._agent import Agent as Agent
+from ._context import RunContext as RunContext
+from ._events import AgentEvent as AgentEvent
+from ._events import RunEndedEvent as RunEndedEvent
+from ._events import ToolCallEndedEvent as ToolCallEndedEvent
+from ._events import ToolCallEndStatus as ToolCallEndStatus
+from ._events import ToolCallStartedEvent as ToolCallStartedEvent
+from ._events import TurnEndedEvent as TurnEndedEvent
+from ._result import AgentResult as AgentResult
+from ._run import AgentRun as AgentRun
+from ._tool import Tool as Tool
+from ._tool import Toolset as Toolset
+from ._tool import tool as tool
+
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "Agent",
+    "AgentEvent",
+    "AgentResult",
+    "AgentRun",
+    "RunContext",
+    "RunEndedEvent",
+    "Tool",
+    "ToolCallEndStatus",
+    "ToolCallEndedEvent",
+    "ToolCallStartedEvent",
+    "Toolset",
+    "TurnEndedEvent",
+    "tool",
+]
+
+_publish(__name__, globals(), __all__)

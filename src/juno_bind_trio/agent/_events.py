@@ -1,0 +1,130 @@
+"""What [open_run][juno_bind_trio.agent.Agent.open_run] yields: one ordered, typed stream.
+
+The turn text stream's own events ([TextEvent][juno_bind_trio.completion.TextEvent],
+[ResetEvent][juno_bind_trio.completion.ResetEvent]) travel unchanged, so a
+client written for the TypeScript package's wire renders them as it always
+did. The four events here add what a UI shows around the text: a tool call
+starting and ending (however it ended), a turn ending, the run ending. Each
+has ``to_wire()``, a JSON-ready dict whose ``"kind"`` names it and whose keys
+are camelCase like the text events' (``"turnId"``, ``"toolCallId"``). In
+Python, tell them apart with ``isinstance`` (or ``match``): on
+[ToolCallEndedEvent][juno_bind_trio.agent.ToolCallEndedEvent] the attribute
+``kind`` is the failure's [ToolFailureKind][juno_bind_trio.plugins.ToolFailureKind],
+as on the loop's own rejection event, and its wire key is ``"failureKind"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from juno_bind_trio.completion import ResetEvent, TextEvent
+from juno_bind_trio.plugins import ToolFailureKind
+
+__all__ = [
+    "AgentEvent",
+    "RunEndedEvent",
+    "ToolCallEndStatus",
+    "ToolCallEndedEvent",
+    "ToolCallStartedEvent",
+    "TurnEndedEvent",
+]
+
+ToolCallEndStatus: TypeAlias = Literal["finished", "failed", "not_run", "interrupted"]
+"""How a tool call ended: ran and returned; ran and failed; never started; cut off by a cancel."""
+
+
+@attrs.frozen
+class ToolCallStartedEvent:
+    """A tool call was claimed and its tool is about to run (after argument validation)."""
+
+    iteration: int
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"kind": "tool_call_started", "iteration", "toolCallId", "toolName", "arguments"}``."""
+        return {
+            "kind": "tool_call_started",
+            "iteration": self.iteration,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "arguments": self.arguments,
+        }
+
+
+@attrs.frozen
+class ToolCallEndedEvent:
+    """A tool call was answered. *content* is the tool message the model reads.
+
+    *status*: ``"finished"`` (it returned), ``"failed"`` (it raised, or its
+    arguments did not validate: *kind* says which), ``"not_run"`` (refused
+    before it started: a stop, or a cancel before it was claimed),
+    ``"interrupted"`` (a cancel cut it off; its effect is unknown).
+    *kind* is the failure's kind (``None`` when it finished, or failed without one).
+    """
+
+    iteration: int
+    tool_call_id: str
+    tool_name: str
+    status: ToolCallEndStatus
+    kind: ToolFailureKind | None
+    content: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"kind": "tool_call_ended", ..., "status", "failureKind", "content"}``."""
+        return {
+            "kind": "tool_call_ended",
+            "iteration": self.iteration,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "status": self.status,
+            "failureKind": self.kind,
+            "content": self.content,
+        }
+
+
+@attrs.frozen
+class TurnEndedEvent:
+    """Model turn *iteration* returned: its final text and how many tool calls it asked for."""
+
+    iteration: int
+    turn_id: str
+    content: str | None
+    tool_calls: int
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"kind": "turn_ended", "iteration", "turnId", "content", "toolCalls"}``."""
+        return {
+            "kind": "turn_ended",
+            "iteration": self.iteration,
+            "turnId": self.turn_id,
+            "content": self.content,
+            "toolCalls": self.tool_calls,
+        }
+
+
+@attrs.frozen
+class RunEndedEvent:
+    """The run ended. *reason*: a [LoopEndReason][juno_bind_trio.loop.LoopEndReason],
+    ``"cancelled"`` or ``"failed"``."""
+
+    run_id: str
+    reason: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"kind": "run_ended", "runId", "reason"}``."""
+        return {"kind": "run_ended", "runId": self.run_id, "reason": self.reason}
+
+
+AgentEvent: TypeAlias = (
+    TextEvent
+    | ResetEvent
+    | ToolCallStartedEvent
+    | ToolCallEndedEvent
+    | TurnEndedEvent
+    | RunEndedEvent
+)
+"""Everything an [AgentRun][juno_bind_trio.agent.AgentRun] yields, in the order it happened."""

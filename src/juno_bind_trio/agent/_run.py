@@ -1,0 +1,725 @@
+"""One agent run: the ToolLoop it builds, the dispatcher it gives it, the stream it feeds.
+
+Every run is exactly one [ToolLoop][juno_bind_trio.loop.ToolLoop]; this module
+adds nothing to the kernel's control flow. What it adds is plumbing, each
+piece in one place so that a layer above (a durable store) has one seam to
+wrap:
+
+* ``_RunCore.build_loop`` builds the loop: every
+  port the run uses is named there, ``save_session`` included.
+* ``_RunCore.dispatch`` is the only way a tool runs:
+  name lookup, the [RunContext][juno_bind_trio.agent.RunContext], the tool, the conversion of
+  its return value into the tool message, and the started/ended events.
+  Receipts are recorded around it.
+* ``_RunCore.call_model`` is the only way the model
+  is called: the structured-output re-ask lives there, around the model, inside the turn.
+
+Events for a reader ([open_run][juno_bind_trio.agent.Agent.open_run]) go
+through one small seam, ``_EventPipe``: the text stream's
+sink, the dispatcher and the loop's rejection events all write to it synchronously,
+in the order things happen, and the reader takes them out in that order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Generic, final
+
+import anyio
+import attrs
+import pydantic_core
+
+from juno_bind_trio._cancel import cancelled_now
+from juno_bind_trio._errors import (
+    StructuredOutputError,
+    ToolFailureError,
+    UsageError,
+)
+from juno_bind_trio.completion import (
+    CoalescingSink,
+    ResetEvent,
+    TextEvent,
+    TurnStreamEvent,
+    TurnStreamSink,
+    TurnTextView,
+    retry_structured_output,
+)
+from juno_bind_trio.loop import (
+    LoopState,
+    ModelTurn,
+    ModelTurnResult,
+    ToolCallOutcome,
+    ToolCallRejectedEvent,
+    ToolLoop,
+)
+from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_content
+from juno_bind_trio.run import (
+    ChainRef,
+    ChainRule,
+    admit_child_run,
+    root_chain,
+    tool_call_arguments,
+    tool_call_id,
+    tool_call_name,
+)
+
+from ._context import RunContext
+from ._events import (
+    AgentEvent,
+    RunEndedEvent,
+    ToolCallEndedEvent,
+    ToolCallStartedEvent,
+    TurnEndedEvent,
+)
+from ._result import AgentResult, OutputT
+from ._tool import Tool
+
+if TYPE_CHECKING:
+    from juno_bind_trio.loop import LoopEvent
+    from juno_bind_trio.run import StopSignal, ToolCallLike
+
+    from ._output import OutputSpec
+    from ._tool import Toolset
+
+__all__ = ["AgentRun", "ModelFn", "ModelSource"]
+
+ModelFn = Callable[[ModelTurn], Awaitable[ModelTurnResult]]
+"""``async (ModelTurn) -> ModelTurnResult``: one model turn, as the loop calls it."""
+
+ModelSource = Callable[[], AbstractAsyncContextManager[ModelFn]]
+"""What a run opens to get its model for its lifetime (a client opened and closed per run)."""
+
+_to_json: Final = pydantic_core.to_json
+
+
+def new_run_id() -> str:
+    """A fresh run id: 32 hex digits."""
+    return uuid.uuid4().hex
+
+
+# --- the event seam ----------------------------------------------------------------------
+
+
+@final
+class _EventPipe:
+    """The ordered stream between a run and its reader: synchronous in, awaited out.
+
+    A [CoalescingSink][juno_bind_trio.completion.CoalescingSink]: the turn
+    text stream writes to it as its sink, and the run's own events go on the
+    same channel with ``send_nowait``, so the reader sees one order. Text
+    still waiting for a busy reader merges, so memory is bounded by the text,
+    not by the number of deltas, and the run never waits for the reader.
+
+    ``put`` never raises: a reader that went away must not end the run.
+    """
+
+    __slots__ = ("_receiver", "sink")
+
+    def __init__(self) -> None:
+        self.sink: CoalescingSink[AgentEvent] = CoalescingSink(retractable=True)
+        self._receiver = self.sink.receiver
+
+    def put(self, event: AgentEvent) -> None:
+        # The reader left: the run goes on, or is being cancelled.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.sink.send_nowait(event)
+
+    def close(self) -> None:
+        self.sink.close()
+
+    def close_reader(self) -> None:
+        self._receiver.close()
+
+    async def get(self) -> AgentEvent:
+        """The next event; ``StopAsyncIteration`` after the last."""
+        try:
+            return await self._receiver.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+
+@final
+class _FanOutSink:
+    """Two sinks as one: retractable only if both are (the conservative answer)."""
+
+    __slots__ = ("_first", "_second", "retractable")
+
+    def __init__(self, first: TurnStreamSink, second: TurnStreamSink) -> None:
+        self._first = first
+        self._second = second
+        self.retractable = bool(first.retractable) and bool(second.retractable)
+
+    def emit(self, event: TurnStreamEvent, /) -> None:
+        try:
+            self._first.emit(event)
+        finally:
+            self._second.emit(event)
+
+
+@final
+class _LoopEvents:
+    """What the loop's ``events`` port writes to: rejections become ended events."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: _RunCore[Any]) -> None:
+        self._core = core
+
+    def send_nowait(self, event: LoopEvent) -> None:
+        emit = self._core.emit
+        if emit is None or type(event) is not ToolCallRejectedEvent:
+            return
+        # Ordinary failures were reported by the dispatcher; the loop alone
+        # knows which calls were refused or cut off.
+        if event.kind == "not_run" or event.kind == "interrupted":
+            emit(
+                ToolCallEndedEvent(
+                    iteration=event.iteration,
+                    tool_call_id=event.tool_call_id,
+                    tool_name=event.tool_name,
+                    status=event.kind,
+                    kind=event.kind,
+                    content=tool_failure_content(event.message, event.kind),
+                )
+            )
+
+
+@final
+class _EitherStop:
+    """A stop signal that fired when either of two did (the caller's and the run's own)."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: StopSignal, second: StopSignal) -> None:
+        self._first = first
+        self._second = second
+
+    @property
+    def cancel_called(self) -> bool:
+        return bool(self._first.cancel_called or self._second.cancel_called)
+
+
+@final
+class _StopFlag:
+    """The run's own soft stop: a flag the loop reads like a cancel scope's ``cancel_called``."""
+
+    __slots__ = ("cancel_called",)
+
+    def __init__(self) -> None:
+        self.cancel_called = False
+
+    def cancel(self) -> None:
+        self.cancel_called = True
+
+
+@final
+class _Children:
+    """How many sub-agent runs a run has going, for admission."""
+
+    __slots__ = ("running",)
+
+    def __init__(self) -> None:
+        self.running = 0
+
+
+@final
+class _Checked:
+    """A model turn's result as the structured-output retry reads it.
+
+    ``content`` is the real text when the output validated (or the turn
+    called tools); ``None`` when it did not, which is what makes
+    ``retry_structured_output`` re-ask for output that parses as JSON but
+    fails the output type's validation.
+    """
+
+    __slots__ = ("content", "problem", "result", "tool_calls")
+
+    def __init__(self, result: ModelTurnResult, problem: str | None) -> None:
+        self.result = result
+        self.problem = problem
+        self.tool_calls: Sequence[Any] = result.tool_calls
+        self.content = result.content if problem is None else None
+
+
+def _reask(problem: str) -> str:
+    return (
+        f"Your answer does not match the required output: {problem}. "
+        "Answer again with only the corrected JSON."
+    )
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RunSettings:
+    """What an [Agent][juno_bind_trio.agent.Agent] hands each run: fixed at construction."""
+
+    name: str | None
+    model: ModelSource
+    tools: tuple[Tool | Toolset, ...]
+    static_tools: Mapping[str, Tool]
+    static_tool_dicts: tuple[dict[str, Any], ...]
+    tool_dict: Callable[[Tool], dict[str, Any]]
+    instructions: str | None
+    output: OutputSpec
+    max_iterations: int
+    per_tool_limit: int
+    max_output_retries: int
+    text_sink: TurnStreamSink | None
+    chain_rule: ChainRule | None
+
+
+@final
+class _RunCore(Generic[OutputT]):
+    """One run's state and the ports it gives its loop."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        *,
+        prompt: str,
+        deps: object,
+        message_history: list[dict[str, Any]],
+        stop: StopSignal | None,
+        run_id: str,
+        parent: RunContext[Any] | None,
+        pipe: _EventPipe | None,
+    ) -> None:
+        self.settings = settings
+        self.pipe = pipe
+        emit = None if pipe is None else pipe.put
+        self.deps = deps
+        self.run_id = run_id
+        self.parent = parent
+        self.emit = emit
+        self.own_stop = _StopFlag()
+        self.stop: StopSignal = self.own_stop if stop is None else _EitherStop(stop, self.own_stop)
+        self.chain: ChainRef = root_chain(run_id, agent=settings.name)
+        self.children = _Children()
+        self.iteration = 0
+        self.loop: ToolLoop | None = None
+        messages = list(message_history)
+        if settings.instructions is not None and not (
+            messages
+            and messages[0].get("role") == "system"
+            and messages[0].get("content") == settings.instructions
+        ):
+            messages.insert(0, {"role": "system", "content": settings.instructions})
+        messages.append({"role": "user", "content": prompt})
+        self.state = LoopState(messages)
+        self.tools: Mapping[str, Tool] = settings.static_tools
+        self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
+        self.model: ModelFn | None = None
+
+    # --- the seams ----------------------------------------------------------------
+
+    def build_loop(self) -> ToolLoop:
+        """The run's one ToolLoop, every port named here."""
+        settings = self.settings
+        sink: TurnStreamSink | None = settings.text_sink
+        if self.pipe is not None:
+            reader: TurnStreamSink = self.pipe.sink
+            sink = reader if sink is None else _FanOutSink(reader, sink)
+        serial = any(t.serial for t in self.tools.values())
+        return ToolLoop(
+            state=self.state,
+            max_iterations=settings.max_iterations,
+            call_model=self.call_model,
+            run_tool_call=self.dispatch,
+            build_tools=self.build_tools,
+            runs_serially=self.runs_serially if serial else None,
+            is_fatal_tool_error=_is_usage_error,
+            save_session=None,
+            stop=self.stop,
+            events=_LoopEvents(self) if self.emit is not None else None,  # type: ignore[arg-type]
+            text_sink=sink,
+            run_id=self.run_id,
+            per_tool_limit=settings.per_tool_limit,
+        )
+
+    async def dispatch(self, call: ToolCallLike) -> ToolCallOutcome:
+        """Run one tool call: look the tool up, validate, run, convert, report."""
+        call_id = tool_call_id(call)
+        name = tool_call_name(call)
+        arguments = tool_call_arguments(call)
+        found = self.tools.get(name)
+        emit = self.emit
+        iteration = self.iteration
+        if emit is not None:
+            emit(ToolCallStartedEvent(iteration, call_id, name, arguments))
+        try:
+            if found is None:
+                found = self._unknown_tool(name)
+            ctx = RunContext(
+                deps=self.deps,
+                run_id=self.run_id,
+                tool_call_id=call_id,
+                tool_name=name,
+                iteration=iteration,
+                chain=self.chain,
+                arguments=arguments,
+                children=self.children,
+            )
+            value = await found.invoke(ctx, arguments)
+            if type(value) is str:
+                content = value
+            elif isinstance(value, ToolCallOutcome):
+                if emit is not None:
+                    emit(self._ended(iteration, call_id, name, "finished", None, value))
+                return value
+            else:
+                try:
+                    content = _to_json(value).decode()
+                except pydantic_core.PydanticSerializationError as exc:
+                    raise ToolFailureError(
+                        "system",
+                        f"the tool returned a {type(value).__name__}, which cannot be "
+                        f"written as JSON ({exc})",
+                    ) from None
+        except Exception as exc:
+            # Cut off by a cancel: the loop answers it "interrupted" and reports that.
+            if emit is not None and not cancelled_now():
+                emit(self._failed(iteration, call_id, name, exc, kind_for_error(exc)))
+            raise
+        outcome = ToolCallOutcome(
+            tool_message={"role": "tool", "tool_call_id": call_id, "content": content}
+        )
+        if emit is not None:
+            emit(self._ended(iteration, call_id, name, "finished", None, outcome))
+        return outcome
+
+    def _unknown_tool(self, name: str) -> Tool:
+        raise ToolFailureError(
+            "not_found",
+            f"there is no tool named {name!r}; the tools are: "
+            + (", ".join(sorted(self.tools)) or "none"),
+        )
+
+    async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
+        """One model turn; structured output is validated and re-asked here."""
+        self.iteration = turn.iteration
+        model = self.model
+        assert model is not None
+        output = self.settings.output
+        if output.text:
+            result = await model(turn)
+        else:
+            result = await self._structured_turn(model, turn, output)
+        if self.emit is not None and isinstance(result, ModelTurnResult):
+            self.emit(
+                TurnEndedEvent(turn.iteration, turn.turn_id, result.content, len(result.tool_calls))
+            )
+        return result
+
+    # --- the pieces -------------------------------------------------------------
+
+    def build_tools(self) -> Sequence[dict[str, Any]]:
+        return self.tool_dicts
+
+    def runs_serially(self, call: ToolCallLike) -> bool:
+        found = self.tools.get(tool_call_name(call))
+        return found is not None and found.serial
+
+    @staticmethod
+    def _ended(
+        iteration: int, call_id: str, name: str, status: Any, kind: Any, outcome: ToolCallOutcome
+    ) -> ToolCallEndedEvent:
+        content = outcome.tool_message.get("content")
+        return ToolCallEndedEvent(
+            iteration=iteration,
+            tool_call_id=call_id,
+            tool_name=name,
+            status=status,
+            kind=kind,
+            content=content if isinstance(content, str) else str(content),
+        )
+
+    @staticmethod
+    def _failed(
+        iteration: int, call_id: str, name: str, error: Exception, kind: Any
+    ) -> ToolCallEndedEvent:
+        return ToolCallEndedEvent(
+            iteration=iteration,
+            tool_call_id=call_id,
+            tool_name=name,
+            status="failed",
+            kind=kind,
+            content=tool_failure_content(tool_error_text(error), kind),
+        )
+
+    async def _structured_turn(
+        self, model: ModelFn, turn: ModelTurn, output: OutputSpec
+    ) -> ModelTurnResult:
+        last: list[_Checked] = []
+
+        async def produce(rejected: _Checked | None) -> _Checked:
+            asked = turn
+            if rejected is not None:
+                assert rejected.problem is not None
+                asked = ModelTurn(
+                    iteration=turn.iteration,
+                    turn_id=turn.turn_id,
+                    messages=[
+                        *turn.messages,
+                        {"role": "assistant", "content": rejected.result.content},
+                        {"role": "user", "content": _reask(rejected.problem)},
+                    ],
+                    tools=turn.tools,
+                    text_stream=turn.text_stream,
+                    emit=turn._emit,
+                )
+            result: object = await model(asked)
+            if not isinstance(result, ModelTurnResult) or result.tool_calls:
+                checked = _Checked.__new__(_Checked)
+                checked.result = result  # type: ignore[assignment]  # the loop refuses it
+                checked.problem = None
+                checked.tool_calls = getattr(result, "tool_calls", ())
+                checked.content = getattr(result, "content", None)
+            else:
+                checked = _Checked(result, output.problem(result.content))
+            last.append(checked)
+            return checked
+
+        try:
+            checked = await retry_structured_output(
+                produce,
+                response_format=output.response_format,
+                stream=turn.text_stream,
+                max_retries=self.settings.max_output_retries,
+            )
+        except StructuredOutputError as exc:
+            final = last[-1]
+            raise StructuredOutputError(
+                f"no answer matched the output type in {exc.attempts} attempts; the last: "
+                f"{final.problem}",
+                exc.attempts,
+                final.result.content,
+            ) from None
+        return checked.result
+
+    # --- the whole run ------------------------------------------------------------
+
+    def _collect_tools(self) -> None:
+        settings = self.settings
+        if all(not _is_toolset(t) for t in settings.tools):
+            return
+        tools: dict[str, Tool] = {}
+        for item in settings.tools:
+            group: list[Tool] = [item] if isinstance(item, Tool) else list(item.tools)
+            for each in group:
+                if not isinstance(each, Tool):
+                    raise UsageError(
+                        f"Agent.run: a toolset's tools must be Tool objects, got {each!r}"
+                    )
+                if each.name in tools and tools[each.name] is not each:
+                    raise UsageError(
+                        f"Agent.run: two tools are named {each.name!r} (a toolset's tools are "
+                        "read at the start of each run); rename one"
+                    )
+                tools[each.name] = each
+        self.tools = tools
+        self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
+
+    async def run(self) -> AgentResult[OutputT]:
+        """Run to the end and return the result; cancellation propagates."""
+        parent = self.parent
+        counter: _Children | None = None
+        if parent is not None:
+            counter = parent._children
+            admission = admit_child_run(
+                parent.chain,
+                self.run_id,
+                child_agent=self.settings.name,
+                running_children=counter.running if counter is not None else 0,
+                rule=self.settings.chain_rule,
+            )
+            if not admission.admitted:
+                raise ToolFailureError("conflict", admission.detail)
+            assert admission.chain is not None
+            self.chain = admission.chain
+            if counter is not None:
+                counter.running += 1
+        try:
+            self._collect_tools()
+            async with self.settings.model() as model:
+                self.model = model
+                loop = self.loop = self.build_loop()
+                result = await loop.run()
+        finally:
+            if counter is not None:
+                counter.running -= 1
+        output: Any
+        if result.reason == "completed":
+            output = self.settings.output.read(result.content)
+        elif self.settings.output.text:
+            output = result.content or ""
+        else:
+            output = None
+        return AgentResult(
+            output=output,
+            messages=self.state.messages,
+            reason=result.reason,
+            stats=result.stats,
+            run_id=self.run_id,
+            iterations=result.iterations,
+            suspensions=result.suspensions,
+        )
+
+
+def _is_toolset(item: object) -> bool:
+    return not isinstance(item, Tool)
+
+
+def _is_usage_error(error: BaseException) -> bool:
+    # A wiring mistake is the host's to fix, never a message for the model.
+    return isinstance(error, UsageError)
+
+
+# --- what open_run yields ------------------------------------------------------------------
+
+
+@final
+class AgentRun(Generic[OutputT]):
+    """A run in progress, from [open_run][juno_bind_trio.agent.Agent.open_run]: iterate it.
+
+    ```python
+    async with agent.open_run("Plan my week") as run:
+        async for event in run:
+            ...  # TextEvent / ResetEvent / ToolCall*Event / TurnEndedEvent / RunEndedEvent
+    print(run.result.output)
+    ```
+
+    * *run_id*; *turn_id*: the turn whose events were read last.
+    * *text*: what a reader should show for that turn now, retractions
+      applied (a reset clears it); once the turn ended, its final text.
+    * *result*: the [AgentResult][juno_bind_trio.agent.AgentResult], once
+      the run ended (``None`` before, and after a cancel or failure).
+    * *messages*: the transcript so far (a snapshot).
+    * [stop][juno_bind_trio.agent.AgentRun.stop]: soft, calls in flight
+      finish; [cancel][juno_bind_trio.agent.AgentRun.cancel]: hard.
+
+    Leaving the ``async with`` block before the run ended cancels it, with the
+    loop's guarantees: every tool call of the last assistant message is
+    answered (``not_run`` / ``interrupted``), nothing queued starts.
+    """
+
+    __slots__ = (
+        "_cancel_requested",
+        "_core",
+        "_error",
+        "_pipe",
+        "_scope",
+        "_turn_id",
+        "_view",
+        "result",
+    )
+
+    def __init__(self, core: _RunCore[OutputT], pipe: _EventPipe) -> None:
+        self._core = core
+        self._pipe = pipe
+        self._scope: anyio.CancelScope | None = None
+        self._cancel_requested = False
+        self._error: Exception | None = None
+        self._view: TurnTextView | None = None
+        self._turn_id: str | None = None
+        self.result: AgentResult[OutputT] | None = None
+
+    def __repr__(self) -> str:
+        return f"<AgentRun run_id={self._core.run_id!r} ended={self.result is not None}>"
+
+    @property
+    def run_id(self) -> str:
+        """This run's id."""
+        return self._core.run_id
+
+    @property
+    def turn_id(self) -> str | None:
+        """The turn the last event read belongs to, ``None`` before any."""
+        return self._turn_id
+
+    @property
+    def text(self) -> str:
+        """The text a reader should show now for the current turn (retractions applied)."""
+        return "" if self._view is None else self._view.text
+
+    @property
+    def messages(self) -> Sequence[dict[str, Any]]:
+        """The transcript so far, as a read-only snapshot."""
+        return tuple(self._core.state.messages)
+
+    def stop(self) -> None:
+        """Soft stop: nothing new is claimed, calls in flight finish, the run ends ``"stopped"``."""
+        self._core.own_stop.cancel()
+
+    def cancel(self) -> None:
+        """Hard cancel: what is running stops at its next checkpoint; it ends ``"cancelled"``."""
+        self._cancel_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        event = await self._pipe.get()
+        kind = type(event)
+        if kind is TextEvent or kind is ResetEvent:
+            turn_id = event.turn_id  # type: ignore[union-attr]
+            view = self._view
+            if view is None or view.turn_id != turn_id:
+                view = self._view = TurnTextView(turn_id)
+            self._turn_id = turn_id
+            view.apply(event)  # type: ignore[arg-type]
+        elif kind is TurnEndedEvent:
+            turn_id = event.turn_id  # type: ignore[union-attr]
+            view = self._view
+            if view is None or view.turn_id != turn_id:
+                view = self._view = TurnTextView(turn_id)
+            self._turn_id = turn_id
+            view.finalize(event.content or "")  # type: ignore[union-attr]
+        return event
+
+    async def _drive(self) -> None:
+        reason = "cancelled"
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._cancel_requested:
+                    scope.cancel()
+                try:
+                    result = await self._core.run()
+                except Exception as exc:
+                    self._error = exc
+                    reason = "failed"
+                else:
+                    self.result = result
+                    reason = result.reason
+        finally:
+            # Synchronous: runs on the way out of a cancel too.
+            self._pipe.put(RunEndedEvent(self._core.run_id, reason))
+            self._pipe.close()
+
+    def _leave(self) -> None:
+        if self.result is None and self._error is None:
+            self.cancel()
+
+
+@asynccontextmanager
+async def open_agent_run(
+    core: _RunCore[OutputT], pipe: _EventPipe
+) -> AsyncIterator[AgentRun[OutputT]]:
+    """Run *core* in a task of its own while the caller reads its events."""
+    run: AgentRun[OutputT] = AgentRun(core, pipe)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run._drive)
+        try:
+            yield run
+        finally:
+            run._leave()
+    pipe.close_reader()
+    if run._error is not None:
+        raise run._error
