@@ -16,6 +16,7 @@ from juno_bind_trio._errors import RunNotFoundError as RunNotFoundError
 from juno_bind_trio._errors import SchemaVersionError as SchemaVersionError
 from juno_bind_trio._errors import StoreDataError as StoreDataError
 from juno_bind_trio._errors import StoreError as StoreError
+from juno_bind_trio._public import publish as _publish
 
 from ._durable import DurableRun as DurableRun
 from ._durable import OpenTurnAnswer as OpenTurnAnswer
@@ -61,3 +62,5 @@ __all__ = [
     "tool_call_idempotency_key",
     "tool_call_receipt_key",
 ]
+
+_publish(__name__, globals(), __all__)

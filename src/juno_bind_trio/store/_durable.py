@@ -37,12 +37,11 @@ answers each, by its receipt, through
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final, final
+from typing import Any, final
 
 import anyio
 import attrs
@@ -57,6 +56,7 @@ from juno_bind_trio._errors import (
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome
 from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_message
 from juno_bind_trio.run import (
+    ChainRef,
     EffectResumability,
     ReceiptState,
     ToolBatch,
@@ -68,7 +68,6 @@ from juno_bind_trio.run import (
     tool_call_arguments,
     tool_call_id,
     tool_call_name,
-    tool_call_receipt_key_string,
 )
 from juno_bind_trio.transcript import HealChange, heal_transcript
 
@@ -83,8 +82,6 @@ __all__ = [
     "tool_call_receipt_key",
 ]
 
-_KEY_PREFIX: Final = "jbt1-"
-
 
 def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey:
     """The receipt key of *call* in run *run_id*: its id, its tool and its arguments' hash.
@@ -94,12 +91,8 @@ def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey
     """
     raw = tool_call_arguments(call)
     try:
-        args: object = json.loads(raw)
-    except ValueError:
-        args = raw
-    try:
-        args_hash = tool_call_args_hash(args)
-    except (TypeError, ValueError):  # a NaN in the JSON, say: hash the text instead
+        args_hash = tool_call_args_hash(json.loads(raw))
+    except (TypeError, ValueError, RecursionError):  # not JSON, or a NaN in it: the text
         args_hash = tool_call_args_hash(raw)
     return ToolCallReceiptKey(
         run_id=run_id,
@@ -112,16 +105,16 @@ def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey
 def tool_call_idempotency_key(key: ToolCallReceiptKey) -> str:
     """The idempotency key a tool hands its effect's service, for the call *key* names.
 
-    Derived from the run id, the call id, the tool and the arguments' hash
-    only, so the same call asks with the same key in every process that ever
-    dispatches it: the first run, and every resume after a crash. ASCII,
-    55 characters, safe for an HTTP header (``Idempotency-Key``) or a
-    database column.
+    Derived from the run id, the call id and the arguments' hash only (the
+    same value as [RunContext.idempotency_key][juno_bind_trio.agent.RunContext]),
+    so the same call asks with the same key in every process that ever
+    dispatches it: the first run, and every resume after a crash. 64
+    lowercase hex digits, safe for an HTTP header (``Idempotency-Key``) or
+    a database column.
     """
     if not isinstance(key, ToolCallReceiptKey):
         raise TypeError(f"tool_call_idempotency_key: key must be a ToolCallReceiptKey, got {key!r}")
-    digest = hashlib.sha256(tool_call_receipt_key_string(key).encode("utf-8")).hexdigest()
-    return _KEY_PREFIX + digest[:50]
+    return tool_call_args_hash([key.run_id, key.tool_call_id, key.args_hash])
 
 
 @final
@@ -194,6 +187,11 @@ class DurableRun:
     def lease(self) -> Lease:
         """The lease as last renewed."""
         return self._lease
+
+    @property
+    def chain(self) -> ChainRef:
+        """The run's lineage, as stored."""
+        return self._loaded.record.chain
 
     @property
     def lost(self) -> bool:

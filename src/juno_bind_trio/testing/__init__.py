@@ -9,17 +9,13 @@ loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
 """
 
-<<<<<<< HEAD
 from juno_bind_trio._errors import SimulatedCrash as SimulatedCrash
+from juno_bind_trio._public import publish as _publish
 
 from ._crash import CRASH_POINTS as CRASH_POINTS
 from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
-=======
-from juno_bind_trio._public import publish as _publish
-
->>>>>>> main
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
