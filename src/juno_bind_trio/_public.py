@@ -27,7 +27,8 @@ def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[st
 
     Only objects whose current ``__module__`` is a private module of this
     package are changed; constants, type aliases and objects from elsewhere
-    are left alone.
+    are left alone. An exception (``juno_bind_trio._errors``) is published
+    only at the top level, ``juno_bind_trio``.
     """
     for name in names:
         obj = namespace[name]
@@ -37,6 +38,10 @@ def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[st
         if not isinstance(current, str) or not current.startswith("juno_bind_trio."):
             continue
         if not _is_private(current) or getattr(obj, "__name__", None) != name:
+            continue
+        if current == "juno_bind_trio._errors" and module != "juno_bind_trio":
+            # The exception tree's home is the top level, whichever subpackage
+            # happens to be imported (and so published) before it.
             continue
         try:
             obj.__module__ = module

@@ -36,6 +36,12 @@ def test_the_how_to_runs_as_written(backend: str, tmp_path: Path) -> None:
     assert len(page.LEDGER) == 1
 
 
+def test_the_how_to_agent_sample_runs(backend: str, tmp_path: Path) -> None:
+    page = load_how_to()
+    assert run_on(backend, page.with_an_agent, str(tmp_path / "runs.db")) == "Done."
+    assert list(page.CHARGED.values()) == [20]
+
+
 def test_the_how_to_charge_runs_once_without_a_crash(backend: str, tmp_path: Path) -> None:
     page = load_how_to()
     path = str(tmp_path / "runs.db")

@@ -306,7 +306,7 @@ class _RunCore(Generic[OutputT]):
         self.children = _Children()
         self.iteration = 0
         self.loop: ToolLoop | None = None
-        self.resuming = False  # Agent.resume: the run is loaded from the store
+        self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
         if settings.instructions is not None and not (
             messages

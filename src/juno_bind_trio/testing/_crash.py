@@ -53,18 +53,16 @@ CRASH_POINTS: Final[frozenset[str]] = frozenset(CrashPoint.__args__)  # type: ig
 """Every [CrashPoint][juno_bind_trio.testing.CrashPoint]."""
 
 
-def _point(value: object) -> CrashPoint:
+def _point(_instance: object, _attribute: object, value: object) -> None:
     if value not in CRASH_POINTS:
         raise ValueError(
             f"CrashingStore: point must be one of {sorted(CRASH_POINTS)}, got {value!r}"
         )
-    return value  # type: ignore[return-value]
 
 
-def _count(value: object) -> int:
+def _count(_instance: object, _attribute: object, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"CrashingStore: n must be a positive integer, got {value!r}")
-    return value
 
 
 @final
@@ -79,8 +77,8 @@ class CrashingStore:
     """
 
     _store: RunStore = attrs.field(alias="store")
-    point: CrashPoint = attrs.field(converter=_point)
-    n: int = attrs.field(default=1, converter=_count)
+    point: CrashPoint = attrs.field(validator=_point)
+    n: int = attrs.field(default=1, validator=_count)
     crashed: bool = attrs.field(default=False, init=False)
     _seen: int = attrs.field(default=0, init=False)
 
