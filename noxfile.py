@@ -78,3 +78,10 @@ def soak_store(session: nox.Session) -> None:
         *session.posargs,
         env={"JUNO_STORE_SOAK": "1"},
     )
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
+    session.install("-e", ".[test]")
+    session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)

@@ -383,3 +383,35 @@ async def test_a_tool_call_in_a_run_without_tools_is_the_models_not_found() -> N
         "error": "There is no tool named 'weather': this run offers no tools.",
     }
     assert result.stats.tool_failures == 1
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_a_stray_cancelled_error_under_a_pending_cancel_is_absorbed_by_the_callers_scope(
+    serial: bool,
+) -> None:
+    # The run's cancel is pending (it landed while the tool was shielded) when the
+    # tool fails with a stray CancelledError. The call was cut off; what leaves
+    # run() must be the cancellation the caller's scope knows as its own, not the
+    # stray exception, which an anyio scope on asyncio would let through.
+    async def tool(tc: ToolCallLike) -> ToolCallOutcome:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(2)
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def main() -> None:
+        host, loop = loop_for(
+            [Turn(calls=[call("a"), call("b")], delay=0)],
+            tool,
+            runs_serially=(lambda tc: True) if serial else None,
+        )
+        with anyio.move_on_after(1) as scope:
+            await loop.run()
+        assert scope.cancelled_caught
+        found = answers(host.state.messages)
+        assert kind_of(found["a"]) == "interrupted"
+        assert kind_of(found["b"]) == ("not_run" if serial else "interrupted")
+
+    run_on("asyncio", main)

@@ -226,3 +226,53 @@ async def test_two_base_exceptions_stay_a_group_of_two() -> None:
     leaves = info.value.exceptions
     assert sorted(str(e) for e in leaves) == ["c0", "c1"]
     assert all(type(e) is HostBase for e in leaves)
+
+
+# --- the dict fast path's checks, and the id each harness error carries ----------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"id": 1, "type": "function", "function": {"name": "t", "arguments": "{}"}},
+        {"id": "c0", "type": "function", "function": {"name": 1, "arguments": "{}"}},
+        {"id": "c0", "type": "function", "function": {"name": "t", "arguments": {}}},
+        {"id": "c0", "type": "custom", "function": {"name": "t", "arguments": "{}"}},
+        {"id": "c0", "type": "function", "function": ["t", "{}"]},
+    ],
+    ids=["id-not-str", "name-not-str", "arguments-not-str", "type-not-function", "no-function"],
+)
+def test_a_malformed_dict_call_is_refused_when_the_batch_is_built(bad: dict[str, Any]) -> None:
+    with pytest.raises(TypeError, match=r"ToolBatch: expected a function tool call"):
+        ToolBatch([call(0), bad])
+
+
+async def test_refused_and_interrupted_results_carry_their_own_call_id() -> None:
+    from juno_bind_trio.run import AbortedToolCallError
+
+    stop = anyio.CancelScope()
+    batch: ToolBatch[None] = ToolBatch([call(0), call(1), call(2), call(3)])
+
+    async def tool(c: ToolCallLike) -> None:
+        stop.cancel()  # one worker: the first call stops every later claim
+        await anyio.sleep(1)
+
+    results = await batch.run(tool, stop=stop, per_tool_limit=1)
+    ids = [getattr(r.error, "tool_call_id", None) for r in results if isinstance(r, outcome.Error)]
+    assert ids == ["c1", "c2", "c3"]
+    assert all(
+        isinstance(r, outcome.Error) and isinstance(r.error, AbortedToolCallError)
+        for r in results[1:]
+    )
+
+    cut: ToolBatch[None] = ToolBatch([call(0), call(1, "other")])
+    with anyio.move_on_after(0.5):
+        await cut.run(tool)
+    interrupted = [cut.result(i) for i in range(2)]
+    assert [
+        getattr(r.error, "tool_call_id", None) for r in interrupted if isinstance(r, outcome.Error)
+    ] == ["c0", "c1"]
+    assert all(
+        isinstance(r, outcome.Error) and isinstance(r.error, InterruptedToolCallError)
+        for r in interrupted
+    )

@@ -805,6 +805,11 @@ class ToolLoop:
                     # Its own task group failed while the cancel cut it off: it is
                     # interrupted, and the cancellation leaves alone, not in a group.
                     open_batch.running_raised = failures
+                if failures is None or isinstance(failures, Exception):
+                    # Left "running": the exit path answers it as interrupted. The
+                    # cancellation is raised afresh by the backend rather than
+                    # re-raised: on asyncio, the one caught may be a stray
+                    # CancelledError, which the caller's scope would not absorb.
                     await checkpoint_if_cancelled()
                 if failures is not None and cancels is not None:
                     # A BaseException that outranks the cancel: that one, as itself.

@@ -429,8 +429,10 @@ class ToolBatch(Generic[T]):
                         self._interrupt(index, failures)
                         await checkpoint_if_cancelled()
                         continue  # pragma: no cover - the checkpoint above raises
-                    # The cancellation itself, or a BaseException that outranks
-                    # it: run()'s sweep answers this call "interrupted".
+                    # The cancellation itself (the task group turns even a stray
+                    # CancelledError into its own), or a BaseException that
+                    # outranks it. Left "running": run()'s sweep answers this call
+                    # "interrupted".
                     raise
                 if not is_foreign_cancellation(exc):
                     raise

@@ -1,0 +1,370 @@
+"""Mutation testing of the core modules: does the suite notice when the code is wrong?
+
+Each mutant is one small, deliberate bug made in the module's syntax tree:
+
+* ``delete``: a statement replaced by ``pass``;
+* ``negate``: the condition of an ``if`` / ``while`` / conditional expression
+  replaced by its negation;
+* ``jump``: ``continue`` and ``break`` swapped;
+* ``compare``: ``==``/``!=``, ``<``/``<=``, ``>``/``>=``, ``is``/``is not``,
+  ``in``/``not in`` swapped;
+* ``boolop``: ``and`` and ``or`` swapped;
+* ``constant``: ``True``/``False`` swapped, an integer ``n`` made ``n + 1``;
+* ``augassign``: ``+=`` made ``-=``.
+
+Docstrings, ``__repr__`` (and attrs' ``repr=``), ``__all__``,
+``TYPE_CHECKING`` blocks and lines marked
+``pragma: no cover`` are not mutated. Every mutant is written into a private
+copy of the package and judged by the tests that cover its module, on both
+anyio backends (``-x``: the first failing test kills it), in a child process
+forked from a parent that has imported pytest and the third-party libraries
+but never the package: the package and the tests are imported fresh for each
+mutant. A mutant that makes the tests time out counts as killed.
+
+Survivors listed in ``EQUIVALENT`` were read and judged to be the same
+program (their reason is kept next to them); the score is killed out of all
+mutants that are not equivalent. ``docs/explanation/testing.md`` records the
+last run.
+
+    python tools/mutation.py                       # every module
+    python tools/mutation.py --module run/_pool.py # one
+    python tools/mutation.py --list                # the mutants, without running them
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+
+# Module (under src/juno_bind_trio) -> the tests that judge its mutants.
+MODULES: dict[str, list[str]] = {
+    "run/_pool.py": [
+        "tests/run/test_pool.py",
+        "tests/run/test_pool_hardening.py",
+        "tests/run/test_pool_properties.py",
+    ],
+    "completion/_text_stream.py": [
+        "tests/completion/test_text_stream.py",
+        "tests/completion/test_text_gaps.py",
+        "tests/completion/test_sinks.py",
+    ],
+    "completion/_text_view.py": [
+        "tests/completion/test_text_view.py",
+        "tests/completion/test_text_gaps.py",
+    ],
+    "transcript/_heal.py": ["tests/transcript"],
+    "loop/_loop.py": ["tests/loop"],
+}
+
+# Survivors judged equivalent after reading them: mutant id -> why.
+EQUIVALENT: dict[str, str] = {}
+
+_SWAP_COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _is_dunder_all(node: ast.AST) -> bool:
+    return isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+    )
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    )
+
+
+class _Points:
+    """Walks a module in a fixed order and yields every mutation point as (node, kind, detail)."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = source.splitlines()
+
+    def _skipped(self, node: ast.AST) -> bool:
+        line = getattr(node, "lineno", None)
+        return line is not None and "pragma: no cover" in self.lines[line - 1]
+
+    def walk(self, tree: ast.AST) -> Iterator[tuple[ast.AST, str, ast.AST]]:
+        yield from self._visit(tree)
+
+    def _visit(self, node: ast.AST) -> Iterator[tuple[ast.AST, str, ast.AST]]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__repr__":
+            return
+        if _is_type_checking(node) or self._skipped(node):
+            return
+        if isinstance(node, ast.keyword) and node.arg == "repr":
+            return  # what a repr shows is not behaviour
+        if _is_dunder_all(node):
+            return
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list):
+                for stmt in body:
+                    if (
+                        isinstance(stmt, ast.stmt)
+                        and not _is_docstring(stmt)
+                        and not isinstance(
+                            stmt,
+                            (
+                                ast.FunctionDef,
+                                ast.AsyncFunctionDef,
+                                ast.ClassDef,
+                                ast.Import,
+                                ast.ImportFrom,
+                                ast.Pass,
+                            ),
+                        )
+                        and not _is_type_checking(stmt)
+                        and not self._skipped(stmt)
+                        and not _is_dunder_all(stmt)
+                    ):
+                        yield stmt, "delete", stmt
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and not (
+            isinstance(node.test, ast.Constant) and node.test.value is True
+        ):
+            yield node, "negate", node.test
+        if isinstance(node, (ast.Continue, ast.Break)):
+            yield node, "jump", node
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in _SWAP_COMPARE:
+                    yield node, f"compare{i}", node
+        if isinstance(node, ast.BoolOp):
+            yield node, "boolop", node
+        if isinstance(node, ast.Constant) and (
+            isinstance(node.value, bool)
+            or (isinstance(node.value, int) and not isinstance(node.value, bool))
+        ):
+            yield node, "constant", node
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            yield node, "augassign", node
+        for child in ast.iter_child_nodes(node):
+            if _is_docstring_node(node, child):
+                continue
+            yield from self._visit(child)
+
+
+def _is_docstring_node(parent: ast.AST, child: ast.AST) -> bool:
+    body = getattr(parent, "body", None)
+    return (
+        isinstance(body, list)
+        and bool(body)
+        and body[0] is child
+        and isinstance(child, ast.stmt)
+        and _is_docstring(child)
+    )
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, target: ast.AST, kind: str) -> None:
+        self.target = target
+        self.kind = kind
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and self.kind == "delete":
+                for i, stmt in enumerate(body):
+                    if stmt is self.target:
+                        body[i] = ast.copy_location(ast.Pass(), stmt)
+        if node is self.target:
+            return self._mutate(node)
+        return super().generic_visit(node)
+
+    def _mutate(self, node: Any) -> ast.AST:
+        kind = self.kind
+        if kind == "negate":
+            node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+        elif kind == "jump":
+            return ast.copy_location(
+                ast.Break() if isinstance(node, ast.Continue) else ast.Continue(), node
+            )
+        elif kind.startswith("compare"):
+            i = int(kind.removeprefix("compare"))
+            node.ops[i] = _SWAP_COMPARE[type(node.ops[i])]()
+        elif kind == "boolop":
+            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        elif kind == "constant":
+            node.value = (not node.value) if isinstance(node.value, bool) else node.value + 1
+        elif kind == "augassign":
+            node.op = ast.Sub()
+        mutated: ast.AST = node
+        return mutated
+
+
+def mutants(path: Path) -> list[tuple[str, str]]:
+    """Every mutant of the module at *path*: (id, mutated source)."""
+    source = path.read_text()
+    points = list(_Points(source).walk(ast.parse(source)))
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for index, (_, _, detail) in enumerate(points):
+        # A fresh tree per mutant, and the point found again in it by position.
+        tree = ast.parse(source)
+        node, kind, _ = next(itertools.islice(_Points(source).walk(tree), index, None))
+        mutated = _Replace(node, kind).visit(tree)
+        ast.fix_missing_locations(mutated)
+        text = ast.unparse(mutated)
+        line = getattr(node, "lineno", 0)
+        mutant_id = f"{line}:{kind}:{ast.unparse(detail).splitlines()[0][:60]}"
+        if text in seen:
+            continue
+        seen.add(text)
+        found.append((mutant_id, text))
+    return found
+
+
+def run_tests(tree: Path, tests: list[str], timeout: float) -> str:
+    """Judge the package copy at *tree* by *tests* in a child process; the verdict.
+
+    The child is forked from this process, which has imported the test
+    tooling and the third-party libraries but never the package itself: the
+    package (and every test module) is imported fresh in each child, and
+    nothing a mutant does outlives it. Forking saves the half second of
+    imports per mutant that a new interpreter would spend.
+    """
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 3
+        try:
+            os.environ["JUNO_SOAK_RUNS"] = "100"
+            sys.path.insert(0, str(tree))
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            os.chdir(ROOT)
+            import pytest
+
+            # The plugins were imported before pytest could mark them for assertion
+            # rewriting; that warning is expected here, not an error.
+            ignore = "ignore::pytest.PytestAssertRewriteWarning"
+            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-W", ignore, *tests]))
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return "survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return "timeout"
+        time.sleep(0.05)
+
+
+def _preload() -> None:
+    """Import what every child needs, except the package under test."""
+    import anyio  # noqa: F401
+    import attrs  # noqa: F401
+    import hypothesis  # noqa: F401
+    import outcome  # noqa: F401
+    import pytest  # noqa: F401
+    import trio
+    import trio.testing  # noqa: F401
+
+    assert "juno_bind_trio" not in sys.modules
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--module", action="append", choices=sorted(MODULES))
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--json", type=Path, help="write every result here")
+    parser.add_argument("--every", type=int, default=1, help="judge every Nth mutant only")
+    args = parser.parse_args()
+    chosen = args.module or list(MODULES)
+    _preload()
+
+    results: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="juno-mutants-") as tmp:
+        tree = Path(tmp) / "src"
+        shutil.copytree(SRC / "juno_bind_trio", tree / "juno_bind_trio")
+        for module in chosen:
+            path = SRC / "juno_bind_trio" / module
+            found = mutants(path)[:: args.every]
+            print(f"{module}: {len(found)} mutants", flush=True)
+            if args.list:
+                for mutant_id, _ in found:
+                    print(f"  {mutant_id}")
+                continue
+            target = tree / "juno_bind_trio" / module
+            original = path.read_text()
+            started = time.monotonic()
+            baseline = run_tests(tree, MODULES[module], timeout=900)
+            if baseline != "survived":
+                print(f"  the unmutated module fails its tests ({baseline}); skipped")
+                continue
+            budget = max(60.0, 3 * (time.monotonic() - started))
+            outcome: dict[str, str] = {}
+            for n, (mutant_id, text) in enumerate(found, 1):
+                target.write_text(text)
+                verdict = run_tests(tree, MODULES[module], timeout=budget)
+                outcome[mutant_id] = verdict
+                if verdict == "survived":
+                    note = EQUIVALENT.get(f"{module}:{mutant_id}")
+                    print(
+                        f"  [{n}/{len(found)}] SURVIVED {mutant_id}"
+                        + (" (equivalent)" if note else ""),
+                        flush=True,
+                    )
+            target.write_text(original)
+            results[module] = outcome
+    if args.list:
+        return 0
+
+    total_killed = total_judged = 0
+    for module, outcome in results.items():
+        survived = [m for m, v in outcome.items() if v == "survived"]
+        equivalent = [m for m in survived if f"{module}:{m}" in EQUIVALENT]
+        killed = len(outcome) - len(survived)
+        judged = len(outcome) - len(equivalent)
+        total_killed += killed
+        total_judged += judged
+        score = 100.0 * killed / judged if judged else 100.0
+        print(
+            f"{module}: {len(outcome)} mutants, {killed} killed, {len(equivalent)} equivalent, "
+            f"{len(survived) - len(equivalent)} surviving: {score:.1f}% of non-equivalent killed"
+        )
+    if total_judged:
+        print(f"total: {100.0 * total_killed / total_judged:.1f}% of non-equivalent mutants killed")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
