@@ -158,3 +158,28 @@ async def test_a_run_id_already_stored_is_refused(store: RunStore) -> None:
     await store.create_run("o1", messages=[{"role": "user", "content": "x"}])
     with pytest.raises(RunExistsError, match="'o1'"):
         await Agent(model, store=store).run("again", run_id="o1")
+
+
+async def test_a_sub_agent_run_is_stored_with_its_lineage(store: RunStore) -> None:
+    async def child_model(turn: ModelTurn) -> ModelTurnResult:
+        return ModelTurnResult(content="child done")
+
+    child = Agent(child_model, name="reader", store=store)
+
+    @tool
+    async def delegate(ctx: RunContext[None], topic: str) -> str:
+        """Ask a sub-agent."""
+        return (await child.run(topic, parent=ctx, run_id="kid")).output
+
+    async def parent_model(turn: ModelTurn) -> ModelTurnResult:
+        if len(turn.messages) == 1:
+            return ModelTurnResult(tool_calls=(call("d1", "delegate", topic="x"),))
+        return ModelTurnResult(content="parent done")
+
+    parent = Agent(parent_model, tools=[delegate], name="planner", store=store)
+    assert (await parent.run("plan", run_id="top")).output == "parent done"
+    children = await store.list_runs(parent_run_id="top")
+    assert [r.run_id for r in children] == ["kid"]
+    assert children[0].chain.depth == 1
+    assert [link.agent for link in children[0].chain.links] == ["planner", "reader"]
+    assert children[0].status == "completed"
