@@ -107,11 +107,18 @@ def test_a_worker_killed_anywhere_is_resumed_with_no_effect_twice(
     rng = random.Random(SEED)
     log = tmp_path / "effects.txt"
     run_ids = [f"r{i}" for i in range(KILLED_RUNS)]
-    anyio.run(create_runs, db, run_ids)
+    anyio.run(create_runs, db, [*run_ids, "calibration"])
+    # How long one run takes on this machine now: kills land within that span.
+    calibration = start("run", db, "calibration", "w0", str(tmp_path / "calibration.txt"))
+    began = time.monotonic()
+    assert calibration.stdout is not None
+    assert calibration.stdout.readline().strip() == "finished"  # the run, not the exit
+    span = time.monotonic() - began
+    finish(calibration)
     cut_short = 0
     for run_id in run_ids:
         first = start("run", db, run_id, "w1", str(log))
-        time.sleep(rng.uniform(0.0, 0.3))  # a random point: model call, batch, save, ...
+        time.sleep(rng.uniform(0.0, span))  # a random point: model call, batch, save, ...
         first.send_signal(signal.SIGKILL)
         first.communicate()
         if anyio.run(status_of, db, run_id) != "completed":
@@ -128,14 +135,16 @@ def test_a_worker_killed_anywhere_is_resumed_with_no_effect_twice(
             )
     final = anyio.run(final_state, db)
     seen = effects(log)
-    for run_id in run_ids:
+    for run_id in run_ids:  # the calibration run is not counted
         status, messages = final[run_id]
         assert status == "completed", f"seed {SEED}: {run_id} ended {status}"
         check_history(messages)
         for call_id in SENDS:  # every non-repeatable effect at most once
             assert seen[run_id, call_id, "send"] <= 1, f"seed {SEED}: {run_id}/{call_id} twice"
-    # Most kills must land mid-run, or this tests nothing; the rest came after the end.
-    assert cut_short >= len(run_ids) // 2, f"seed {SEED}: only {cut_short} kills landed mid-run"
+    # Kills must land mid-run, or this tests nothing; some may come after the end.
+    assert cut_short >= (len(run_ids) // 2 if SOAK else 1), (
+        f"seed {SEED}: only {cut_short} kills landed mid-run"
+    )
     print(f"\n{kind}: {cut_short} of {len(run_ids)} kills landed mid-run")
 
 
