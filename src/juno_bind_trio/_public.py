@@ -5,9 +5,9 @@ Classes and functions defined in a private module (``juno_bind_trio.loop._loop``
 then carry the subpackage that exports them as ``__module__``
 (``juno_bind_trio.loop``), so ``help()``, reprs of classes, tracebacks and
 pickles name the path a user can import. A name already published by an
-earlier ``__init__`` keeps its first public home: the exception tree is
-imported first, by the top-level package, so an exception reports
-``juno_bind_trio.UsageError`` wherever else it is re-exported.
+earlier ``__init__`` keeps its first public home, and an exception always
+reports the top level (``juno_bind_trio.UsageError``), wherever else it is
+re-exported.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[st
 
     Only objects whose current ``__module__`` is a private module of this
     package are changed; constants, type aliases and objects from elsewhere
-    are left alone. An exception (``juno_bind_trio._errors``) is published
-    only at the top level, ``juno_bind_trio``.
+    are left alone.
     """
     for name in names:
         obj = namespace[name]
@@ -41,7 +40,7 @@ def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[st
             continue
         if current == "juno_bind_trio._errors" and module != "juno_bind_trio":
             # The exception tree's home is the top level, whichever subpackage
-            # happens to be imported (and so published) before it.
+            # happens to be imported (and re-export an exception) first.
             continue
         try:
             obj.__module__ = module

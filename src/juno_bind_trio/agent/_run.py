@@ -209,7 +209,7 @@ class _StopFlag:
     __slots__ = ("cancel_called",)
 
     def __init__(self) -> None:
-        self.cancel_called = False
+        self.cancel_called: bool = False
 
     def cancel(self) -> None:
         self.cancel_called = True
@@ -222,7 +222,7 @@ class _Children:
     __slots__ = ("running",)
 
     def __init__(self) -> None:
-        self.running = 0
+        self.running: int = 0
 
 
 @final
@@ -300,11 +300,11 @@ class _RunCore(Generic[OutputT]):
         self.run_id = run_id
         self.parent = parent
         self.emit = emit
-        self.own_stop = _StopFlag()
+        self.own_stop: _StopFlag = _StopFlag()
         self.stop: StopSignal = self.own_stop if stop is None else _EitherStop(stop, self.own_stop)
         self.chain: ChainRef = root_chain(run_id, agent=settings.name)
-        self.children = _Children()
-        self.iteration = 0
+        self.children: _Children = _Children()
+        self.iteration: int = 0
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
@@ -315,7 +315,7 @@ class _RunCore(Generic[OutputT]):
         ):
             messages.insert(0, {"role": "system", "content": settings.instructions})
         messages.append({"role": "user", "content": prompt})
-        self.state = LoopState(messages)
+        self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
         self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
         self.model: ModelFn | None = None

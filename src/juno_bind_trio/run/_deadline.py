@@ -12,8 +12,8 @@ passes through it untouched, as ``Cancelled`` always must.
 The hard stop and the soft stop
 -------------------------------
 
-The budget is enforced twice, because the two stops the harness knows
-(DESIGN, "Cancellation") do different jobs:
+The budget is enforced twice, because the two stops the harness knows (the
+hard cancel and the soft stop) do different jobs:
 
 * At ``seconds``, the **soft stop** fires: [`RunDeadline.stop`][juno_bind_trio.run.RunDeadline.stop]
   (and any stop built by

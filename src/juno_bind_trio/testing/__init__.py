@@ -16,6 +16,7 @@ from ._crash import CRASH_POINTS as CRASH_POINTS
 from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
+from ._environment import fake_openai_env as fake_openai_env
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -62,6 +63,7 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "Usage",
+    "fake_openai_env",
     "open_fake_openai_server",
     "run_until_crash",
     "serve_fake_openai",
