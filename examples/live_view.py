@@ -26,6 +26,7 @@ import argparse
 import functools
 import json
 import re
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -137,14 +138,20 @@ async def open_live_view(
 async def main(
     *, port: int = 8000, pace: float = 1 / 30, tool_seconds: float = 3.0, out: TextIO = sys.stdout
 ) -> None:
-    """Serve the page on 127.0.0.1:*port* until cancelled (Ctrl-C)."""
-    async with (
-        open_live_view(pace=pace, tool_seconds=tool_seconds) as (_runs, app),
-        anyio.create_task_group() as tasks,
-    ):
-        url = await tasks.start(functools.partial(serve, app, port=port))
-        out.write(f"Live view: {url}/  (Ctrl-C to stop)\n")
-        out.flush()
+    """Serve the page on 127.0.0.1:*port* until Ctrl-C (SIGINT) or SIGTERM."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with (
+            open_live_view(pace=pace, tool_seconds=tool_seconds) as (_runs, app),
+            anyio.create_task_group() as tasks,
+        ):
+            url = await tasks.start(functools.partial(serve, app, port=port))
+            out.write(f"Live view: {url}/  (Ctrl-C to stop)\n")
+            out.flush()
+            async for _ in signals:
+                break
+            # A plain cancel: runs still going end with every tool call answered.
+            tasks.cancel_scope.cancel()
+    out.write("Stopped.\n")
 
 
 def cli() -> None:

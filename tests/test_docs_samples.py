@@ -7,8 +7,10 @@ top level, as in an async REPL: it is compiled with
 ``PyCF_ALLOW_TOP_LEVEL_AWAIT`` and the resulting coroutine is awaited.
 
 A page whose sample calls a function of *your* application (where to load a
-transcript from, say) gets a stand-in from ``HOST_CODE`` below, named in the
-page's prose; nothing else is added.
+transcript from, say) gets a stand-in from ``HOST_CODE`` below, run before
+the page; ``CHECKS`` then asserts what the page's code should have done, and
+a web framework the package does not depend on is a stub (``STUB_MODULES``).
+``NOT_RUN`` names the pages exempted, each with its reason.
 """
 
 from __future__ import annotations
@@ -205,11 +207,54 @@ assert sent and sent[-1]["text"] == "Hello from the model."
 }
 
 
+HOST_CODE.update(
+    {
+        "explanation/completion.md": """
+import contextlib
+from juno_bind_trio.providers.openai import open_openai_client
+from juno_bind_trio.testing import (
+    ReasoningDelta, StreamResponse, TextDelta, open_fake_openai_server,
+)
+_resources = contextlib.AsyncExitStack()
+_server = await _resources.enter_async_context(open_fake_openai_server([
+    StreamResponse([ReasoningDelta("thinking"), TextDelta("Hello"), TextDelta(", world")])
+]))
+client = await _resources.enter_async_context(
+    open_openai_client(base_url=_server.base_url, api_key="not-needed")
+)
+""",
+        "explanation/tool-pool.md": """
+import anyio
+from juno_bind_trio.run import ToolBatch, tool_call_id
+calls = [
+    {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    for i in range(3)
+]
+async def dispatch(call):
+    return "found " + tool_call_id(call)
+stop = anyio.CancelScope()
+answered = []
+def answer_every_call(batch):
+    answered.extend((tool_call_id(c), batch.result(i)) for i, c in enumerate(batch.calls))
+""",
+    }
+)
+CHECKS.update(
+    {
+        "explanation/completion.md": """
+assert "".join(text) == "Hello, world"
+await _resources.aclose()
+""",
+        "explanation/tool-pool.md": """
+assert [(i, r.unwrap()) for i, r in answered] == [
+    ("call_0", "found call_0"), ("call_1", "found call_1"), ("call_2", "found call_2")
+]
+""",
+    }
+)
+
 # Pages whose Python blocks are not samples to run, and why. Everything else runs.
 NOT_RUN: dict[str, str] = {
-    "explanation/completion.md": "a sketch of where the watchdog sits in a read loop",
-    "explanation/routing.md": "fragments of an attempt function, explained line by line",
-    "explanation/tool-pool.md": "a fragment showing where the answers are written",
     "tutorial/first-run.md": "the excerpt of examples/fallback_demo.py it walks through "
     "(the demo itself runs in tests/test_examples.py)",
 }

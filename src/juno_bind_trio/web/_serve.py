@@ -51,40 +51,49 @@ async def serve(
     config.bind = [f"fd://{sock.detach()}"]  # Hypercorn owns the socket from here
     config.accesslog = None
     config.errorlog = None
-    config.graceful_timeout = 0.0
+    config.graceful_timeout = 1.0  # open event streams get a second to close
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     url = f"http://{shown}:{bound_port}"
 
-    if sniffio.current_async_library() == "trio":
-        import trio
-        from hypercorn.trio import serve as hypercorn_serve
+    # Hypercorn is stopped through its shutdown trigger, never by cancelling it
+    # (its asyncio server does not survive a cancel): when serve() is
+    # cancelled, the shielded server task is told to shut down, runs the
+    # app's lifespan shutdown (which cancels the runs still going) and returns.
+    shutdown = anyio.Event()
+    on_trio = sniffio.current_async_library() == "trio"
 
-        async with anyio.create_task_group() as tasks:
+    async def run_server(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        with anyio.CancelScope(shield=True):
+            if on_trio:
+                from hypercorn.trio import serve as hypercorn_trio
 
-            async def run_server(*, task_status: trio.TaskStatus[None]) -> None:
-                await hypercorn_serve(
+                await hypercorn_trio(
                     app,
                     config,
-                    shutdown_trigger=anyio.sleep_forever,
+                    shutdown_trigger=shutdown.wait,
                     task_status=task_status,  # type: ignore[arg-type]
                 )
+            else:
+                from hypercorn.asyncio import serve as hypercorn_asyncio
 
-            await tasks.start(run_server)
-            task_status.started(url)
-    else:
-        from hypercorn.asyncio import serve as hypercorn_serve_asyncio
+                await hypercorn_asyncio(app, config, shutdown_trigger=shutdown.wait)
 
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(
-                lambda: hypercorn_serve_asyncio(app, config, shutdown_trigger=anyio.sleep_forever)
-            )
-            # asyncio's Hypercorn reports no start: wait until the port accepts.
-            while True:
-                try:
-                    stream = await anyio.connect_tcp(host, bound_port)
-                except OSError:
-                    await anyio.sleep(0.01)
-                    continue
-                await stream.aclose()
-                break
+    async with anyio.create_task_group() as tasks:
+        try:
+            if on_trio:
+                await tasks.start(run_server)
+            else:
+                tasks.start_soon(run_server)
+                # asyncio's Hypercorn reports no start: wait until the port accepts.
+                while True:
+                    try:
+                        stream = await anyio.connect_tcp(host, bound_port)
+                    except OSError:
+                        await anyio.sleep(0.01)
+                        continue
+                    await stream.aclose()
+                    break
             task_status.started(url)
+            await anyio.sleep_forever()
+        finally:
+            shutdown.set()
