@@ -24,6 +24,7 @@ For a crash of a real process, kill it: the store needs nothing more, and the
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Literal, Self, TypeAlias, TypeVar, final
 
@@ -54,7 +55,7 @@ CRASH_POINTS: Final[frozenset[str]] = frozenset(CrashPoint.__args__)  # type: ig
 
 
 def _point(_instance: object, _attribute: object, value: object) -> None:
-    if value not in CRASH_POINTS:
+    if not isinstance(value, str) or value not in CRASH_POINTS:
         raise ValueError(
             f"CrashingStore: point must be one of {sorted(CRASH_POINTS)}, got {value!r}"
         )
@@ -234,13 +235,19 @@ def _is_cancel(exc: BaseException) -> bool:
     return isinstance(exc, anyio.get_cancelled_exc_class())
 
 
+def _awaitable(value: object) -> Awaitable[object]:
+    if not inspect.isawaitable(value):
+        raise TypeError(f"run_until_crash: work() must return an awaitable, got {value!r:.80}")
+    return value
+
+
 async def run_until_crash(work: Callable[[], Awaitable[object]]) -> bool:
     """Await ``work()``; return ``True`` if it ended in a simulated crash, ``False`` if it
     finished first. Any other exception propagates."""
     if not callable(work):
         raise TypeError(f"run_until_crash: work must be an async callable, got {work!r}")
     try:
-        await work()
+        await _awaitable(work())
     except BaseException as exc:
         if _only_crashes(exc):
             return True
