@@ -97,6 +97,19 @@ class MCPToolset:
     _tools: tuple[Tool, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        server: object = self._server
+        if not isinstance(server, str):
+            raise TypeError(f"MCPToolset: server must be a string, got {server!r}")
+        infos: object = self._infos
+        if isinstance(infos, (str, bytes)) or not isinstance(infos, Sequence):
+            raise TypeError(f"MCPToolset: infos must be a sequence of MCPToolInfo, got {infos!r}")
+        for info in infos:
+            if not isinstance(info, MCPToolInfo):
+                raise TypeError(f"MCPToolset: infos must hold MCPToolInfo, got {info!r}")
+        self._infos = tuple(infos)
+        client: object = self._client
+        if client is not None and not isinstance(client, mcp.Client):
+            raise TypeError(f"MCPToolset: client must be an mcp.Client or None, got {client!r}")
         self._by_name = {info.name: info for info in self._infos}
         self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
         self._tools = tuple(self._tool(info) for info in self._infos)
