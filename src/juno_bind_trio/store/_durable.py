@@ -69,6 +69,7 @@ from juno_bind_trio.run import (
     tool_call_id,
     tool_call_name,
 )
+from juno_bind_trio.run._calls import read_tool_call
 from juno_bind_trio.transcript import HealChange, heal_transcript
 
 from ._records import RESUMABLE_STATUSES, Lease, ReceiptRecord, RunStatus, StoredRun
@@ -89,15 +90,18 @@ def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey
     The hash is over the parsed arguments (key order and whitespace do not
     change it); arguments that do not parse are hashed as their raw text.
     """
-    raw = tool_call_arguments(call)
+    given: object = run_id
+    if not isinstance(given, str) or not run_id:
+        raise TypeError(f"tool_call_receipt_key: run_id must be a non-empty str, got {run_id!r}")
+    call_id, name, raw = read_tool_call("tool_call_receipt_key", call)
     try:
         args_hash = tool_call_args_hash(json.loads(raw))
     except (TypeError, ValueError, RecursionError):  # not JSON, or a NaN in it: the text
         args_hash = tool_call_args_hash(raw)
     return ToolCallReceiptKey(
         run_id=run_id,
-        tool_call_id=tool_call_id(call),
-        tool_name=tool_call_name(call),
+        tool_call_id=call_id,
+        tool_name=name,
         args_hash=args_hash,
     )
 
@@ -162,13 +166,32 @@ class DurableRun:
     _uses_key: Callable[[str], bool] = attrs.field(alias="uses_idempotency_key")
     state: LoopState = attrs.field(alias="state")
     heal_changes: tuple[HealChange, ...] = attrs.field(alias="heal_changes")
-    stop: anyio.CancelScope = attrs.field(factory=anyio.CancelScope, init=False)
+    # Made in __attrs_post_init__, after the arguments are checked: a CancelScope
+    # needs a running event loop, and junk arguments must be refused first.
+    stop: anyio.CancelScope = attrs.field(init=False)
     _base: int = attrs.field(default=0, init=False)
     _iteration: int = attrs.field(default=0, init=False)
     _lost: bool = attrs.field(default=False, init=False)
     _finished: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
+        checks: tuple[tuple[str, object, type | tuple[type, ...]], ...] = (
+            ("store", self._store, RunStore),
+            ("lease", self._lease, Lease),
+            ("loaded", self._loaded, StoredRun),
+            ("state", self.state, LoopState),
+            ("heal_changes", self.heal_changes, tuple),
+        )
+        for name, value, expected in checks:
+            if not isinstance(value, expected):
+                raise TypeError(f"DurableRun: {name} has the wrong type, got {value!r}")
+        for name, value in (
+            ("resumability", self._resumability),
+            ("uses_idempotency_key", self._uses_key),
+        ):
+            if not callable(value):
+                raise TypeError(f"DurableRun: {name} must be callable, got {value!r}")
+        self.stop = anyio.CancelScope()
         self._base = self._loaded.record.iteration
         self._iteration = self._base
 

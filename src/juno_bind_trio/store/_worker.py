@@ -53,8 +53,14 @@ async def serve_runs(
     scope around it to stop the worker: the run in hand is handed back,
     claimable at once by another. Returns how many runs it handled.
     """
+    given: object = store
+    if not isinstance(given, RunStore):
+        raise TypeError(f"serve_runs: store must be a RunStore, got {store!r}")
     if not callable(handle):
         raise TypeError(f"serve_runs: handle must be an async callable, got {handle!r}")
+    named: object = owner
+    if not isinstance(named, str) or not owner:
+        raise TypeError(f"serve_runs: owner must be a non-empty str, got {owner!r}")
     ttl = _seconds("lease_ttl", lease_ttl)
     interval = _seconds("poll_interval", poll_interval)
     handled = 0

@@ -24,6 +24,7 @@ For a crash of a real process, kill it: the store needs nothing more, and the
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Literal, Self, TypeAlias, TypeVar, final
 
@@ -54,7 +55,7 @@ CRASH_POINTS: Final[frozenset[str]] = frozenset(CrashPoint.__args__)  # type: ig
 
 
 def _point(_instance: object, _attribute: object, value: object) -> None:
-    if value not in CRASH_POINTS:
+    if not isinstance(value, str) or value not in CRASH_POINTS:
         raise ValueError(
             f"CrashingStore: point must be one of {sorted(CRASH_POINTS)}, got {value!r}"
         )
@@ -239,8 +240,13 @@ async def run_until_crash(work: Callable[[], Awaitable[object]]) -> bool:
     finished first. Any other exception propagates."""
     if not callable(work):
         raise TypeError(f"run_until_crash: work must be an async callable, got {work!r}")
+    awaitable = work()
+    if not inspect.isawaitable(awaitable):
+        raise TypeError(
+            f"run_until_crash: work must be an async callable, it returned {awaitable!r}"
+        )
     try:
-        await work()
+        await awaitable
     except BaseException as exc:
         if _only_crashes(exc):
             return True
