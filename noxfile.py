@@ -87,6 +87,13 @@ def fuzz(session: nox.Session) -> None:
 
 
 @nox.session
+def soak(session: nox.Session) -> None:
+    """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
+    session.install("-e", ".[test]")
+    session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)
+
+
+@nox.session
 def soak_store(session: nox.Session) -> None:
     """The run store's big crash tests: 50 SIGKILLed runs per store, and 8 workers
     draining 500 runs on PostgreSQL while a tenth are killed. Needs
@@ -101,10 +108,3 @@ def soak_store(session: nox.Session) -> None:
         *session.posargs,
         env={"JUNO_STORE_SOAK": "1"},
     )
-
-
-@nox.session
-def soak(session: nox.Session) -> None:
-    """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
-    session.install("-e", ".[test]")
-    session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)

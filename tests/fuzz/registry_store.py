@@ -1,8 +1,10 @@
-"""Fuzz entries for `juno_bind_trio.store`, its errors, and the crash harness in `testing`.
+"""Fuzz entries for `juno_bind_trio.store` and the crash harness in `juno_bind_trio.testing`.
 
-The stores' constructors only check and keep their arguments (nothing is
-opened until ``async with``), so drawing arguments from their signatures
-touches no file and no server.
+The stores' constructors check their arguments without touching a database,
+so they are fuzzed as they are. The async entry points are given junk (no
+real store can be drawn): each must refuse it with an error naming itself.
+The database-facing methods are exercised against real databases in
+``tests/store``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from juno_bind_trio.store import (
     PostgresRunStore,
     ReceiptRecord,
     RunRecord,
+    SoftStop,
     SqliteRunStore,
     StoredRun,
     open_durable_run,
@@ -48,6 +51,11 @@ def _exception(cls: type[BaseException]) -> Entry:
     return Entry(cls, args=auto(cls, junk=False), check=_renders)
 
 
+def _key_is_hex(arguments: Call, key: Any) -> None:
+    assert isinstance(key, str)
+    assert len(key) == 64
+
+
 ENTRIES = [
     _exception(LeaseLostError),
     _exception(RunExistsError),
@@ -57,17 +65,18 @@ ENTRIES = [
     _exception(SimulatedCrash),
     _exception(StoreDataError),
     _exception(StoreError),
-    Entry(DurableRun),
-    Entry(Lease),
-    Entry(OpenTurnAnswer),
-    Entry(PostgresRunStore),
-    Entry(ReceiptRecord),
-    Entry(RunRecord),
     Entry(SqliteRunStore),
-    Entry(StoredRun),
+    Entry(PostgresRunStore),
+    Entry(Lease, args=auto(Lease, junk=False)),
+    Entry(ReceiptRecord, args=auto(ReceiptRecord, junk=False)),
+    Entry(RunRecord, args=auto(RunRecord, junk=False)),
+    Entry(StoredRun, args=auto(StoredRun, junk=False)),
+    Entry(OpenTurnAnswer, args=auto(OpenTurnAnswer, junk=False)),
+    Entry(SoftStop),
+    Entry(DurableRun),
     Entry(open_durable_run),
     Entry(serve_runs),
-    Entry(tool_call_idempotency_key),
+    Entry(tool_call_idempotency_key, check=_key_is_hex),
     Entry(tool_call_receipt_key),
     Entry(CrashingStore),
     Entry(run_until_crash),

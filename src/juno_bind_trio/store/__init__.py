@@ -20,6 +20,7 @@ from juno_bind_trio._public import publish as _publish
 
 from ._durable import DurableRun as DurableRun
 from ._durable import OpenTurnAnswer as OpenTurnAnswer
+from ._durable import SoftStop as SoftStop
 from ._durable import open_durable_run as open_durable_run
 from ._durable import tool_call_idempotency_key as tool_call_idempotency_key
 from ._durable import tool_call_receipt_key as tool_call_receipt_key
@@ -53,6 +54,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "SchemaVersionError",
+    "SoftStop",
     "SqliteRunStore",
     "StoreDataError",
     "StoreError",

@@ -69,7 +69,6 @@ from juno_bind_trio.run import (
     tool_call_id,
     tool_call_name,
 )
-from juno_bind_trio.run._calls import read_tool_call
 from juno_bind_trio.transcript import HealChange, heal_transcript
 
 from ._records import RESUMABLE_STATUSES, Lease, ReceiptRecord, RunStatus, StoredRun
@@ -78,6 +77,7 @@ from ._store import RunStore
 __all__ = [
     "DurableRun",
     "OpenTurnAnswer",
+    "SoftStop",
     "open_durable_run",
     "tool_call_idempotency_key",
     "tool_call_receipt_key",
@@ -89,21 +89,28 @@ def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey
 
     The hash is over the parsed arguments (key order and whitespace do not
     change it); arguments that do not parse are hashed as their raw text.
+
+    :raises TypeError: *run_id* is not a non-empty string, or *call* is not a
+        function tool call.
     """
     given: object = run_id
-    if not isinstance(given, str) or not run_id:
-        raise TypeError(f"tool_call_receipt_key: run_id must be a non-empty str, got {run_id!r}")
-    call_id, name, raw = read_tool_call("tool_call_receipt_key", call)
+    if not isinstance(given, str) or not given:
+        raise TypeError(f"tool_call_receipt_key: run_id must be a non-empty string, got {run_id!r}")
+    try:
+        raw = tool_call_arguments(call)
+        call_id, name = tool_call_id(call), tool_call_name(call)
+    except TypeError as exc:
+        raise TypeError(f"tool_call_receipt_key: {exc}") from None
     try:
         args_hash = tool_call_args_hash(json.loads(raw))
     except (TypeError, ValueError, RecursionError):  # not JSON, or a NaN in it: the text
         args_hash = tool_call_args_hash(raw)
-    return ToolCallReceiptKey(
-        run_id=run_id,
-        tool_call_id=call_id,
-        tool_name=name,
-        args_hash=args_hash,
-    )
+    try:
+        return ToolCallReceiptKey(
+            run_id=run_id, tool_call_id=call_id, tool_name=name, args_hash=args_hash
+        )
+    except TypeError as exc:
+        raise TypeError(f"tool_call_receipt_key: {exc}") from None
 
 
 def tool_call_idempotency_key(key: ToolCallReceiptKey) -> str:
@@ -119,6 +126,27 @@ def tool_call_idempotency_key(key: ToolCallReceiptKey) -> str:
     if not isinstance(key, ToolCallReceiptKey):
         raise TypeError(f"tool_call_idempotency_key: key must be a ToolCallReceiptKey, got {key!r}")
     return tool_call_args_hash([key.run_id, key.tool_call_id, key.args_hash])
+
+
+@final
+class SoftStop:
+    """The soft stop a durable run gives its loop: fired when the run's lease is lost.
+
+    Anything with a ``cancel_called`` bool is a loop's ``stop``; this one is
+    made without an event loop, so a run can be built anywhere.
+    """
+
+    __slots__ = ("cancel_called",)
+
+    def __init__(self) -> None:
+        self.cancel_called: bool = False
+
+    def __repr__(self) -> str:
+        return f"<SoftStop cancel_called={self.cancel_called}>"
+
+    def cancel(self) -> None:
+        """Fire the stop: the loop starts nothing new and ends ``"stopped"``."""
+        self.cancel_called = True
 
 
 @final
@@ -166,15 +194,14 @@ class DurableRun:
     _uses_key: Callable[[str], bool] = attrs.field(alias="uses_idempotency_key")
     state: LoopState = attrs.field(alias="state")
     heal_changes: tuple[HealChange, ...] = attrs.field(alias="heal_changes")
-    # Made in __attrs_post_init__, after the arguments are checked: a CancelScope
-    # needs a running event loop, and junk arguments must be refused first.
-    stop: anyio.CancelScope = attrs.field(init=False)
+    stop: SoftStop = attrs.field(factory=lambda: SoftStop(), init=False)
     _base: int = attrs.field(default=0, init=False)
     _iteration: int = attrs.field(default=0, init=False)
     _lost: bool = attrs.field(default=False, init=False)
     _finished: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
+        # Made by open_durable_run; a host building one by hand gets told what is wrong.
         checks: tuple[tuple[str, object, type | tuple[type, ...]], ...] = (
             ("store", self._store, RunStore),
             ("lease", self._lease, Lease),
@@ -182,16 +209,12 @@ class DurableRun:
             ("state", self.state, LoopState),
             ("heal_changes", self.heal_changes, tuple),
         )
-        for name, value, expected in checks:
-            if not isinstance(value, expected):
-                raise TypeError(f"DurableRun: {name} has the wrong type, got {value!r}")
-        for name, value in (
-            ("resumability", self._resumability),
-            ("uses_idempotency_key", self._uses_key),
-        ):
-            if not callable(value):
-                raise TypeError(f"DurableRun: {name} must be callable, got {value!r}")
-        self.stop = anyio.CancelScope()
+        for name, value, kind in checks:
+            if not isinstance(value, kind):
+                raise TypeError(f"DurableRun: {name} is not what it must be: {value!r:.80}")
+        ports: tuple[object, ...] = (self._resumability, self._uses_key)
+        if not all(callable(port) for port in ports):
+            raise TypeError("DurableRun: resumability and uses_idempotency_key must be callable")
         self._base = self._loaded.record.iteration
         self._iteration = self._base
 
@@ -539,6 +562,12 @@ async def open_durable_run(
     given: object = store
     if not isinstance(given, RunStore):
         raise TypeError(f"open_durable_run: store must be a RunStore, got {store!r}")
+    texts: tuple[tuple[str, object], ...] = (("run_id", run_id), ("owner", owner))
+    for name, text in texts:
+        if not isinstance(text, str) or not text:
+            raise TypeError(f"open_durable_run: {name} must be a non-empty string, got {text!r}")
+    if lease is not None and not isinstance(lease, Lease):
+        raise TypeError(f"open_durable_run: lease must be a Lease or None, got {lease!r}")
     ttl = _check_seconds("lease_ttl", lease_ttl)
     interval = (
         ttl / 3 if renew_interval is None else _check_seconds("renew_interval", renew_interval)

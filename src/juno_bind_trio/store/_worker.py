@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
@@ -20,8 +21,11 @@ _log = logging.getLogger("juno_bind_trio.store")
 
 
 def _seconds(what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"serve_runs: {what} must be a positive number of seconds, got {value!r}")
+    message = f"serve_runs: {what} must be a positive finite number of seconds, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(message)
+    if not 0 < value < math.inf:
+        raise ValueError(message)
     return float(value)
 
 
@@ -58,9 +62,17 @@ async def serve_runs(
         raise TypeError(f"serve_runs: store must be a RunStore, got {store!r}")
     if not callable(handle):
         raise TypeError(f"serve_runs: handle must be an async callable, got {handle!r}")
-    named: object = owner
-    if not isinstance(named, str) or not owner:
-        raise TypeError(f"serve_runs: owner must be a non-empty str, got {owner!r}")
+    given_owner: object = owner
+    if not isinstance(given_owner, str) or not given_owner:
+        raise TypeError(f"serve_runs: owner must be a non-empty string, got {owner!r}")
+    for name, fn in (
+        ("resumability", resumability),
+        ("uses_idempotency_key", uses_idempotency_key),
+    ):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"serve_runs: {name} must be callable or None, got {fn!r}")
+    if not isinstance(stop_when_idle, bool):
+        raise TypeError(f"serve_runs: stop_when_idle must be a bool, got {stop_when_idle!r}")
     ttl = _seconds("lease_ttl", lease_ttl)
     interval = _seconds("poll_interval", poll_interval)
     handled = 0

@@ -235,18 +235,19 @@ def _is_cancel(exc: BaseException) -> bool:
     return isinstance(exc, anyio.get_cancelled_exc_class())
 
 
+def _awaitable(value: object) -> Awaitable[object]:
+    if not inspect.isawaitable(value):
+        raise TypeError(f"run_until_crash: work() must return an awaitable, got {value!r:.80}")
+    return value
+
+
 async def run_until_crash(work: Callable[[], Awaitable[object]]) -> bool:
     """Await ``work()``; return ``True`` if it ended in a simulated crash, ``False`` if it
     finished first. Any other exception propagates."""
     if not callable(work):
         raise TypeError(f"run_until_crash: work must be an async callable, got {work!r}")
-    awaitable = work()
-    if not inspect.isawaitable(awaitable):
-        raise TypeError(
-            f"run_until_crash: work must be an async callable, it returned {awaitable!r}"
-        )
     try:
-        await awaitable
+        await _awaitable(work())
     except BaseException as exc:
         if _only_crashes(exc):
             return True
