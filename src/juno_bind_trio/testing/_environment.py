@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Final
 
 import anyio.from_thread
+import sniffio
 
 from ._server import FakeOpenAIServer, Script, _compile_script, open_fake_openai_server
 
@@ -49,6 +50,16 @@ def fake_openai_env(
     given: object = api_key
     if not isinstance(given, str) or not given:
         raise TypeError(f"fake_openai_env: api_key must be a non-empty str, got {api_key!r}")
+    try:
+        running: str | None = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        running = None
+    if running is not None:
+        # Blocking this loop's thread on the server's would deadlock a client of it here.
+        raise RuntimeError(
+            f"fake_openai_env: called inside a running {running} event loop; use "
+            "`async with open_fake_openai_server(...)` there, or enter this around the loop"
+        )
     _compile_script(script)  # a bad script fails here, not in the server's thread
     saved = {name: os.environ.get(name) for name in _VARIABLES}
     with (
