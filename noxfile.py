@@ -57,8 +57,11 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Every benchmark script; each prints its ratio against a bare baseline."""
-    session.install("-e", ".")
+    """Every benchmark script; each prints its ratio against a bare baseline.
+
+    bench_web_latency.py drives Debian's Chromium (/usr/bin/chromium) through Playwright.
+    """
+    session.install("-e", ".[test]")
     for script in sorted(__import__("pathlib").Path("benchmarks").glob("bench_*.py")):
         session.run("python", str(script))
 

@@ -2,7 +2,7 @@
 
 [LiveRuns][juno_bind_trio.web.LiveRuns] starts a run of an agent (anything
 with ``open_run(prompt, *, run_id=...)``, as
-`juno_bind_trio.agent.Agent` has), reads its events in a task of its
+[Agent][juno_bind_trio.agent.Agent] has), reads its events in a task of its
 own, and appends each one's wire form to the run's log. Readers (the SSE
 endpoint) wait on the log, never on the run: a slow or vanished browser never
 holds the run back, and a reconnect replays from any position.
@@ -54,7 +54,7 @@ class WireEvent(Protocol):
 class RunHandle(Protocol):
     """What [LiveRuns][juno_bind_trio.web.LiveRuns] needs of a run in progress.
 
-    `juno_bind_trio.agent.AgentRun` is one: iterate it for events,
+    [AgentRun][juno_bind_trio.agent.AgentRun] is one: iterate it for events,
     ``stop()`` softly, ``cancel()`` hard, ``messages`` is the transcript so far.
     """
 
@@ -69,7 +69,7 @@ class RunHandle(Protocol):
 
 
 class RunSource(Protocol):
-    """What starts runs: `juno_bind_trio.agent.Agent` is one."""
+    """What starts runs: [Agent][juno_bind_trio.agent.Agent] is one."""
 
     def open_run(
         self, prompt: str, *, run_id: str | None = ...
