@@ -67,6 +67,26 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def fuzz(session: nox.Session) -> None:
+    """The public-surface fuzz (tests/fuzz) with thousands of fresh examples per callable.
+
+    ``nox -s fuzz -- 20000`` sets the number; the default run of the test
+    suite draws 25 fixed ones.
+    """
+    session.install("-e", ".[test,mcp]")
+    examples = session.posargs[0] if session.posargs else "3000"
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/fuzz",
+        "-q",
+        "-x",
+        env={"JUNO_FUZZ_EXAMPLES": examples},
+    )
+
+
+@nox.session
 def soak(session: nox.Session) -> None:
     """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
     session.install("-e", ".[test]")

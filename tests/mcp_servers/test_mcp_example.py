@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -53,3 +54,14 @@ async def test_the_example_run_uses_the_mcp_tools_and_the_local_tool(tmp_path: P
         "call_list": {"result": ["buy oat milk"]},
     }
     assert result.output == "Noted “buy oat milk” (3 words); it is your only note."
+
+
+def test_the_how_to_quotes_the_example_as_it_is() -> None:
+    """docs/how-to/use-mcp-servers.md shows an excerpt of the example this file runs."""
+    root = EXAMPLE.parent.parent
+    page = (root / "docs" / "how-to" / "use-mcp-servers.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert blocks
+    source = EXAMPLE.read_text(encoding="utf-8")
+    for block in blocks:
+        assert block in source

@@ -28,6 +28,8 @@ async def serve(
     network: give [create_app][juno_bind_trio.web.create_app] an
     ``authorize`` hook and the ``allowed_hosts`` you serve under first.
     """
+    if not callable(app):
+        raise TypeError(f"serve: app must be an ASGI application (a callable), got {app!r}")
     given_host: object = host
     if not isinstance(given_host, str) or not given_host:
         raise TypeError(f"serve: host must be a non-empty string, got {host!r}")
