@@ -246,7 +246,9 @@ class LiveRun:
                         "kind": "run_ended",
                         "runId": self.run_id,
                         "reason": "failed",
-                        "error": f"{type(exc).__name__}: {exc}",
+                        # The type only: an error's text may carry what the
+                        # host would not show (endpoints, internal names).
+                        "error": type(exc).__name__,
                     }
                 )
         finally:
@@ -319,6 +321,9 @@ class LiveRuns:
                 finally:
                     for run in self._runs.values():
                         run.request_cancel()
+                    # And cancel their tasks outright: a run source that ignores
+                    # cancel() must not hold the server's shutdown.
+                    tasks.cancel_scope.cancel()
         finally:
             self._tasks = None
 
