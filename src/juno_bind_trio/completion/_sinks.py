@@ -25,7 +25,7 @@ from typing import Protocol, final, runtime_checkable
 import attrs
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ._coalescing import DEFAULT_HANDOFF_INTERVAL, CoalescingSink, MemorySinkPair
+from ._coalescing import DEFAULT_HANDOFF_INTERVAL, CoalescingSink, MemorySinkPair, check_interval
 from ._events import TurnStreamEvent
 
 __all__ = [
@@ -182,17 +182,7 @@ def open_memory_sink(
     """
     if not isinstance(retractable, bool):
         raise TypeError(f"open_memory_sink: retractable must be a bool, got {retractable!r}")
-    given: object = interval  # checked at run time, whatever the type says
-    if (
-        isinstance(given, bool)
-        or not isinstance(given, (int, float))
-        or not math.isfinite(given)
-        or given < 0
-    ):
-        raise TypeError(
-            "open_memory_sink: interval must be a finite non-negative number of seconds, "
-            f"got {interval!r}"
-        )
+    check_interval("open_memory_sink", interval)
     sink: CoalescingSink[TurnStreamEvent] = CoalescingSink(
         retractable=retractable, interval=interval
     )
