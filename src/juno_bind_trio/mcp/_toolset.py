@@ -104,6 +104,11 @@ class MCPToolset:
         infos: object = self._infos
         if not isinstance(infos, tuple) or not all(isinstance(i, MCPToolInfo) for i in infos):
             raise TypeError(f"MCPToolset: infos must be a tuple of MCPToolInfo, got {shown(infos)}")
+        client: object = self._client
+        if client is not None and not isinstance(client, mcp.Client):
+            raise TypeError(
+                f"MCPToolset: client must be an mcp.Client or None, got {shown(client)}"
+            )
         self._by_name = {info.name: info for info in self._infos}
         self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
         self._tools = tuple(self._tool(info) for info in self._infos)
