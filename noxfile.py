@@ -68,3 +68,10 @@ def soak(session: nox.Session) -> None:
     """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
     session.install("-e", ".[test]")
     session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the core modules (tools/mutation.py); CPU heavy, outside CI."""
+    session.install("-e", ".[test]")
+    session.run("python", "tools/mutation.py", *session.posargs)

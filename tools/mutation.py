@@ -66,7 +66,18 @@ MODULES: dict[str, list[str]] = {
         "tests/completion/test_text_gaps.py",
     ],
     "transcript/_heal.py": ["tests/transcript"],
-    "loop/_loop.py": ["tests/loop"],
+    # The quick, pointed tests first: with -x, most mutants die in the first file.
+    "loop/_loop.py": [
+        "tests/loop/test_loop.py",
+        "tests/loop/test_cancellation.py",
+        "tests/loop/test_hardening.py",
+        "tests/loop/test_gaps.py",
+        "tests/loop/test_observers.py",
+        "tests/loop/test_values.py",
+        "tests/loop/test_example.py",
+        "tests/loop/test_soak.py",
+        "tests/loop/test_properties.py",
+    ],
 }
 
 # Survivors judged equivalent after reading them: mutant id -> why.
@@ -239,7 +250,8 @@ def mutants(path: Path) -> list[tuple[str, str]]:
         ast.fix_missing_locations(mutated)
         text = ast.unparse(mutated)
         line = getattr(node, "lineno", 0)
-        mutant_id = f"{line}:{kind}:{ast.unparse(detail).splitlines()[0][:60]}"
+        column = getattr(node, "col_offset", 0)
+        mutant_id = f"{line}:{column}:{kind}:{ast.unparse(detail).splitlines()[0][:60]}"
         if text in seen:
             continue
         seen.add(text)
@@ -334,13 +346,8 @@ def main() -> int:
                 target.write_text(text)
                 verdict = run_tests(tree, MODULES[module], timeout=budget)
                 outcome[mutant_id] = verdict
-                if verdict == "survived":
-                    note = EQUIVALENT.get(f"{module}:{mutant_id}")
-                    print(
-                        f"  [{n}/{len(found)}] SURVIVED {mutant_id}"
-                        + (" (equivalent)" if note else ""),
-                        flush=True,
-                    )
+                note = " (equivalent)" if f"{module}:{mutant_id}" in EQUIVALENT else ""
+                print(f"  [{n}/{len(found)}] {verdict.upper()} {mutant_id}{note}", flush=True)
             target.write_text(original)
             results[module] = outcome
     if args.list:

@@ -276,3 +276,13 @@ async def test_refused_and_interrupted_results_carry_their_own_call_id() -> None
         isinstance(r, outcome.Error) and isinstance(r.error, InterruptedToolCallError)
         for r in interrupted
     )
+
+
+def test_the_repeated_id_named_is_the_one_repeated() -> None:
+    calls = [call(0), call(1), call(2)]
+    calls[2]["id"] = "c1"
+    with pytest.raises(ValueError, match=r"ids must be unique, got 'c1' twice"):
+        ToolBatch(calls)
+    calls[2]["id"] = ""
+    with pytest.raises(ValueError, match=r"ids must be non-empty, got \{'id': ''"):
+        ToolBatch(calls)
