@@ -12,7 +12,7 @@ Each mutant is one small, deliberate bug made in the module's syntax tree:
 * ``constant``: ``True``/``False`` swapped, an integer ``n`` made ``n + 1``;
 * ``augassign``: ``+=`` made ``-=``.
 
-Docstrings, ``__repr__`` (and attrs' ``repr=``), ``__all__``,
+Docstrings, ``__repr__`` (and attrs' ``repr=`` and ``init=``), ``__all__``,
 ``TYPE_CHECKING`` blocks and lines marked
 ``pragma: no cover`` are not mutated. Every mutant is written into a private
 copy of the package and judged by the tests that cover its module, on both
@@ -136,8 +136,10 @@ class _Points:
             return
         if _is_type_checking(node) or self._skipped(node):
             return
-        if isinstance(node, ast.keyword) and node.arg == "repr":
-            return  # what a repr shows is not behaviour
+        if isinstance(node, ast.keyword) and node.arg in ("repr", "init"):
+            # What a repr shows is not behaviour; attrs' init= only says whether
+            # the constructor takes a keyword for a private field nobody passes.
+            return
         if _is_dunder_all(node):
             return
         for field in ("body", "orelse", "finalbody"):

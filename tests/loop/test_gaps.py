@@ -16,7 +16,13 @@ import anyio
 import pytest
 from loop_scripts import Host, Turn, answers, call
 
-from juno_bind_trio.loop import LoopEvent, ModelTurnResult, RunStats, StatusEvent
+from juno_bind_trio.loop import (
+    AssistantMessageEvent,
+    LoopEvent,
+    ModelTurnResult,
+    RunStats,
+    StatusEvent,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -224,3 +230,13 @@ async def test_run_stats_after_a_model_call_that_was_cancelled() -> None:
         tool_seconds=1.0,
         tool_calls=1,
     )
+
+
+async def test_a_turn_without_content_sends_no_assistant_message_event() -> None:
+    send, receive = anyio.create_memory_object_stream[LoopEvent](math.inf)
+    host = Host([Turn(calls=[call("a")]), Turn(content="done")])
+    with send, receive:
+        await host.loop(events=send).run()
+        send.close()
+        messages = [e async for e in receive if isinstance(e, AssistantMessageEvent)]
+    assert messages == [AssistantMessageEvent(2, "done", False)]
