@@ -319,6 +319,9 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--json", type=Path, help="write every result here")
     parser.add_argument("--every", type=int, default=1, help="judge every Nth mutant only")
+    parser.add_argument(
+        "--only", action="append", help="judge only mutants whose id starts with this (repeatable)"
+    )
     args = parser.parse_args()
     chosen = args.module or list(MODULES)
     _preload()
@@ -330,6 +333,8 @@ def main() -> int:
         for module in chosen:
             path = SRC / "juno_bind_trio" / module
             found = mutants(path)[:: args.every]
+            if args.only:
+                found = [m for m in found if any(m[0].startswith(o) for o in args.only)]
             print(f"{module}: {len(found)} mutants", flush=True)
             if args.list:
                 for mutant_id, _ in found:
