@@ -57,10 +57,33 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Every benchmark script; each prints its ratio against a bare baseline."""
-    session.install("-e", ".")
+    """Every benchmark script; each prints its ratio against a bare baseline.
+
+    bench_web_latency.py drives Debian's Chromium (/usr/bin/chromium) through Playwright.
+    """
+    session.install("-e", ".[test]")
     for script in sorted(__import__("pathlib").Path("benchmarks").glob("bench_*.py")):
         session.run("python", str(script))
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The public-surface fuzz (tests/fuzz) with thousands of fresh examples per callable.
+
+    ``nox -s fuzz -- 20000`` sets the number; the default run of the test
+    suite draws 25 fixed ones.
+    """
+    session.install("-e", ".[test,mcp]")
+    examples = session.posargs[0] if session.posargs else "3000"
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/fuzz",
+        "-q",
+        "-x",
+        env={"JUNO_FUZZ_EXAMPLES": examples},
+    )
 
 
 @nox.session

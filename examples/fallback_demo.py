@@ -1,6 +1,8 @@
 """Provider fallback and cancellation, end to end, with no API key.
 
-    python examples/fallback_demo.py
+    python examples/fallback_demo.py            # paced so you can watch it stream
+    python examples/fallback_demo.py --fast     # as fast as the fake provider goes
+    python examples/fallback_demo.py --help     # every flag
 
 Starts a fault-injecting OpenAI-compatible server on 127.0.0.1 and runs two
 scenarios through the real ``openai`` SDK, the route executor, the tool pool
@@ -9,18 +11,20 @@ and the tool loop:
 1. **Fallback.** The first provider dies mid-stream after some text has been
    shown, the second answers 429, and the fallback model succeeds with two
    tool calls, which run through the pool. The live rendering (driven by a
-   ``TurnTextView``) shows the reset replacing the partial text.
+   ``TurnTextView``) withdraws the partial text at the reset; each attempt's
+   fate prints as it happens.
 2. **Cancellation.** The model asks for six slow tool calls (two workers),
    and the run's scope is cancelled while the first two are running: the
    queued four never start, and every call still has an answer in the
    transcript (``interrupted`` or ``not_run``).
 
-With ``--base-url``, ``--api-key`` and ``--model`` (or ``OPENAI_BASE_URL``,
-``OPENAI_API_KEY``, ``OPENAI_MODEL``) it runs the fallback scenario's turn
-against a real OpenAI-compatible endpoint instead.
+With ``--base-url``, ``--api-key`` and ``--model`` it runs the fallback
+scenario's turn against a real OpenAI-compatible endpoint instead; if that
+endpoint fails, two lines say which and why, and the exit status is 1.
+Ctrl-C stops it at once (exit status 130).
 
-The scenarios are importable (:func:`fallback_scenario`,
-:func:`cancel_scenario`), so a test can run them on a virtual clock.
+The scenarios are importable (``fallback_scenario``, ``cancel_scenario``), so
+a test can run them on a virtual clock.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -40,7 +45,18 @@ import attrs
 from juno_bind_trio.completion import ResetEvent, TurnStreamEvent, TurnTextView, open_memory_sink
 from juno_bind_trio.loop import LoopState, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteResult, RouteStage
+from juno_bind_trio.routing import (
+    AttemptFailure,
+    Candidate,
+    ClassifiedError,
+    RouteAction,
+    RouteCursor,
+    RoutePlan,
+    RouteResult,
+    RouteStage,
+    RoutingError,
+    classify_openai_error,
+)
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
@@ -70,6 +86,17 @@ TOOLS = [
 ]
 
 
+# How fast the fake provider streams: about 30 tokens a second by default, so a
+# person can watch the text arrive and be withdrawn; --fast is the old 50.
+PACE: float = 1 / 30
+FAST_PACE: float = 0.02
+
+
+def tokens(text: str) -> list[str]:
+    """*text* in word-sized pieces, each with its trailing space: what a model streams."""
+    return re.findall(r"\S+\s*", text)
+
+
 # --- the live rendering ---------------------------------------------------------
 
 
@@ -77,9 +104,10 @@ TOOLS = [
 class LiveRenderer:
     """Renders each turn's text from its events, the way a browser client would.
 
-    On a terminal it redraws the line in place, so a reset visibly replaces
-    the partial text; elsewhere (a pipe, a test) it prints one line per epoch
-    and one per reset.
+    On a terminal it redraws the turn's line in place: text grows as it
+    arrives, and a reset wipes the line, so withdrawn text disappears from the
+    screen. Notes (the route trail, tool results) print above the live line.
+    Elsewhere (a pipe, a test) it prints one line per epoch and one per reset.
     """
 
     out: TextIO
@@ -96,27 +124,45 @@ class LiveRenderer:
         view.apply(event)
         if isinstance(event, ResetEvent):
             self.resets += 1
-            self._line(f"  [{event.turn_id}] {before}", final=True)
-            self.out.write(
-                f"  [{event.turn_id}] ↺ reset ({event.reason}): that text is withdrawn\n"
-            )
+            if self.live:
+                # Withdrawn: the text goes from the screen, as it would from a page.
+                self._draw("")
+            else:
+                self.out.write(f"  [{event.turn_id}] {before}\n")
+                self.out.write(
+                    f"  [{event.turn_id}] ↺ reset ({event.reason}): that text is withdrawn\n"
+                )
+                self._shown = ""
             return
-        self._line(f"  [{event.turn_id}] {view.text}", final=False)
+        self._show(f"  [{event.turn_id}] {view.text}")
+
+    def note(self, line: str) -> None:
+        """Print *line* above the live text, which stays where it was."""
+        if self.live:
+            self.out.write("\r\x1b[2K" + line + "\n" + self._shown)
+            self.out.flush()
+        else:
+            self.out.write(line + "\n")
 
     def close(self) -> None:
         if self._shown:
-            self._line(self._shown, final=True)
+            if self.live:
+                self.out.write("\n")
+                self.out.flush()
+            else:
+                self.out.write(self._shown + "\n")
+        self._shown = ""
 
-    def _line(self, text: str, *, final: bool) -> None:
+    def _show(self, text: str) -> None:
         if self.live:
-            self.out.write("\r\x1b[2K" + text + ("\n" if final else ""))
-            self.out.flush()
-            self._shown = "" if final else text
-        elif final:
-            self.out.write(text + "\n")
-            self._shown = ""
+            self._draw(text)
         else:
             self._shown = text
+
+    def _draw(self, text: str) -> None:
+        self.out.write("\r\x1b[2K" + text)
+        self.out.flush()
+        self._shown = text
 
 
 async def render(receive: Any, renderer: LiveRenderer) -> None:
@@ -129,29 +175,78 @@ async def render(receive: Any, renderer: LiveRenderer) -> None:
 # --- tools ---------------------------------------------------------------------------
 
 
-def make_calculator(out: TextIO, delay: float) -> Any:
+def make_calculator(renderer: LiveRenderer, delay: float) -> Any:
     async def run_tool_call(call: Any) -> ToolCallOutcome:
         args = json.loads(call["function"]["arguments"])
         name = call["function"]["name"]
         await anyio.sleep(delay)
         value = args["a"] + args["b"] if name == "add" else args["a"] * args["b"]
-        out.write(f"  ⚙ {name}({args['a']}, {args['b']}) = {value}   [{call['id']}]\n")
+        renderer.note(f"  ⚙ {name}({args['a']}, {args['b']}) = {value}   [{call['id']}]")
         return ToolCallOutcome.from_content(call["id"], str(value))
 
     return run_tool_call
 
 
-def describe_route(result: RouteResult[ModelTurnResult]) -> list[str]:
-    lines = []
-    for record in result.attempts:
-        where = f"{record.candidate.provider}/{record.cursor.model}"
-        if record.error is None:
-            lines.append(f"    {where}: ok")
-        else:
-            action = record.action.value if record.action is not None else "-"
-            error = f"{type(record.error).__name__}: {record.error}".splitlines()[0][:70]
-            lines.append(f"    {where}: {error} -> {action}")
-    return lines
+# --- the route trail, as it happens -------------------------------------------------------
+
+
+def next_move(plan: RoutePlan, verdict: ClassifiedError, cursor: RouteCursor) -> str:
+    """Where routing goes after this failure, in words; never a candidate that is not there."""
+    stages = plan.stages
+    stage = stages[cursor.stage_index]
+    later_candidate = cursor.candidate_index + 1 < len(stage.candidates)
+    later_stage = cursor.stage_index + 1 < len(stages)
+    action = verdict.action
+    if action is RouteAction.RETRY_SAME_ENDPOINT:
+        return "retrying the same endpoint"
+    if action is RouteAction.NEXT_CANDIDATE and later_candidate:
+        return "trying the next provider"
+    if action in (RouteAction.NEXT_CANDIDATE, RouteAction.NEXT_STAGE) and later_stage:
+        return f"falling back to {stages[cursor.stage_index + 1].model}"
+    if action is RouteAction.PROPAGATE:
+        return "giving up (not something another provider would fix)"
+    return "no provider left to try"
+
+
+def describe_error(error: BaseException) -> str:
+    """The first line of *error* and of its root cause, short: what a person needs to read."""
+    root = error
+    while root.__cause__ is not None and len(root.__cause__.args) > 0:
+        root = root.__cause__
+    described = _first_line(error)
+    if root is not error:
+        described += f" ({_first_line(root)})"
+    return described
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    text = text if len(text) <= 160 else text[:159] + "…"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def trail_classifier(plan: RoutePlan, renderer: LiveRenderer) -> Any:
+    """``classify_openai_error``, printing each failed attempt the moment it is judged."""
+
+    def classify(error: Exception, candidate: Candidate, cursor: RouteCursor) -> ClassifiedError:
+        verdict = classify_openai_error(error, candidate, cursor)
+        renderer.note(
+            f"  ✗ {candidate.provider}/{cursor.model}: {verdict.reason or describe_error(error)}"
+            f" → {next_move(plan, verdict, cursor)}"
+        )
+        return verdict
+
+    return classify
+
+
+def trail_on_route(routes: list[RouteResult[ModelTurnResult]], renderer: LiveRenderer) -> Any:
+    def on_route(result: RouteResult[ModelTurnResult]) -> None:
+        routes.append(result)
+        if result.ok and result.attempts:
+            last = result.attempts[-1]
+            renderer.note(f"  ✓ {last.candidate.provider}/{last.cursor.model}: answered")
+
+    return on_route
 
 
 # --- scenario 1: fallback ------------------------------------------------------------------
@@ -167,23 +262,21 @@ class FallbackReport:
 
 
 async def fallback_scenario(
-    out: TextIO, *, live: bool = False, pace: float = 0.02
+    out: TextIO, *, live: bool = False, pace: float = FAST_PACE
 ) -> FallbackReport:
     """The first provider dies mid-stream, the second answers 429, the fallback model succeeds."""
     primary: dict[str, list[FakeResponse]] = {
         "juno-large": [
             StreamResponse(
                 [
-                    TextDelta("Let me "),
-                    TextDelta("work those "),
-                    TextDelta("out in my head: 17 + 25 is"),
+                    *(TextDelta(t) for t in tokens("Let me work those out in my head: 17 + 25 is")),
                     Pause(pace * 5),
                     Disconnect(),
                 ],
                 chunk_delay=pace,
             ),
             StreamResponse.of_text(
-                "17 + 25 = 42, ", "and 6 × 7 = 42 ", "as well.", chunk_delay=pace
+                *tokens("17 + 25 = 42, and 6 × 7 = 42 as well."), chunk_delay=pace
             ),
         ],
         "juno-small": [
@@ -220,24 +313,21 @@ async def fallback_scenario(
             clients={"primary": client_a, "secondary": client_b},
             time_to_first_token=5.0,
             inter_chunk_timeout=5.0,
-            on_route=routes.append,
+            classify=trail_classifier(plan, renderer),
+            on_route=trail_on_route(routes, renderer),
         )
         state = LoopState(messages=[{"role": "user", "content": QUESTION}])
         loop = ToolLoop(
             state=state,
             max_iterations=4,
             call_model=model,
-            run_tool_call=make_calculator(out, pace),
+            run_tool_call=make_calculator(renderer, pace),
             build_tools=lambda: TOOLS,
             text_sink=sink,
             run_id="demo",
         )
         result = await loop.run()
         sink.close()  # the reader takes what is left, then render() returns
-    for index, route in enumerate(routes, 1):
-        out.write(f"  turn {index} route:\n")
-        for line in describe_route(route):
-            out.write(line + "\n")
     out.write(f"  assistant: {result.content}\n\n")
     tool_answers = tuple(
         (m["tool_call_id"], m["content"]) for m in state.messages if m.get("role") == "tool"
@@ -268,7 +358,7 @@ class CancelReport:
     cancelled: bool
 
 
-async def cancel_scenario(out: TextIO, *, pace: float = 0.02) -> CancelReport:
+async def cancel_scenario(out: TextIO, *, pace: float = FAST_PACE) -> CancelReport:
     """Six slow calls, two workers; the run's scope is cancelled while the first two run."""
     calls = [(f"call_{i}", "lookup", json.dumps({"key": i})) for i in range(6)]
     started: list[str] = []
@@ -331,36 +421,64 @@ async def cancel_scenario(out: TextIO, *, pace: float = 0.02) -> CancelReport:
 # --- against a real endpoint ------------------------------------------------------------------
 
 
-async def real_endpoint(out: TextIO, base_url: str, api_key: str, model_name: str) -> int:
+class EndpointFailed(Exception):
+    """The real endpoint could not answer; the message says which and why, in two lines."""
+
+
+def explain_failure(error: Exception, base_url: str, model_name: str) -> str:
+    where = f"the provider at {base_url} (model {model_name!r})"
+    if isinstance(error, RoutingError) and error.attempts:
+        record = error.attempts[-1]
+        cause = record.error if record.error is not None else error
+        verdict = record.outcome.error if isinstance(record.outcome, AttemptFailure) else None
+        why = verdict.reason if verdict is not None and verdict.reason else "it failed"
+        tries = len(error.attempts)
+        again = f" ({tries} attempts)" if tries > 1 else ""
+        return f"error: {where} failed: {why}{again}\n  {describe_error(cause)}"
+    return f"error: {where} failed\n  {describe_error(error)}"
+
+
+async def real_endpoint(
+    out: TextIO, base_url: str, api_key: str, model_name: str, *, patience: float = 30.0
+) -> int:
     renderer = LiveRenderer(out, live=out.isatty())
     routes: list[RouteResult[ModelTurnResult]] = []
     out.write(f"Running the turn against {base_url} ({model_name})\n  user: {QUESTION}\n")
+    plan = RoutePlan([RouteStage(model_name, [Candidate("endpoint")])])
+    failure: Exception | None = None
     async with (
-        open_openai_client(base_url=base_url, api_key=api_key) as client,
+        open_openai_client(
+            base_url=base_url, api_key=api_key, connect_timeout=patience, read_timeout=patience
+        ) as client,
         anyio.create_task_group() as tg,
     ):
         sink, receive = open_memory_sink()
         tg.start_soon(render, receive, renderer)
         model = OpenAIChatModel(
-            plan=RoutePlan([RouteStage(model_name, [Candidate("endpoint")])]),
+            plan=plan,
             clients={"endpoint": client},
-            on_route=routes.append,
+            time_to_first_token=patience,
+            inter_chunk_timeout=patience,
+            classify=trail_classifier(plan, renderer),
+            on_route=trail_on_route(routes, renderer),
         )
         state = LoopState(messages=[{"role": "user", "content": QUESTION}])
         loop = ToolLoop(
             state=state,
             max_iterations=4,
             call_model=model,
-            run_tool_call=make_calculator(out, 0.0),
+            run_tool_call=make_calculator(renderer, 0.0),
             build_tools=lambda: TOOLS,
             text_sink=sink,
         )
         try:
             result = await loop.run()
+        except Exception as exc:  # reported below, outside the task group: never a group
+            failure = exc
         finally:
             sink.close()
-    for index, route in enumerate(routes, 1):
-        out.write(f"  turn {index} route:\n" + "\n".join(describe_route(route)) + "\n")
+    if failure is not None:
+        raise EndpointFailed(explain_failure(failure, base_url, model_name)) from failure
     out.write(f"  assistant: {result.content}\n")
     return 0
 
@@ -368,10 +486,10 @@ async def real_endpoint(out: TextIO, base_url: str, api_key: str, model_name: st
 # --- main -------------------------------------------------------------------------------------
 
 
-async def demo(out: TextIO, *, live: bool) -> int:
+async def demo(out: TextIO, *, live: bool, pace: float = FAST_PACE) -> int:
     started = time.perf_counter()
-    fallback = await fallback_scenario(out, live=live)
-    cancel = await cancel_scenario(out)
+    fallback = await fallback_scenario(out, live=live, pace=pace)
+    cancel = await cancel_scenario(out, pace=pace)
     never_started = [c for c in cancel.requested if c not in cancel.started]
     out.write("Summary\n")
     out.write(
@@ -394,30 +512,112 @@ async def demo(out: TextIO, *, live: bool) -> int:
     return 0 if ok else 1
 
 
+def parser() -> argparse.ArgumentParser:
+    described = argparse.ArgumentParser(
+        prog="fallback_demo.py",
+        description=(
+            "Watch provider fallback and cancellation on a built-in fake provider "
+            "(127.0.0.1, no API key); or run one turn against a real "
+            "OpenAI-compatible endpoint with --base-url, --api-key and --model."
+        ),
+        epilog=(
+            "Exit status: 0 when the demo (or the real turn) succeeds, 1 when it does "
+            "not (the reason is printed in one or two lines), 2 for a usage error, "
+            "130 after Ctrl-C."
+        ),
+    )
+    described.add_argument(
+        "--fast",
+        action="store_true",
+        help="stream at full speed (about 50 tokens a second) instead of the "
+        "watchable default of about 30",
+    )
+    described.add_argument(
+        "--backend",
+        choices=("trio", "asyncio"),
+        default="trio",
+        help="the event loop to run on (default: trio); the demo behaves the same on both",
+    )
+    real = described.add_argument_group(
+        "a real endpoint (all three together; each defaults to its OPENAI_* variable "
+        "only when --base-url is given)"
+    )
+    real.add_argument(
+        "--base-url",
+        help="the endpoint's OpenAI-compatible API root, e.g. https://api.openai.com/v1 "
+        "(default: $OPENAI_BASE_URL)",
+    )
+    real.add_argument(
+        "--api-key",
+        help="the endpoint's API key (default: $OPENAI_API_KEY); the fake provider needs none",
+    )
+    real.add_argument("--model", help="the model name to ask for (default: $OPENAI_MODEL)")
+    real.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait to connect, for the first token, and between chunks (default: 30)",
+    )
+    return described
+
+
+def _only_interrupts(error: BaseException) -> bool:
+    if isinstance(error, KeyboardInterrupt):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return all(_only_interrupts(e) for e in error.exceptions)
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"))
-    parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"))
-    parser.add_argument("--model", default=os.environ.get("OPENAI_MODEL"))
-    parser.add_argument("--backend", choices=("trio", "asyncio"), default="trio")
-    args = parser.parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
     out = sys.stdout
-    if args.base_url or args.model:
-        missing = [
-            flag
-            for flag, value in (
-                ("--base-url", args.base_url),
-                ("--api-key", args.api_key),
-                ("--model", args.model),
-            )
-            if not value
-        ]
-        if missing:
-            parser.error(f"a real endpoint needs {', '.join(missing)} (or the OPENAI_* variables)")
-        return anyio.run(
-            real_endpoint, out, args.base_url, args.api_key, args.model, backend=args.backend
+    if args.timeout <= 0:
+        cli.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    real = args.base_url is not None or args.model is not None
+    if args.api_key is not None and not real:
+        cli.error(
+            "--api-key is only used with --base-url and --model (a real endpoint); "
+            "the built-in fake provider needs no key"
         )
-    return anyio.run(functools.partial(demo, out, live=out.isatty()), backend=args.backend)
+    try:
+        if real:
+            base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+            api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
+            model = args.model or os.environ.get("OPENAI_MODEL")
+            missing = [
+                flag
+                for flag, value in (
+                    ("--base-url", base_url),
+                    ("--api-key", api_key),
+                    ("--model", model),
+                )
+                if not value
+            ]
+            if missing:
+                cli.error(f"a real endpoint needs {', '.join(missing)} (or the OPENAI_* variables)")
+            assert base_url
+            assert api_key
+            assert model
+            run = functools.partial(
+                real_endpoint, out, base_url, api_key, model, patience=args.timeout
+            )
+        else:
+            pace = FAST_PACE if args.fast else PACE
+            run = functools.partial(demo, out, live=out.isatty(), pace=pace)
+        return anyio.run(run, backend=args.backend)
+    except EndpointFailed as failed:
+        out.flush()
+        print(failed, file=sys.stderr)
+        return 1
+    except BaseException as error:
+        if not _only_interrupts(error):
+            raise
+        out.flush()
+        print("\ninterrupted (Ctrl-C): the demo stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

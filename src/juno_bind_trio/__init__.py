@@ -33,10 +33,16 @@ from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
 from ._errors import WireFormatError as WireFormatError
 from ._public import publish as _publish
-from .agent import Agent as Agent
-from .agent import AgentResult as AgentResult
-from .agent import RunContext as RunContext
-from .agent import tool as tool
+
+# The exception tree is published here, before anything below imports a
+# subpackage that re-exports it: the first publish of a name wins, and an
+# exception's home is the top level (``juno_bind_trio.UsageError``).
+_publish(__name__, globals(), [name for name in list(globals()) if not name.startswith("_")])
+
+from .agent import Agent as Agent  # noqa: E402
+from .agent import AgentResult as AgentResult  # noqa: E402
+from .agent import RunContext as RunContext  # noqa: E402
+from .agent import tool as tool  # noqa: E402
 
 __version__ = "0.1.0.dev0"
 

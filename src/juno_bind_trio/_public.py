@@ -5,9 +5,9 @@ Classes and functions defined in a private module (``juno_bind_trio.loop._loop``
 then carry the subpackage that exports them as ``__module__``
 (``juno_bind_trio.loop``), so ``help()``, reprs of classes, tracebacks and
 pickles name the path a user can import. A name already published by an
-earlier ``__init__`` keeps its first public home: the exception tree is
-imported first, by the top-level package, so an exception reports
-``juno_bind_trio.UsageError`` wherever else it is re-exported.
+earlier ``__init__`` keeps its first public home, and an exception always
+reports the top level (``juno_bind_trio.UsageError``), wherever else it is
+re-exported.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[st
         if not isinstance(current, str) or not current.startswith("juno_bind_trio."):
             continue
         if not _is_private(current) or getattr(obj, "__name__", None) != name:
+            continue
+        if current == "juno_bind_trio._errors" and module != "juno_bind_trio":
+            # The exception tree's home is the top level, whichever subpackage
+            # happens to be imported (and re-export an exception) first.
             continue
         try:
             obj.__module__ = module

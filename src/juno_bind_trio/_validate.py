@@ -9,9 +9,59 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
+import reprlib
+from typing import Final
 
-__all__ = ["check_count", "is_async_callable"]
+__all__ = ["MAX_JSON_DEPTH", "check_count", "is_async_callable", "real_number", "shown"]
+
+MAX_JSON_DEPTH: Final = 500
+"""How deep a JSON value may nest (containers inside containers) anywhere in this package.
+
+Tool-call arguments, the values hashed for receipts and tool schemas are
+read by recursive code on both sides of the wire (Python's own ``json``
+gives up near 1,000 levels). Real ones nest a handful of levels; a value
+past this limit is refused with a ``ValueError`` (or the package error of
+the function that reads it) instead of exhausting the stack.
+"""
+
+_SHOWN: Final = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = 80
+_SHOWN.maxother = 80
+_SHOWN.maxlong = 40
+
+
+def real_number(value: object) -> float | None:
+    """*value* as a ``float`` if it is an ``int`` or a ``float`` (not a bool), else ``None``.
+
+    An integer past the largest double (``10**400``) is infinite here, as it
+    is to every reader that holds numbers as doubles: a span of seconds that
+    long is longer than any finite one. So a check for "a finite number of
+    seconds" refuses it with a ``ValueError``, and one that takes ``math.inf``
+    for "never" accepts it as that, instead of ``float()`` raising
+    ``OverflowError`` from inside.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def shown(value: object) -> str:
+    """A short ``repr`` of *value* for an error message, whatever *value* is.
+
+    Bounded in depth and length, so naming a value nested thousands of levels
+    deep, or an integer of a million digits, costs nothing and cannot fail;
+    an object whose own ``repr`` raises is named by its type.
+    """
+    try:
+        return _SHOWN.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
 
 
 def check_count(where: str, value: object, *, minimum: int) -> int:

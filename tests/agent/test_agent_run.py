@@ -453,3 +453,74 @@ def test_run_sync_runs_on_the_backend_asked_for(backend: Any) -> None:
     result = Agent(model, tools=[which]).run_sync("go", backend=backend)
     assert result.output == "done"
     assert libraries == [backend]
+
+
+class Shelf:
+    """A toolset whose tools change between runs (as an MCP server's may)."""
+
+    def __init__(self, *tools: Any) -> None:
+        self.current = list(tools)
+
+    @property
+    def tools(self) -> list[Any]:
+        return self.current
+
+
+async def test_a_toolset_is_read_at_the_start_of_each_run() -> None:
+    @tool
+    async def alpha() -> str:
+        return "a"
+
+    @tool
+    async def beta() -> str:
+        return "b"
+
+    shelf = Shelf(alpha)
+    model = ScriptedModel(
+        [
+            Say(calls=[call("c1", "alpha"), call("c2", "beta")]),
+            Say(text="one"),
+            Say(calls=[call("c3", "beta")]),
+            Say(text="two"),
+        ]
+    )
+    agent = Agent(model, tools=[shelf])
+    first = await agent.run("go")
+    assert tool_answers(first.messages)["c1"] == "a"
+    assert tool_answers(first.messages)["c2"]["kind"] == "not_found"
+    assert [t["function"]["name"] for t in model.tools_seen[0]] == ["alpha"]
+    shelf.current = [alpha, beta]
+    second = await agent.run("again")
+    assert tool_answers(second.messages)["c3"] == "b"
+    assert [t["function"]["name"] for t in model.tools_seen[2]] == ["alpha", "beta"]
+
+
+async def test_a_toolset_clashing_with_a_tool_is_a_usage_error_at_run_start() -> None:
+    @tool
+    async def alpha() -> str:
+        return "a"
+
+    async def another() -> str:
+        return "b"
+
+    model = ScriptedModel([Say(text="never")])
+    agent = Agent(model, tools=[alpha, Shelf(tool(another, name="alpha"))])
+    with pytest.raises(UsageError, match="two tools are named 'alpha'"):
+        await agent.run("go")
+    assert model.seen == []  # refused before the model was called
+
+
+async def test_the_agents_text_sink_gets_every_turn_and_open_run_still_streams() -> None:
+    from juno_bind_trio.completion import ListSink, TextEvent
+
+    sink = ListSink()
+    model = ScriptedModel([Say(text="Hello there", chunks=["Hello", " there"])])
+    agent = Agent(model, text_sink=sink)
+    read: list[str] = []
+    async with agent.open_run("hi", run_id="r") as run:
+        async for event in run:
+            if isinstance(event, TextEvent):
+                read.append(event.text)
+    assert "".join(read) == "Hello there"
+    assert [e.text for e in sink.events if isinstance(e, TextEvent)] == ["Hello", " there"]
+    assert {e.turn_id for e in sink.events} == {"r:1"}

@@ -134,10 +134,12 @@ async def test_a_stdio_server_that_dies_mid_call_is_an_external_failure(errlog: 
             with pytest.raises(ToolFailureError) as crashed:
                 await toolset.call("crash", {})
             assert crashed.value.kind == "external"
-            # Every later call fails the same way, at once.
+            # Every later call fails the same way, at once, and the tools are
+            # still the agent's to offer: the block is still open.
             with pytest.raises(ToolFailureError) as later:
                 await toolset.call("echo", {"text": "anyone?"})
             assert later.value.kind == "external"
+            assert len(toolset.tools) == len(toolset.infos) > 0
         assert gone(pid)
 
 
@@ -145,6 +147,14 @@ async def test_a_command_that_cannot_start_is_a_connection_error(errlog: TextIO)
     with anyio.fail_after(LIMIT), pytest.raises(MCPConnectionError, match="no-such-mcp-server"):
         async with open_mcp_stdio("no-such-mcp-server-here", errlog=errlog):
             pytest.fail("the block must not be entered")
+
+
+async def test_an_unreachable_url_is_a_connection_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with anyio.fail_after(LIMIT), pytest.raises(MCPConnectionError, match="ConnectError") as caught:
+        async with open_mcp_http(url):
+            pytest.fail("the block must not be entered")
+    assert caught.value.server == url
 
 
 def free_port() -> int:
@@ -182,7 +192,10 @@ async def test_http_server_lists_calls_cancels_and_survives_its_server_dying(
     errlog: TextIO,
 ) -> None:
     with anyio.fail_after(LIMIT):
-        async with http_server(errlog) as url, open_mcp_http(url, prefix="web") as toolset:
+        async with (
+            http_server(errlog) as url,
+            open_mcp_http(url, prefix="web", headers={"X-Juno-Test": "1"}) as toolset,
+        ):
             assert toolset.info("web_add").server_name == "add"
             assert await toolset.call("web_echo", {"text": "over http"}) == "over http"
             with pytest.raises(MCPToolError, match="refused: http"):
@@ -193,3 +206,13 @@ async def test_http_server_lists_calls_cancels_and_survives_its_server_dying(
             with pytest.raises(ToolFailureError) as crashed:
                 await toolset.call("web_crash", {})
             assert crashed.value.kind == "external"
+            # The transport's failure ended the connection: later calls fail
+            # as external at once, without reaching for the dead server.
+            while True:  # the keeper notices the failed transport on its own time
+                if toolset.lost is not None:
+                    break
+                await anyio.sleep(0.02)
+            assert "lost" in repr(toolset)
+            with pytest.raises(ToolFailureError, match="connection to it ended") as later:
+                await toolset.call("web_echo", {"text": "anyone?"})
+            assert later.value.kind == "external"

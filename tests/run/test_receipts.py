@@ -87,11 +87,14 @@ def test_the_text_round_trips(value: Any) -> None:
 
 
 bmp_text = st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=["Cs"]), max_size=8)
+# Keys that are not array indices: those JavaScript (and so canonical_json) puts
+# first, where json.dumps(sort_keys=True) sorts them as strings.
+plain_keys = bmp_text.filter(lambda key: not (key.isascii() and key.isdigit()))
 integral_values = st.recursive(
     # Integers within 2**53: past it JavaScript holds the nearest double (tested above).
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | bmp_text,
     lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(bmp_text, children, max_size=5)
+        st.lists(children, max_size=5) | st.dictionaries(plain_keys, children, max_size=5)
     ),
     max_leaves=25,
 )

@@ -150,7 +150,7 @@ class _FanOutSink:
     def __init__(self, first: TurnStreamSink, second: TurnStreamSink) -> None:
         self._first = first
         self._second = second
-        self.retractable = bool(first.retractable) and bool(second.retractable)
+        self.retractable: bool = bool(first.retractable) and bool(second.retractable)
 
     def emit(self, event: TurnStreamEvent, /) -> None:
         try:
@@ -209,7 +209,7 @@ class _StopFlag:
     __slots__ = ("cancel_called",)
 
     def __init__(self) -> None:
-        self.cancel_called = False
+        self.cancel_called: bool = False
 
     def cancel(self) -> None:
         self.cancel_called = True
@@ -222,7 +222,7 @@ class _Children:
     __slots__ = ("running",)
 
     def __init__(self) -> None:
-        self.running = 0
+        self.running: int = 0
 
 
 @final
@@ -238,10 +238,10 @@ class _Checked:
     __slots__ = ("content", "problem", "result", "tool_calls")
 
     def __init__(self, result: ModelTurnResult, problem: str | None) -> None:
-        self.result = result
-        self.problem = problem
+        self.result: ModelTurnResult = result
+        self.problem: str | None = problem
         self.tool_calls: Sequence[Any] = result.tool_calls
-        self.content = result.content if problem is None else None
+        self.content: str | None = result.content if problem is None else None
 
 
 def _reask(problem: str) -> str:
@@ -289,18 +289,18 @@ class _RunCore(Generic[OutputT]):
         parent: RunContext[Any] | None,
         pipe: _EventPipe | None,
     ) -> None:
-        self.settings = settings
-        self.pipe = pipe
+        self.settings: RunSettings = settings
+        self.pipe: _EventPipe | None = pipe
         emit = None if pipe is None else pipe.put
-        self.deps = deps
-        self.run_id = run_id
-        self.parent = parent
-        self.emit = emit
-        self.own_stop = _StopFlag()
+        self.deps: object = deps
+        self.run_id: str = run_id
+        self.parent: RunContext[Any] | None = parent
+        self.emit: Callable[[AgentEvent], None] | None = emit
+        self.own_stop: _StopFlag = _StopFlag()
         self.stop: StopSignal = self.own_stop if stop is None else _EitherStop(stop, self.own_stop)
         self.chain: ChainRef = root_chain(run_id, agent=settings.name)
-        self.children = _Children()
-        self.iteration = 0
+        self.children: _Children = _Children()
+        self.iteration: int = 0
         self.loop: ToolLoop | None = None
         messages = list(message_history)
         if settings.instructions is not None and not (
@@ -310,7 +310,7 @@ class _RunCore(Generic[OutputT]):
         ):
             messages.insert(0, {"role": "system", "content": settings.instructions})
         messages.append({"role": "user", "content": prompt})
-        self.state = LoopState(messages)
+        self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
         self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
         self.model: ModelFn | None = None
@@ -622,7 +622,7 @@ class AgentRun(Generic[OutputT]):
         self._core = core
         self._pipe = pipe
         self._scope: anyio.CancelScope | None = None
-        self._cancel_requested = False
+        self._cancel_requested: bool = False
         self._error: Exception | None = None
         self._view: TurnTextView | None = None
         self._turn_id: str | None = None

@@ -27,11 +27,12 @@ Two mistakes this helper exists to prevent:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from juno_bind_trio._errors import StructuredOutputError
-from juno_bind_trio._validate import check_count
+from juno_bind_trio._validate import check_count, shown
 
 from ._defects import (
     DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES,
@@ -90,12 +91,12 @@ async def retry_structured_output(
         )
     # Validates the format up front, so a typo fails before the first model call.
     if not expects_json_output(response_format):
-        return await produce(None)
+        return await _produce(produce, None)
     rejected: OutputsT | None = None
     for _ in range(retries + 1):
         if rejected is not None and stream is not None:
             stream.begin_attempt("structured_output_retry")
-        outputs = await produce(rejected)
+        outputs = await _produce(produce, rejected)
         if structured_output_parses(outputs, response_format):
             return outputs
         rejected = outputs
@@ -112,3 +113,17 @@ async def retry_structured_output(
         retries + 1,
         content,
     )
+
+
+def _produce(
+    produce: Callable[[OutputsT | None], Awaitable[OutputsT]], rejected: OutputsT | None
+) -> Awaitable[OutputsT]:
+    # A produce that is not async would fail at the await with Python's own
+    # "can't be used in 'await' expression", naming nothing of ours.
+    result: object = produce(rejected)
+    if not inspect.isawaitable(result):
+        raise TypeError(
+            "retry_structured_output: produce must be an async callable (its call must "
+            f"return an awaitable), got {produce!r} returning {shown(result)}"
+        )
+    return result

@@ -4,17 +4,16 @@ The arguments of a tool call are text the model wrote, and models write
 everything. Each shape has one answer here, so the loop, the defect check and
 a host's own dispatcher agree on what a call asked for:
 
-============================  =====================================  ==========
-``raw``
-[`parse_tool_call_arguments()`][juno_bind_trio.completion.parse_tool_call_arguments]      absent?
-============================  =====================================  ========== ``None``
-``{}``                                 yes ``""`` or only whitespace      ``{}``
-yes ``"null"``                     ``{}``                                 yes
-``"{}"``                       ``{}``                                 no
-``'{"q": "x"}'``               ``{"q": "x"}``                         no
-``"[1, 2]"``, ``"42"``, ...    [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError]  no
-malformed, ``NaN``, too deep   [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError]  no
-============================  =====================================  ==========
+| `raw` | `parse_tool_call_arguments(raw)` | absent? |
+| --- | --- | --- |
+| `None` | `{}` | yes |
+| `""` or only whitespace | `{}` | yes |
+| `"null"` | `{}` | yes |
+| `"{}"` | `{}` | no |
+| `'{"q": "x"}'` | `{"q": "x"}` | no |
+| `"[1, 2]"`, `"42"`, ... | [`ToolCallArgumentsError`][juno_bind_trio.ToolCallArgumentsError] | no |
+| malformed, `NaN`, `1e400` | the same error | no |
+| nested past 500 levels | the same error | no |
 
 Why these answers:
 
@@ -32,10 +31,13 @@ Why these answers:
   be bound to named parameters, and guessing (wrapping it, or unwrapping a
   JSON string that happens to contain an object) would dispatch a call the
   model did not make.
-* **Only standard JSON.** ``NaN`` and ``Infinity`` are refused although
-  Python's `json` would accept them, because no other party on the wire
-  would. Nothing is ever evaluated: the text only ever reaches
-  `json.loads()`.
+* **Only standard JSON that every party can hold.** ``NaN`` and
+  ``Infinity`` are refused although Python's `json` would accept them,
+  because no other party on the wire would; so is a number past the largest
+  double (``1e400``, which Python reads as ``inf`` and JavaScript as
+  ``Infinity``), and nesting deeper than 500 levels (the package's JSON
+  depth limit). What parses here can be hashed for a receipt. Nothing is
+  ever evaluated: the text only ever reaches `json.loads()`.
 
 The refusal is a [`CompletionDefectError`][juno_bind_trio.CompletionDefectError] of kind
 ``"unparseable_tool_arguments"``: raised out of an attempt, routing retries
@@ -46,9 +48,13 @@ model what was wrong.
 from __future__ import annotations
 
 import json
+import math
+import sys
+from collections.abc import Iterable
 from typing import Any, Final, NoReturn, TypeAlias
 
 from juno_bind_trio._errors import ToolCallArgumentsError
+from juno_bind_trio._validate import MAX_JSON_DEPTH
 
 __all__ = ["ToolCallArguments", "parse_tool_call_arguments", "tool_call_arguments_absent"]
 
@@ -62,10 +68,61 @@ def _reject_constant(token: str) -> NoReturn:
     raise ValueError(f"{token} is not standard JSON")
 
 
-decode_strict_json: Final = json.JSONDecoder(parse_constant=_reject_constant).decode
-"""``json.loads`` for standard JSON only: ``NaN`` and ``Infinity`` raise ``ValueError``.
+_PAST: Final = "no party on the wire can hold it as a number"
 
-Shared with the structured-output check (not exported from the package)."""
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"the number {token[:40]} is past the largest double ({_PAST})")
+    return value
+
+
+def _double_int(token: str) -> int:
+    # int() itself refuses more than 4,300 digits (ValueError); below that, an
+    # integer past the largest double is a number no other party can hold.
+    value = int(token)
+    if len(token) > 308 and not -_MAX_DOUBLE <= value <= _MAX_DOUBLE:
+        raise ValueError(f"the number {token[:40]}... is past the largest double ({_PAST})")
+    return value
+
+
+_MAX_DOUBLE: Final = int(sys.float_info.max)
+
+_decode: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_double_int
+).decode
+
+
+def _too_deep(value: object) -> bool:
+    # Without recursion: the point is to refuse what recursion cannot take.
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        items = node.values() if isinstance(node, dict) else node
+        assert isinstance(items, Iterable)
+        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
+    return False
+
+
+def decode_strict_json(text: str) -> Any:
+    """``json.loads`` for standard JSON that every party can hold, or ``ValueError``.
+
+    Refused: ``NaN`` and ``Infinity``, a number past the largest double
+    (``1e400``, which Python would read as ``inf``), and nesting deeper than
+    the package's JSON depth limit. Shared with the structured-output check
+    (not exported from the package).
+    """
+    value = _decode(text)
+    # The count is a C-speed bound on the depth: only a text with that many
+    # brackets can nest that deep, and only then is the value walked.
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _too_deep(value):
+        raise ValueError(f"it nests more than {MAX_JSON_DEPTH} levels deep")
+    return value
 
 
 def _preview(raw: str) -> str:

@@ -65,6 +65,7 @@ import anyio.lowlevel
 import attrs
 
 from juno_bind_trio._errors import StreamStallError, UsageError
+from juno_bind_trio._validate import real_number, shown
 
 __all__ = [
     "DEFAULT_INTER_CHUNK_TIMEOUT",
@@ -127,14 +128,14 @@ def _event_loop_clock() -> Callable[[], float]:
 def _check_budget(name: str, value: object) -> float:
     # bool is an int subclass and True is never a number of seconds someone meant;
     # nan compares false against every deadline, so it would silently mean "never".
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    seconds = real_number(value)
+    if seconds is None:
         raise TypeError(
-            f"StreamWatchdog: {name} must be a positive number of seconds, got {value!r}"
+            f"StreamWatchdog: {name} must be a positive number of seconds, got {shown(value)}"
         )
-    seconds = float(value)
     if math.isnan(seconds) or seconds <= 0:
         raise ValueError(
-            f"StreamWatchdog: {name} must be a positive number of seconds, got {value!r}"
+            f"StreamWatchdog: {name} must be a positive number of seconds, got {shown(value)}"
         )
     return seconds
 

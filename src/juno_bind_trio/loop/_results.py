@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
+from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.plugins import SuspendDirective
 from juno_bind_trio.run import tool_call_arguments, tool_call_id, tool_call_name
 
@@ -94,14 +95,10 @@ def _count(owner: str, name: str, value: object) -> int:
 
 
 def _seconds(owner: str, name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise TypeError(f"{owner}: {name} must be a finite non-negative number, got {value!r}")
-    return float(value)
+    seconds = real_number(value)
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise TypeError(f"{owner}: {name} must be a finite non-negative number, got {shown(value)}")
+    return seconds
 
 
 def _optional_text(owner: str, name: str, value: object) -> str | None:
@@ -120,13 +117,18 @@ def _tool_calls(given: Sequence[ToolCallLike] | None) -> tuple[ToolCallLike, ...
         )
     calls: tuple[ToolCallLike, ...] = tuple(value)
     seen: set[str] = set()
-    for call in calls:
+    for index, call in enumerate(calls):
         # Every accessor, once, here: a malformed call is the model's (or the
         # host's reassembly's) defect and must surface before the assistant
         # message is written, or the transcript holds a call nobody can answer.
-        call_id = tool_call_id(call)
-        tool_call_name(call)
-        tool_call_arguments(call)
+        try:
+            call_id = tool_call_id(call)
+            tool_call_name(call)
+            tool_call_arguments(call)
+        except (TypeError, ValueError) as exc:
+            # The accessors name themselves; the caller built a ModelTurnResult.
+            error = TypeError if isinstance(exc, TypeError) else ValueError
+            raise error(f"ModelTurnResult: tool_calls[{index}]: {exc}") from None
         if not call_id:
             raise ValueError(f"ModelTurnResult: a tool call has an empty id: {call!r}")
         if call_id in seen:

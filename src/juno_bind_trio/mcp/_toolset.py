@@ -36,7 +36,8 @@ import mcp
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from juno_bind_trio._errors import MCPConnectionError, UsageError
+from juno_bind_trio._errors import MCPConnectionError, ToolFailureError, UsageError
+from juno_bind_trio.agent import RunContext, Tool
 
 from ._convert import (
     ArgumentCheck,
@@ -73,6 +74,10 @@ _PAGE_CAP: Final = 1000
 class MCPToolset:
     """The tools of one connected MCP server; what the ``open_mcp_*`` blocks yield.
 
+    Pass it to ``Agent(tools=[...])`` beside ``@tool`` functions: it is a
+    [Toolset][juno_bind_trio.agent.Toolset], and its
+    [tools][juno_bind_trio.mcp.MCPToolset.tools] are built with
+    [Tool.from_schema][juno_bind_trio.agent.Tool.from_schema].
     [infos][juno_bind_trio.mcp.MCPToolset.infos] describes each tool as the
     model will see it, and [call][juno_bind_trio.mcp.MCPToolset.call] routes
     a call to the server. It is usable only inside the ``async with`` block
@@ -82,23 +87,74 @@ class MCPToolset:
     _server: str
     _infos: tuple[MCPToolInfo, ...]
     _client: mcp.Client | None
-    _closed_reason: str | None = None
+    # Why the connection ended while the block was still open, if it did.
+    _lost: str | None = None
+    # Set when the host's code leaves the block.
+    _left: bool = False
     _by_name: dict[str, MCPToolInfo] = attrs.field(init=False)
 
     _checks: dict[str, ArgumentCheck] = attrs.field(init=False)
+    _tools: tuple[Tool, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._by_name = {info.name: info for info in self._infos}
         self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
+        self._tools = tuple(self._tool(info) for info in self._infos)
+
+    def _tool(self, info: MCPToolInfo) -> Tool:
+        name = info.name
+
+        async def handler(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
+            key = ctx.idempotency_key if info.uses_idempotency_key else None
+            return await self.call(name, arguments, idempotency_key=key)
+
+        return Tool.from_schema(
+            name=name,
+            description=info.description,
+            parameters=info.parameters,
+            handler=handler,
+            serial=info.serial,
+            repeatable=info.repeatable,
+            uses_idempotency_key=info.uses_idempotency_key,
+        )
 
     def __repr__(self) -> str:
-        state = "open" if self._closed_reason is None else "closed"
+        state = "closed" if self._left else "lost" if self._lost is not None else "open"
         return f"<MCPToolset server={self._server!r} tools={len(self._infos)} {state}>"
 
     @property
     def server(self) -> str:
         """Who the server is, for messages: its command line, or its URL."""
         return self._server
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The server's tools as [Tool][juno_bind_trio.agent.Tool]s, for ``Agent(tools=[...])``.
+
+        The same objects every time; each routes its calls through
+        [call][juno_bind_trio.mcp.MCPToolset.call], passing the run's
+        idempotency key for a tool marked ``uses_idempotency_key``.
+
+        :raises UsageError: the ``async with`` block has been left (an agent
+            run outside it fails at its start, not when the model calls).
+        """
+        if self._left:
+            raise UsageError(
+                f"MCPToolset.tools: the block that connected {self._server} has been left; "
+                "its tools can be used only inside it"
+            )
+        return self._tools
+
+    @property
+    def lost(self) -> str | None:
+        """Why the connection ended while the block was still open, or ``None``.
+
+        Set when the transport failed (a streamable-HTTP server that died
+        under a request, for one); from then on every call fails at once
+        as ``"external"``. A stdio server that exits is found out by the
+        next call instead, with the same answer.
+        """
+        return self._lost
 
     @property
     def infos(self) -> tuple[MCPToolInfo, ...]:
@@ -139,11 +195,17 @@ class MCPToolset:
             raise KeyError(f"MCPToolset.call: server {self._server} has no tool {name!r}")
         args = check_arguments("MCPToolset.call", arguments)
         self._checks[name](args)
-        client = self._client
-        if client is None:
+        if self._left:
             raise UsageError(
                 f"MCPToolset.call: the block that connected {self._server} has been left; "
                 "its tools can be called only inside it"
+            )
+        client = self._client
+        if client is None:
+            raise ToolFailureError(
+                "external",
+                f"The MCP server behind tool {info.server_name!r} is unavailable: "
+                f"the connection to it ended ({self._lost}).",
             )
         meta: dict[str, Any] | None = None
         if idempotency_key is not None and info.uses_idempotency_key:
@@ -251,7 +313,8 @@ async def _serve(
         finally:
             if toolset is not None:
                 toolset._client = None
-                toolset._closed_reason = "closed" if not failures else _describe(failures[0])
+                if not toolset._left:
+                    toolset._lost = _describe(failures[0]) if failures else "the server closed it"
         if refusal is not None:
             raise refusal
 
@@ -269,6 +332,7 @@ async def _serve(
             try:
                 yield toolset
             finally:
+                toolset._left = True
                 close.set()
     except BaseExceptionGroup as group:
         # The keeper never raises once the block is entered, so a group holds

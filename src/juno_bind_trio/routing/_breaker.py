@@ -44,7 +44,7 @@ import anyio
 import attrs
 
 from juno_bind_trio._errors import UsageError
-from juno_bind_trio._validate import check_count
+from juno_bind_trio._validate import check_count, real_number, shown
 
 __all__ = [
     "DEFAULT_FAILURE_THRESHOLD",
@@ -79,23 +79,19 @@ def _half_open_max_probes(value: int) -> int:
 
 def _check_reset_timeout(given: float) -> float:
     value: object = given  # checked at run time, whatever the type says
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"CircuitBreaker: reset_timeout must be seconds, got {value!r}")
-    seconds = float(value)
+    seconds = real_number(value)
+    if seconds is None:
+        raise TypeError(f"CircuitBreaker: reset_timeout must be seconds, got {shown(value)}")
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(
-            f"CircuitBreaker: reset_timeout must be finite and positive, got {value!r}"
+            f"CircuitBreaker: reset_timeout must be finite and positive, got {shown(value)}"
         )
     return seconds
 
 
 def _is_seconds(value: object) -> bool:
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float))
-        and math.isfinite(value)
-        and value >= 0
-    )
+    seconds = real_number(value)
+    return seconds is not None and math.isfinite(seconds) and seconds >= 0
 
 
 def _check_clock(given: Callable[[], float]) -> Callable[[], float]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from juno_bind_trio._errors import CompletionDefectError, StreamStallError
+from juno_bind_trio._validate import real_number, shown
 
 from ._plan import Candidate, RouteCursor
 from ._taxonomy import ClassifiedError, RouteAction
@@ -58,12 +59,24 @@ def parse_retry_after(
     the wall clock (*now*), because that is what it is written in; a date in
     the past means "no wait", ``0.0``. Negative, non-finite or unparsable
     values are ignored: a malformed hint must not stall or skip anything.
+
+    :raises TypeError: *headers* is neither ``None`` nor a mapping, or *now*
+        is not a clock returning finite seconds.
     """
     if headers is None:
         return None
+    if not isinstance(headers, Mapping):
+        raise TypeError(
+            "parse_retry_after: headers must be a mapping of header names to values (or None), "
+            f"got {shown(headers)}"
+        )
+    if not callable(now):
+        raise TypeError(f"parse_retry_after: now must be a callable clock, got {shown(now)}")
     for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         raw = headers.get(header)
-        if raw is None:
+        # A value that is not text (a list, a number in a hand-built dict) is as
+        # malformed as unparsable text, and ignored like it.
+        if not isinstance(raw, str):
             continue
         try:
             seconds = float(raw) / divisor
@@ -71,7 +84,7 @@ def parse_retry_after(
             continue
         return seconds if math.isfinite(seconds) and seconds >= 0 else None
     raw = headers.get("retry-after")
-    if raw is None:
+    if not isinstance(raw, str):
         return None
     try:
         parsed = email.utils.parsedate_tz(raw)
@@ -80,7 +93,12 @@ def parse_retry_after(
         when = email.utils.mktime_tz(parsed)
     except (TypeError, ValueError, OverflowError):
         return None
-    return max(0.0, float(when) - now())
+    current = real_number(now())
+    if current is None or not math.isfinite(current):
+        raise TypeError(
+            f"parse_retry_after: now() must return the time in seconds, got {shown(current)}"
+        )
+    return max(0.0, float(when) - current)
 
 
 def _decide(

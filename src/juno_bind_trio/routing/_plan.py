@@ -14,7 +14,7 @@ from typing import Final, TypeVar
 
 import attrs
 
-from juno_bind_trio._validate import check_count
+from juno_bind_trio._validate import check_count, real_number, shown
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -60,12 +60,12 @@ def _check_count(owner: str, field: str, value: object) -> int:
 
 
 def _check_seconds(owner: str, field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{owner}: {field} must be a number of seconds, got {value!r}")
-    seconds = float(value)
+    seconds = real_number(value)
+    if seconds is None:
+        raise TypeError(f"{owner}: {field} must be a number of seconds, got {shown(value)}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(
-            f"{owner}: {field} must be a finite, non-negative number of seconds, got {value!r}"
+            f"{owner}: {field} must be a finite, non-negative number of seconds, got {shown(value)}"
         )
     return seconds
 

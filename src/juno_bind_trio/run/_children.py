@@ -53,6 +53,8 @@ from typing import Literal, TypeAlias, TypeVar, final
 import anyio
 import attrs
 
+from juno_bind_trio._validate import real_number, shown
+
 __all__ = [
     "ChainLink",
     "ChainRef",
@@ -331,12 +333,13 @@ class PollStep:
 
 def _delay(what: str, value: object, *, allow_zero: bool) -> float:
     kind = "a non-negative" if allow_zero else "a positive"
-    message = f"PollSchedule: {what} must be {kind} finite number of seconds, got {value!r}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    message = f"PollSchedule: {what} must be {kind} finite number of seconds, got {shown(value)}"
+    seconds = real_number(value)
+    if seconds is None:
         raise TypeError(message)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
         raise ValueError(message)
-    return float(value)
+    return seconds
 
 
 def _initial(value: float) -> float:
@@ -352,12 +355,13 @@ def _max_delay(value: float) -> float:
 
 def _factor(given: float) -> float:
     value: object = given  # checked at run time, whatever the type says
-    message = f"PollSchedule: factor must be a finite number >= 1, got {value!r}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    message = f"PollSchedule: factor must be a finite number >= 1, got {shown(value)}"
+    factor = real_number(value)
+    if factor is None:
         raise TypeError(message)
-    if not math.isfinite(value) or value < 1:
+    if not math.isfinite(factor) or factor < 1:
         raise ValueError(message)
-    return float(value)
+    return factor
 
 
 def _max_attempts(value: int | None) -> int | None:

@@ -12,8 +12,8 @@ passes through it untouched, as ``Cancelled`` always must.
 The hard stop and the soft stop
 -------------------------------
 
-The budget is enforced twice, because the two stops the harness knows
-(DESIGN, "Cancellation") do different jobs:
+The budget is enforced twice, because the two stops the harness knows (the
+hard cancel and the soft stop) do different jobs:
 
 * At ``seconds``, the **soft stop** fires: [`RunDeadline.stop`][juno_bind_trio.run.RunDeadline.stop]
   (and any stop built by
@@ -50,6 +50,7 @@ import anyio
 import attrs
 
 from juno_bind_trio._errors import RunTimeoutError, UsageError
+from juno_bind_trio._validate import real_number, shown
 
 from ._calls import StopSignal
 
@@ -59,11 +60,12 @@ __all__ = ["RunDeadline", "RunStop"]
 def _non_negative(what: str, value: object) -> float:
     # bool is an int and `True` is never a budget someone meant; nan compares
     # false against everything, so an unchecked nan would read as "never expires".
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"RunDeadline: {what} must be a non-negative number, got {value!r}")
-    if value < 0:
-        raise ValueError(f"RunDeadline: {what} must be a non-negative number, got {value!r}")
-    return float(value)
+    seconds = real_number(value)
+    if seconds is None or math.isnan(seconds):
+        raise TypeError(f"RunDeadline: {what} must be a non-negative number, got {shown(value)}")
+    if seconds < 0:
+        raise ValueError(f"RunDeadline: {what} must be a non-negative number, got {shown(value)}")
+    return seconds
 
 
 def _check_seconds(value: float) -> float:

@@ -42,6 +42,7 @@ import anyio
 import attrs
 
 from juno_bind_trio._errors import UsageError
+from juno_bind_trio._validate import real_number, shown
 
 __all__ = ["CoalescedHeartbeat", "HeartbeatStatistics", "open_coalesced_heartbeat"]
 
@@ -69,12 +70,17 @@ def _seconds(what: str, value: object, *, zero_and_inf: bool) -> float:
     # interval: positive and finite (0 would be no coalescing, inf no heartbeat).
     # flush_timeout: 0 (skip the final write) and inf (wait for it) both mean something.
     kind = "a non-negative number" if zero_and_inf else "a positive finite number"
-    message = f"open_coalesced_heartbeat: {what} must be {kind} of seconds, got {value!r}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    message = f"open_coalesced_heartbeat: {what} must be {kind} of seconds, got {shown(value)}"
+    seconds = real_number(value)
+    if seconds is None:
         raise TypeError(message)
-    if math.isnan(value) or value < 0 or (not zero_and_inf and (value == 0 or math.isinf(value))):
+    if (
+        math.isnan(seconds)
+        or seconds < 0
+        or (not zero_and_inf and (seconds == 0 or math.isinf(seconds)))
+    ):
         raise ValueError(message)
-    return float(value)
+    return seconds
 
 
 @final

@@ -59,6 +59,8 @@ from urllib.parse import quote
 
 import attrs
 
+from juno_bind_trio._validate import MAX_JSON_DEPTH, shown
+
 __all__ = [
     "DigestFn",
     "EffectResumability",
@@ -178,14 +180,61 @@ class _Refused(Exception):
 
 def _path(keys: list[str | int]) -> str:
     path = "$"
-    for key in reversed(keys):
-        if isinstance(key, int):
+    steps: list[str | int | None] = list(reversed(keys))
+    if len(steps) > 20:  # a path into a value nested hundreds deep: its two ends say enough
+        skipped = len(steps) - 20
+        steps = [*steps[:10], None, *steps[-10:]]
+    for key in steps:
+        if key is None:
+            path += f"...{skipped} more..."
+        elif isinstance(key, int):
             path += f"[{key}]"
         elif key.isidentifier():
             path += f".{key}"
         else:
             path += f"[{_string(key)}]"
     return path
+
+
+_DIGITS: Final = frozenset("0123456789")
+_MAX_INDEX: Final = 2**32 - 2
+
+
+def _is_index(key: str) -> bool:
+    # An array index, as JavaScript objects order their keys: the canonical
+    # decimal string of an integer 0 ... 2**32 - 2 ("0", "7", "10"; not "01",
+    # "-1", "1.0" or "4294967295").
+    return (
+        0 < len(key) <= 10
+        and key.isascii()
+        and key.isdigit()
+        and (key == "0" or key[0] != "0")
+        and int(key) <= _MAX_INDEX
+    )
+
+
+def _indices_first(items: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    # A JavaScript object enumerates its array-index keys first, in ascending
+    # numeric order, and only then its other keys in insertion order, whatever
+    # order they were added in. So the key-sorted object a TypeScript host
+    # stringifies reads {"2":…,"10":…,"a":…}, and so must this text.
+    indices = [item for item in items if _is_index(item[0])]
+    if not indices:
+        return items
+    indices.sort(key=lambda item: int(item[0]))
+    return indices + [item for item in items if not _is_index(item[0])]
+
+
+def _enter(container: object, active: set[int]) -> None:
+    # *active* holds the containers being written, outermost first: a repeat
+    # is a cycle, and its size is the depth.
+    if id(container) in active:
+        raise _Refused(ValueError, "contains itself")
+    if len(active) >= MAX_JSON_DEPTH:
+        raise _Refused(
+            ValueError, f"nests more than {MAX_JSON_DEPTH} containers deep (the JSON depth limit)"
+        )
+    active.add(id(container))
 
 
 def _encode(value: object, out: list[str], active: set[int]) -> None:
@@ -205,24 +254,34 @@ def _encode(value: object, out: list[str], active: set[int]) -> None:
             # JSON.stringify writes that double: 2**60 is 1152921504606847000.
             # Written the same way here, or a TypeScript host and this one would
             # hash the same arguments differently.
-            out.append(_number(float(value)))
+            try:
+                nearest = float(value)
+            except OverflowError:
+                # Past the largest double there is no JSON number to write (a
+                # TypeScript host holds Infinity, which JSON.stringify writes as null).
+                raise _Refused(
+                    ValueError,
+                    f"is an integer of about {int(value.bit_length() * 0.30103) + 1} digits, "
+                    "past the largest JSON number (about 1.8e308)",
+                ) from None
+            out.append(_number(nearest))
     elif isinstance(value, float):
         if value != value or value in (math.inf, -math.inf):
             raise _Refused(ValueError, f"is {value!r}, which JSON cannot represent")
         out.append(_number(value))
     elif isinstance(value, dict):
-        if id(value) in active:
-            raise _Refused(ValueError, "contains itself")
-        active.add(id(value))
+        _enter(value, active)
         items = list(value.items())
         for key, _ in items:
             if not isinstance(key, str):
-                raise _Refused(TypeError, f"has a key {key!r} that is not a string")
+                raise _Refused(TypeError, f"has a key {shown(key)} that is not a string")
         # Code point order is UTF-16 order for every key without an astral character.
         if all(key.isascii() for key, _ in items):
             items.sort()
         else:
             items.sort(key=_utf16_key)
+        if any(key[:1] in _DIGITS for key, _ in items):
+            items = _indices_first(items)
         out.append("{")
         first = True
         for key, item in items:
@@ -239,9 +298,7 @@ def _encode(value: object, out: list[str], active: set[int]) -> None:
         out.append("}")
         active.discard(id(value))
     elif isinstance(value, (list, tuple)):
-        if id(value) in active:
-            raise _Refused(ValueError, "contains itself")
-        active.add(id(value))
+        _enter(value, active)
         out.append("[")
         for index, item in enumerate(value):
             if index:
@@ -254,7 +311,9 @@ def _encode(value: object, out: list[str], active: set[int]) -> None:
         out.append("]")
         active.discard(id(value))
     else:
-        raise _Refused(TypeError, f"is a {type(value).__name__} ({value!r}), which is not JSON")
+        raise _Refused(
+            TypeError, f"is a {type(value).__name__} ({shown(value)}), which is not JSON"
+        )
 
 
 def canonical_json(value: object) -> str:
@@ -264,7 +323,11 @@ def canonical_json(value: object) -> str:
     order or how their numbers were written (``1`` and ``1.0`` are one
     number, as they are in JSON). Numbers and key order follow JavaScript's
     ``JSON.stringify`` of a key-sorted value, so a TypeScript host computes
-    the same text. ``json.loads`` of the result equals *value*, reading
+    the same text: keys sort by UTF-16 code units, except that array-index
+    keys (``"0"``, ``"2"``, ``"10"``: the decimal form of an integer up to
+    2**32 - 2) come first, in numeric order, because a JavaScript object
+    always enumerates them so (``{"10": 1, "2": 2, "a": 3}`` is written
+    ``{"2":2,"10":1,"a":3}``). ``json.loads`` of the result equals *value*, reading
     each number as the double JSON means by it: an integral float past
     2**53 is written out in full, as JavaScript does, and so reads back as
     an ``int`` of the same value; an ``int`` past 2**53 is written as the
@@ -275,16 +338,23 @@ def canonical_json(value: object) -> str:
     Accepts ``dict`` (string keys), ``list``, ``tuple``, ``str``, ``int``,
     ``float``, ``bool`` and ``None``.
 
-    :raises ValueError: a NaN or infinity, or a container that contains
-        itself; the message names where (``$.items[2].price``).
+    :raises ValueError: a NaN or infinity, an integer past the largest
+        double (about 1.8e308, where JSON numbers end), a container that
+        contains itself, or nesting deeper than 500 containers (the
+        package's JSON depth limit); the message names where
+        (``$.items[2].price``).
     :raises TypeError: anything else that is not JSON (a set, bytes, a
         datetime, a non-string key), named the same way.
     """
+    return _canonical(value, "canonical_json")
+
+
+def _canonical(value: object, where: str) -> str:
     out: list[str] = []
     try:
         _encode(value, out, set())
     except _Refused as refused:
-        raise refused.error(f"canonical_json: {_path(refused.keys)} {refused.problem}") from None
+        raise refused.error(f"{where}: {_path(refused.keys)} {refused.problem}") from None
     return "".join(out)
 
 
@@ -305,7 +375,7 @@ def tool_call_args_hash(args: object, *, digest: DigestFn | None = None) -> str:
     :raises TypeError: *digest* returned something else; see
         [`canonical_json()`][juno_bind_trio.run.canonical_json] for what *args* may hold.
     """
-    data = canonical_json(args).encode("utf-8")
+    data = _canonical(args, "tool_call_args_hash").encode("utf-8")
     if digest is None:
         return _sha256_hex(data)
     result: object = digest(data)

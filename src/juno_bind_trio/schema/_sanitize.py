@@ -34,8 +34,9 @@ from typing import Any, Final, Literal
 import attrs
 
 from juno_bind_trio._errors import SchemaError
+from juno_bind_trio._validate import shown
 
-from ._check import check_schema, child, resolve, where
+from ._check import MAX_SCHEMA_DEPTH, check_schema, child, resolve, where
 
 __all__ = [
     "SCHEMA_DIALECTS",
@@ -263,7 +264,7 @@ def sanitize_tool_schema(schema: Mapping[str, Any], *, dialect: SchemaDialect) -
     if dialect not in SCHEMA_DIALECTS:
         raise ValueError(
             f"sanitize_tool_schema: dialect must be one of {', '.join(SCHEMA_DIALECTS)}, "
-            f"got {dialect!r}"
+            f"got {shown(dialect)}"
         )
     check_schema(schema)
     rewriter = _Rewriter(schema, dialect)
@@ -279,6 +280,7 @@ class _Rewriter:
         self._noted: set[tuple[str, str, str]] = set()
         self._inlining: list[str] = []  # pointers of $ref targets being inlined, outermost first
         self._defs: dict[str, str] = {}  # strict: pointer of a referenced definition -> its name
+        self._depth = 0  # schemas being rewritten, one inside the next
 
     def note(self, pointer: str, action: SchemaChangeAction, keyword: str, detail: str) -> None:
         if (pointer, action, keyword) not in self._noted:
@@ -311,8 +313,8 @@ class _Rewriter:
         elif kind != "object":
             raise self.fail(
                 "",
-                f"must be an object schema (type 'object'), got {kind!r}: a tool's arguments are "
-                "always an object; put this schema in one of its properties",
+                f"must be an object schema (type 'object'), got {shown(kind)}: a tool's "
+                "arguments are always an object; put this schema in one of its properties",
             )
         if self.dialect in ("openai", "anthropic"):
             out = copy.deepcopy(work)
@@ -354,6 +356,21 @@ class _Rewriter:
 
     def node(self, schema: Any, pointer: str, *, partial: bool = False) -> dict[str, Any]:
         """Rewrite one schema node; *partial* for a ``$ref``'s siblings (no shape checks)."""
+        # The input was checked for depth; inlining $refs can still stack one
+        # definition inside another, so the output's depth is bounded here too.
+        self._depth += 1
+        try:
+            if self._depth > MAX_SCHEMA_DEPTH:
+                raise self.fail(
+                    pointer,
+                    f"nests more than {MAX_SCHEMA_DEPTH} schemas deep once its $refs are "
+                    f"inlined, which {self.dialect} needs; keep definitions shallower",
+                )
+            return self._node(schema, pointer, partial=partial)
+        finally:
+            self._depth -= 1
+
+    def _node(self, schema: Any, pointer: str, *, partial: bool) -> dict[str, Any]:
         if schema is True:
             schema = {}
             self.note(pointer, "rewritten", "true", "rewrote the boolean schema true as {}")

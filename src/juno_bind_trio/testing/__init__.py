@@ -11,6 +11,7 @@ instant and its times are exact. Runs on both anyio backends.
 
 from juno_bind_trio._public import publish as _publish
 
+from ._environment import fake_openai_env as fake_openai_env
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -53,6 +54,7 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "Usage",
+    "fake_openai_env",
     "open_fake_openai_server",
     "serve_fake_openai",
 ]

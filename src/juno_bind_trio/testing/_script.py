@@ -35,6 +35,8 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
+from juno_bind_trio._validate import real_number, shown
+
 __all__ = [
     "CloseBeforeResponse",
     "CompletionResponse",
@@ -58,11 +60,13 @@ __all__ = [
 def _check_delay(owner: str, name: str, value: object) -> float:
     # nan compares false with everything, so an unchecked nan delay would be
     # "no delay" on one backend and an error on the other.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{owner}: {name} must be a non-negative number of seconds, got {value!r}")
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"{owner}: {name} must be a non-negative number of seconds, got {value!r}")
-    return float(value)
+    seconds = real_number(value)
+    message = f"{owner}: {name} must be a non-negative number of seconds, got {shown(value)}"
+    if seconds is None:
+        raise TypeError(message)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(message)
+    return seconds
 
 
 def _delay_field(owner: str, name: str) -> Any:

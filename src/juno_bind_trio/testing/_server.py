@@ -162,6 +162,11 @@ def _compile_script(
                 raise TypeError(
                     f"open_fake_openai_server: script keys must be model names, got {model!r}"
                 )
+            if isinstance(responses, str | bytes | Mapping) or not isinstance(responses, Sequence):
+                raise TypeError(
+                    "open_fake_openai_server: script values must be sequences of responses, "
+                    f"got {responses!r} for {model!r}"
+                )
             queues[model] = deque(_check_response(r, "open_fake_openai_server") for r in responses)
         return queues, None
     if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):

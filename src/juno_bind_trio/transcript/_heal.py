@@ -33,6 +33,7 @@ from juno_bind_trio._errors import (
     INTERRUPTED_TOOL_CALL_MESSAGE,
     TranscriptError,
 )
+from juno_bind_trio._validate import shown
 from juno_bind_trio.plugins import tool_failure_message
 
 __all__ = ["HealAction", "HealChange", "HealResult", "heal_transcript"]
@@ -132,9 +133,16 @@ def _synthesized_answer(
     The same envelope the loop writes when a cancel or a stop cuts a batch
     short, byte for byte (key order ``success``, ``kind``, ``error``; no ASCII
     escaping), so a healed transcript and one the loop finished cleanly read
-    the same to the model and to a host that parses the content.
+    the same to the model and to a host that parses the content. The content
+    is the same for every call of a kind, so it is rendered once.
     """
-    return tool_failure_message(tool_call_id, _SYNTHESIZED_ERRORS[kind], kind)
+    return {"role": "tool", "tool_call_id": tool_call_id, "content": _SYNTHESIZED_CONTENT[kind]}
+
+
+_SYNTHESIZED_CONTENT: Final[Mapping[str, str]] = {
+    kind: tool_failure_message("_", error, kind)["content"]  # type: ignore[arg-type]
+    for kind, error in _SYNTHESIZED_ERRORS.items()
+}
 
 
 class _Read(NamedTuple):
@@ -198,7 +206,7 @@ def heal_transcript(
             f"got {type(messages).__name__}"
         )
     never_started = _read_not_started(not_started)
-    read = [_read_message(i, m) for i, m in enumerate(messages)]
+    read = _read_messages(messages)
 
     # next_assistant[i]: index of the first assistant message at or after i (or
     # len). A turn's late answers are looked for up to there and no further: past
@@ -215,6 +223,7 @@ def heal_transcript(
 
     turn_index = -1  # the assistant message whose turn we are in (-1: none yet)
     turn_calls: tuple[str, ...] = ()
+    turn_call_set: frozenset[str] = frozenset()  # for membership: a turn may make thousands
     answered: set[str] = set()
     block_open = False  # still inside the contiguous run of answers after turn_index
 
@@ -263,7 +272,7 @@ def heal_transcript(
             continue
         if info.answers is not None:
             call_id = info.answers
-            if call_id not in turn_calls:
+            if call_id not in turn_call_set:
                 # Includes a late answer to an *earlier* turn's call: to the provider an
                 # answer belongs to the assistant message before it, so one whose call
                 # is further back is as unanswerable as one nobody made (and that call
@@ -290,6 +299,7 @@ def heal_transcript(
         if info.role == "assistant":
             turn_index = i
             turn_calls = info.call_ids
+            turn_call_set = frozenset(turn_calls)
             answered = set()
             block_open = bool(turn_calls)
     if block_open:
@@ -317,6 +327,31 @@ def _read_not_started(not_started: Collection[str]) -> frozenset[str]:
     return frozenset(not_started)
 
 
+def _read_messages(messages: Sequence[object]) -> list[_Read]:
+    # Runs over every message of every transcript healed, so the common shapes
+    # (a plain dict whose role and id are in order) are read inline; anything
+    # else goes to _read_message, which checks it in full and names the fault.
+    read: list[_Read] = []
+    append = read.append
+    for index, message in enumerate(messages):
+        if type(message) is dict:
+            role = message.get("role")
+            if role == "tool":
+                call_id = message.get("tool_call_id")
+                if type(call_id) is str and call_id:
+                    append(_Read("tool", (), call_id))
+                    continue
+            elif (
+                type(role) is str
+                and role in _SPOKEN
+                and (role != "assistant" or message.get("tool_calls") is None)
+            ):
+                append(_SPOKEN[role])
+                continue
+        append(_read_message(index, message))
+    return read
+
+
 def _read_message(index: int, message: object) -> _Read:
     # Runs once per message of every transcript healed, so the common shapes
     # (plain dicts and lists) skip the abstract-base-class checks, and the error
@@ -329,15 +364,17 @@ def _read_message(index: int, message: object) -> _Read:
             f"{where()} must be a chat message dict, got {type(message).__name__}", index
         )
     role = message.get("role")
-    if role not in _ROLES:
+    if type(role) is not str or role not in _ROLES:  # not hashed before it is known a str
         expected = ", ".join(sorted(_ROLES))
-        raise TranscriptError(f"{where()} has role {role!r}; expected one of {expected}", index)
+        raise TranscriptError(
+            f"{where()} has role {shown(role)}; expected one of {expected}", index
+        )
     if role == "tool":
         call_id = message.get("tool_call_id")
         if type(call_id) is not str or not call_id:
             raise TranscriptError(
                 f"{where()} is a tool message whose tool_call_id is not a non-empty string: "
-                f"{call_id!r}",
+                f"{shown(call_id)}",
                 index,
             )
         return _Read(role, (), call_id)
@@ -353,18 +390,31 @@ def _read_message(index: int, message: object) -> _Read:
             f"{where()}.tool_calls must be a list of tool calls, got {type(calls).__name__}",
             index,
         )
-    ids: list[str] = []
+    if type(calls) is list and set(map(type, calls)) <= {dict}:
+        # The usual shape, checked at C speed: dicts whose ids are distinct,
+        # non-empty strings. One assistant message may make thousands of calls.
+        ids = [call.get("id") for call in calls]
+        if set(map(type, ids)) <= {str}:  # before hashing them
+            distinct = set(ids)
+            if len(distinct) == len(ids) and "" not in distinct:
+                return _Read(role, tuple(ids), None)
+    # Otherwise, call by call, to name the first one at fault.
+    ordered: list[str] = []
+    seen: set[str] = set()
     for k, call in enumerate(calls):
         call_id = call.get("id") if type(call) is dict or isinstance(call, Mapping) else None
         if type(call_id) is not str or not call_id:
             raise TranscriptError(
                 f"{where()}.tool_calls[{k}] must be a tool call dict with a non-empty string "
-                f"'id', got {call!r}",
+                f"'id', got {shown(call)}",
                 index,
             )
-        if call_id in ids:
+        if call_id in seen:
             # Two calls with one id cannot be told apart by any answer; which
             # answer belongs to which is a guess, and healing does not guess.
-            raise TranscriptError(f"{where()}.tool_calls has two calls with id {call_id!r}", index)
-        ids.append(call_id)
-    return _Read(role, tuple(ids), None)
+            raise TranscriptError(
+                f"{where()}.tool_calls has two calls with id {shown(call_id)}", index
+            )
+        seen.add(call_id)
+        ordered.append(call_id)
+    return _Read(role, tuple(ordered), None)

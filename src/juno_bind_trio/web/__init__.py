@@ -1,9 +1,20 @@
-"""A live web view of a run: the shipped JavaScript client.
+"""A live web view of a run: an ASGI app, an SSE relay, and the JavaScript client.
 
-``STATIC_DIR`` holds ES modules a page imports as they are, with no build
-step: ``turn-view.js`` (the reader rules of the turn text protocol, in
-agreement with [TurnTextView][juno_bind_trio.completion.TurnTextView]) and
-``renderer.js`` (one element per turn, ``aria-busy`` while it streams).
+Install with ``pip install 'juno-bind-trio[web]'`` (Starlette and Hypercorn).
+
+* [LiveRuns][juno_bind_trio.web.LiveRuns] starts runs of an agent and keeps
+  each one's events as a numbered log;
+* [create_app][juno_bind_trio.web.create_app] serves them: ``POST /runs``,
+  ``GET /runs/{id}/events`` (Server-Sent Events, resumable with
+  ``Last-Event-ID``), ``GET /runs/{id}`` (snapshot), ``POST /runs/{id}/stop``
+  and ``/cancel``, behind a host check, a cross-site check and the host's
+  authorization hook;
+* [serve][juno_bind_trio.web.serve] runs it with Hypercorn on 127.0.0.1;
+* ``STATIC_DIR`` holds the ES modules a page imports as they are:
+  ``turn-view.js`` (the reader rules, in agreement with
+  [TurnTextView][juno_bind_trio.completion.TurnTextView]), ``renderer.js``
+  (one element per turn, ``aria-busy`` while it streams) and
+  ``live-view.js`` (wires both to the SSE stream and the snapshot).
 """
 
 from __future__ import annotations
@@ -11,11 +22,42 @@ from __future__ import annotations
 from pathlib import Path as _Path
 from typing import Final as _Final
 
-from juno_bind_trio._public import publish as _publish
-
-__all__ = ["STATIC_DIR"]
-
 STATIC_DIR: _Final[_Path] = _Path(__file__).resolve().parent / "static"
 """The directory of the JavaScript client's modules, to serve under any URL prefix."""
+
+from juno_bind_trio._public import publish as _publish  # noqa: E402
+
+from ._app import DEFAULT_ALLOWED_HOSTS as DEFAULT_ALLOWED_HOSTS  # noqa: E402
+from ._app import KEEPALIVE_INTERVAL as KEEPALIVE_INTERVAL  # noqa: E402
+from ._app import Action as Action  # noqa: E402
+from ._app import Authorize as Authorize  # noqa: E402
+from ._app import create_app as create_app  # noqa: E402
+from ._runs import DEFAULT_MAX_ACTIVE_RUNS as DEFAULT_MAX_ACTIVE_RUNS  # noqa: E402
+from ._runs import DEFAULT_MAX_KEPT_RUNS as DEFAULT_MAX_KEPT_RUNS  # noqa: E402
+from ._runs import LiveRun as LiveRun  # noqa: E402
+from ._runs import LiveRuns as LiveRuns  # noqa: E402
+from ._runs import RunHandle as RunHandle  # noqa: E402
+from ._runs import RunSource as RunSource  # noqa: E402
+from ._runs import RunStatus as RunStatus  # noqa: E402
+from ._runs import WireEvent as WireEvent  # noqa: E402
+from ._serve import serve as serve  # noqa: E402
+
+__all__ = [
+    "DEFAULT_ALLOWED_HOSTS",
+    "DEFAULT_MAX_ACTIVE_RUNS",
+    "DEFAULT_MAX_KEPT_RUNS",
+    "KEEPALIVE_INTERVAL",
+    "STATIC_DIR",
+    "Action",
+    "Authorize",
+    "LiveRun",
+    "LiveRuns",
+    "RunHandle",
+    "RunSource",
+    "RunStatus",
+    "WireEvent",
+    "create_app",
+    "serve",
+]
 
 _publish(__name__, globals(), __all__)

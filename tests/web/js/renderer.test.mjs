@@ -4,26 +4,7 @@ import { deepStrictEqual, equal, throws } from "node:assert/strict";
 import { test } from "node:test";
 
 import { TurnRenderer } from "../../../src/juno_bind_trio/web/static/renderer.js";
-
-class FakeElement {
-  constructor(tag) {
-    this.tag = tag;
-    this.attributes = new Map();
-    this.children = [];
-    this.style = { minHeight: "" };
-    this._text = "";
-    this.writes = [];
-  }
-  setAttribute(name, value) { this.attributes.set(name, String(value)); }
-  getAttribute(name) { return this.attributes.get(name) ?? null; }
-  appendChild(child) { this.children.push(child); return child; }
-  get textContent() { return this._text; }
-  set textContent(value) { this._text = value; this.writes.push(value); }
-  // One line of 20px per 10 characters, at least one line once there is text.
-  get offsetHeight() { return this._text === "" ? 0 : 20 * Math.ceil(this._text.length / 10); }
-}
-
-const fakeDocument = { createElement: (tag) => new FakeElement(tag) };
+import { FakeElement, fakeDocument } from "./fake-dom.mjs";
 
 function setup() {
   const container = new FakeElement("main");

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio.to_thread
 
+from juno_bind_trio._validate import shown
+
 if TYPE_CHECKING:
     import openai
 
@@ -89,6 +91,9 @@ async def open_openai_client(
         ("read_timeout", read_timeout),
         ("connect_timeout", connect_timeout),
     )
+    for name, text in (("base_url", base_url), ("api_key", api_key)):
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"open_openai_client: {name} must be a str or None, got {shown(text)}")
     for name, value in limits:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import attrs
 
+from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -81,11 +82,12 @@ def _check_clients(given: Mapping[str, openai.AsyncOpenAI]) -> Mapping[str, open
 
 
 def _check_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    seconds = real_number(value)
+    if seconds is None or not seconds > 0:
         raise ValueError(
-            f"OpenAIChatModel: {name} must be a positive number of seconds, got {value!r}"
+            f"OpenAIChatModel: {name} must be a positive number of seconds, got {shown(value)}"
         )
-    return float(value)
+    return seconds
 
 
 def _check_ttft(value: float) -> float:

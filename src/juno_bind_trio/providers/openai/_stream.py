@@ -182,6 +182,7 @@ async def stream_chat_completion(
         answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning
         add_text, add_calls = content.append, accumulator.extend
         async with stream:
+            _refuse_a_body_that_is_not_a_stream(stream)
             async for chunk in stream:
                 choices = chunk.choices
                 if not choices:
@@ -243,3 +244,23 @@ async def stream_chat_completion(
         output_tokens=output_tokens,
         time_to_first_token=None if first_answer_at is None else first_answer_at - started,
     )
+
+
+def _refuse_a_body_that_is_not_a_stream(stream: openai.AsyncStream[ChatCompletionChunk]) -> None:
+    # An endpoint that is not an OpenAI-compatible API (a login page, a proxy's
+    # error page) can answer 200 with HTML. The SDK would read it as an event
+    # stream with no events, and the empty completion would look truncated and
+    # be retried as a defect. Say what it is: the endpoint's fault, next candidate.
+    import openai
+
+    content_type = stream.response.headers.get("content-type", "")
+    if content_type and "event-stream" not in content_type.lower():
+        raise openai.APIResponseValidationError(
+            response=stream.response,
+            body=None,
+            message=(
+                f"the endpoint answered {stream.response.status_code} with Content-Type "
+                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
+                "an OpenAI-compatible API?"
+            ),
+        )

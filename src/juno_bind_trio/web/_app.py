@@ -1,0 +1,309 @@
+"""The ASGI application: start, watch, snapshot, stop and cancel runs over HTTP.
+
+Every request passes the same gate, in this order:
+
+1. **Host.** The ``Host`` header must name an allowed host (loopback names by
+   default). A page on another site whose name resolves to 127.0.0.1 (DNS
+   rebinding) is refused here, before anything else runs.
+2. **Cross-site.** A state-changing request (``POST``) whose ``Origin`` is
+   not this app's own, or that a browser marks ``Sec-Fetch-Site: cross-site``
+   / ``same-site``, is refused; starting a run also needs a JSON body, which
+   an HTML form on another site cannot send.
+3. **Who.** The host's ``authorize(request, action, owner)`` hook names the
+   principal acting (or refuses with ``None``). Without a hook, only
+   loopback clients are let in, as the principal ``"local"``.
+4. **Whose.** Watching, reading, stopping or cancelling a run is allowed only
+   to the principal that started it; for anybody else the run does not exist.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final, Literal, TypeAlias
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from juno_bind_trio._errors import UsageError
+
+from ._runs import LiveRun, LiveRuns
+
+__all__ = [
+    "DEFAULT_ALLOWED_HOSTS",
+    "KEEPALIVE_INTERVAL",
+    "Action",
+    "Authorize",
+    "create_app",
+]
+
+Action: TypeAlias = Literal["start", "watch", "stop", "cancel"]
+"""What a request wants to do: start a run, or watch (events, snapshot), stop or cancel one."""
+
+Authorize: TypeAlias = Callable[
+    [Request, Action, "str | None"], "str | Awaitable[str | None] | None"
+]
+"""The host's authorization hook: ``authorize(request, action, owner) -> principal | None``.
+
+*owner* is the principal that started the run (``None`` for ``"start"``).
+Return the principal acting (a user id, a session, a team), or ``None`` to
+refuse with 403. The app then serves a run only to the principal equal to its
+owner. It may be a coroutine function.
+"""
+
+DEFAULT_ALLOWED_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1"})
+"""The ``Host`` names accepted by default (any port): loopback only."""
+
+KEEPALIVE_INTERVAL: Final = 15.0
+"""Seconds between SSE comments on an idle stream, so proxies keep it open."""
+
+_LOCAL_PRINCIPAL: Final = "local"
+_MAX_PROMPT: Final = 100_000
+_NOT_FOUND: Final = {"error": "no such run"}
+
+
+def _host_name(host_header: str) -> str:
+    host = host_header.strip().lower()
+    if host.startswith("["):  # [::1]:8000
+        return host[1 : host.find("]")] if "]" in host else host
+    if host.count(":") == 1:
+        return host.rsplit(":", 1)[0]
+    return host
+
+
+def _is_loopback(client_host: str | None) -> bool:
+    if client_host is None:
+        return False
+    try:
+        return ipaddress.ip_address(client_host).is_loopback
+    except ValueError:
+        return False
+
+
+def _refuse(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _check_hosts(value: object) -> frozenset[str]:
+    if isinstance(value, str) or not isinstance(value, Collection):
+        raise TypeError(
+            f"create_app: allowed_hosts must be a collection of host names, got {value!r}"
+        )
+    if not all(isinstance(h, str) and h for h in value):
+        raise TypeError(
+            f"create_app: allowed_hosts must be a collection of host names, got {value!r}"
+        )
+    return frozenset(h.lower() for h in value)
+
+
+def _check_origins(value: object) -> frozenset[str]:
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Collection)
+        or not all(isinstance(o, str) and o.startswith(("http://", "https://")) for o in value)
+    ):
+        raise TypeError(
+            f"create_app: allowed_origins must be a collection of http(s) origins, got {value!r}"
+        )
+    return frozenset(o.rstrip("/").lower() for o in value)
+
+
+def create_app(
+    runs: LiveRuns,
+    *,
+    authorize: Authorize | None = None,
+    allowed_hosts: Collection[str] = DEFAULT_ALLOWED_HOSTS,
+    allowed_origins: Collection[str] = (),
+    page: str | None = None,
+) -> Starlette:
+    """The ASGI application serving *runs* (a [LiveRuns][juno_bind_trio.web.LiveRuns]).
+
+    Routes: ``POST /runs`` (``{"prompt": ...}`` → ``201 {"runId": ...}``),
+    ``GET /runs/{id}/events`` (Server-Sent Events), ``GET /runs/{id}``
+    (snapshot), ``POST /runs/{id}/stop``, ``POST /runs/{id}/cancel``, the
+    JavaScript client under ``/static/``, and *page* (a path to an HTML file)
+    at ``/`` when given. The app's lifespan runs
+    [LiveRuns.running][juno_bind_trio.web.LiveRuns.running].
+
+    *authorize*: see [Authorize][juno_bind_trio.web.Authorize]; without it only
+    loopback clients get in. *allowed_hosts*: ``Host`` names accepted (add the
+    name you serve under when you bind elsewhere). *allowed_origins*: other
+    origins (``"https://app.example"``) allowed to make state-changing requests.
+    """
+    given_runs: object = runs
+    if not isinstance(given_runs, LiveRuns):
+        raise TypeError(f"create_app: runs must be a LiveRuns, got {runs!r}")
+    if authorize is not None and not callable(authorize):
+        raise TypeError(f"create_app: authorize must be callable or None, got {authorize!r}")
+    hosts = _check_hosts(allowed_hosts)
+    origins = _check_origins(allowed_origins)
+    if page is not None and not isinstance(page, str):
+        raise TypeError(f"create_app: page must be a path to an HTML file or None, got {page!r}")
+
+    async def principal_for(request: Request, action: Action, owner: str | None) -> str | None:
+        if authorize is None:
+            client = request.client
+            return _LOCAL_PRINCIPAL if _is_loopback(client.host if client else None) else None
+        decided: object = authorize(request, action, owner)
+        if inspect.isawaitable(decided):
+            decided = await decided
+        if decided is not None and (not isinstance(decided, str) or not decided):
+            raise UsageError(
+                f"create_app: authorize() must return a principal (a non-empty str) or None, "
+                f"got {decided!r}"
+            )
+        return decided if isinstance(decided, str) else None
+
+    def cross_site(request: Request) -> str | None:
+        """Why a state-changing request looks cross-site, or None."""
+        origin = request.headers.get("origin")
+        if origin is not None:
+            own = f"{request.url.scheme}://{request.headers.get('host', '')}".lower()
+            if origin.rstrip("/").lower() not in origins | {own}:
+                return f"origin {origin!r} is not allowed"
+            return None
+        fetch_site = request.headers.get("sec-fetch-site")
+        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+            return f"a {fetch_site} request"
+        return None
+
+    async def gate(
+        request: Request, action: Action, run_id: str | None
+    ) -> tuple[str, LiveRun | None] | Response:
+        if _host_name(request.headers.get("host", "")) not in hosts:
+            return _refuse(421, "this host name is not served here")
+        if request.method == "POST":
+            why = cross_site(request)
+            if why is not None:
+                return _refuse(403, f"cross-site request refused: {why}")
+        run = runs.get(run_id) if run_id is not None else None
+        if run_id is not None and run is None:
+            return JSONResponse(_NOT_FOUND, status_code=404)
+        principal = await principal_for(request, action, run.owner if run else None)
+        if principal is None:
+            return _refuse(403, "not allowed")
+        if run is not None and run.owner != principal:
+            # Another principal's run: it does not exist for this request.
+            return JSONResponse(_NOT_FOUND, status_code=404)
+        return principal, run
+
+    async def start(request: Request) -> Response:
+        passed = await gate(request, "start", None)
+        if isinstance(passed, Response):
+            return passed
+        principal, _ = passed
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _refuse(415, "send the prompt as application/json")
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return _refuse(400, "the body is not JSON")
+        prompt = body.get("prompt") if isinstance(body, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > _MAX_PROMPT:
+            return _refuse(400, f"'prompt' must be a non-empty string of at most {_MAX_PROMPT}")
+        try:
+            run = runs.start(prompt, owner=principal)
+        except UsageError as exc:
+            if "already going" in str(exc):
+                return _refuse(429, str(exc))
+            raise
+        return JSONResponse(
+            {"runId": run.run_id, "events": f"/runs/{run.run_id}/events"}, status_code=201
+        )
+
+    async def snapshot(request: Request) -> Response:
+        passed = await gate(request, "watch", request.path_params["run_id"])
+        if isinstance(passed, Response):
+            return passed
+        _, run = passed
+        assert run is not None
+        return JSONResponse(run.snapshot())
+
+    async def events(request: Request) -> Response:
+        passed = await gate(request, "watch", request.path_params["run_id"])
+        if isinstance(passed, Response):
+            return passed
+        _, run = passed
+        assert run is not None
+        raw = request.headers.get("last-event-id", request.query_params.get("lastEventId", "0"))
+        if not raw.isascii() or not raw.isdigit() or int(raw) > run.last_event_id:
+            return _refuse(400, f"Last-Event-ID must be an event id of this run, got {raw!r}")
+        if run.ended and int(raw) == run.last_event_id:
+            # Nothing more will ever come: 204 tells EventSource to stop reconnecting.
+            return Response(status_code=204)
+        return StreamingResponse(
+            _sse(run, int(raw)),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def stop(request: Request) -> Response:
+        return await _control(request, "stop")
+
+    async def cancel(request: Request) -> Response:
+        return await _control(request, "cancel")
+
+    async def _control(request: Request, action: Literal["stop", "cancel"]) -> Response:
+        passed = await gate(request, action, request.path_params["run_id"])
+        if isinstance(passed, Response):
+            return passed
+        _, run = passed
+        assert run is not None
+        changed = run.request_stop() if action == "stop" else run.request_cancel()
+        return JSONResponse({"runId": run.run_id, "status": run.status, "changed": changed})
+
+    async def index(request: Request) -> Response:
+        passed = await gate(request, "start", None)
+        if isinstance(passed, Response):
+            return passed
+        assert page is not None
+        return FileResponse(page, media_type="text/html", headers={"Cache-Control": "no-store"})
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with runs.running():
+            yield
+
+    from . import STATIC_DIR
+
+    routes: list[Route | Mount] = [
+        Route("/runs", start, methods=["POST"]),
+        Route("/runs/{run_id}", snapshot, methods=["GET"]),
+        Route("/runs/{run_id}/events", events, methods=["GET"]),
+        Route("/runs/{run_id}/stop", stop, methods=["POST"]),
+        Route("/runs/{run_id}/cancel", cancel, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    if page is not None:
+        routes.insert(0, Route("/", index, methods=["GET"]))
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _frame(event_id: int, event: dict[str, Any]) -> bytes:
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event_id}\ndata: {data}\n\n".encode()
+
+
+async def _sse(run: LiveRun, last_event_id: int) -> AsyncIterator[bytes]:
+    """The run's events after *last_event_id*, each with its id, until the run's last one."""
+    seen = last_event_id
+    yield b"retry: 1000\n\n"
+    while True:
+        batch: Sequence[tuple[int, dict[str, Any]]] = run.events_after(seen)
+        if batch:
+            yield b"".join(_frame(event_id, event) for event_id, event in batch)
+            seen = batch[-1][0]
+            continue
+        if run.ended:
+            return
+        with anyio.move_on_after(KEEPALIVE_INTERVAL):
+            await run.wait_for_more(seen)
+            continue
+        yield b": keepalive\n\n"

@@ -1,0 +1,31 @@
+"""Fuzz entries for `juno_bind_trio.agent` (argument strategies drawn from the signatures)."""
+
+from __future__ import annotations
+
+from fuzz_support import Entry
+
+from juno_bind_trio.agent import (
+    Agent,
+    AgentResult,
+    AgentRun,
+    RunContext,
+    RunEndedEvent,
+    Tool,
+    ToolCallEndedEvent,
+    ToolCallStartedEvent,
+    TurnEndedEvent,
+    tool,
+)
+
+ENTRIES = [
+    Entry(Agent),
+    Entry(AgentResult),
+    Entry(AgentRun),
+    Entry(RunContext),
+    Entry(RunEndedEvent),
+    Entry(Tool),
+    Entry(ToolCallEndedEvent),
+    Entry(ToolCallStartedEvent),
+    Entry(TurnEndedEvent),
+    Entry(tool),
+]

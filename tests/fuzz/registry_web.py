@@ -1,0 +1,47 @@
+"""Fuzz entries for `juno_bind_trio.web` (only where the ``web`` extra is installed).
+
+``serve`` binds only an ephemeral loopback port (``port=0``) when its
+arguments are well typed, so the fuzz never takes a real port.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import hypothesis.strategies as st
+from fuzz_support import JUNK, Call, Entry, call
+
+ENTRIES: list[Entry] = []
+
+if importlib.util.find_spec("starlette") is not None and importlib.util.find_spec("hypercorn"):
+    from juno_bind_trio.web import LiveRun, LiveRuns, create_app, serve
+
+    def _serve_call(app: object, host: object, port: object) -> Call:
+        return call(app, host=host, port=port)
+
+    SERVE_CALLS = st.one_of(
+        # Well typed: loopback, a port the system picks, an app of any kind.
+        st.builds(_serve_call, JUNK, st.just("127.0.0.1"), st.just(0)),
+        # Refused before anything is bound.
+        st.builds(
+            _serve_call,
+            JUNK,
+            st.one_of(st.just(""), JUNK.filter(lambda v: not isinstance(v, str))),
+            st.just(0),
+        ),
+        st.builds(
+            _serve_call,
+            JUNK,
+            st.just("127.0.0.1"),
+            st.one_of(
+                st.sampled_from([-1, 65536, 10**400]), JUNK.filter(lambda v: not isinstance(v, int))
+            ),
+        ),
+    )
+
+    ENTRIES = [
+        Entry(LiveRun),
+        Entry(LiveRuns),
+        Entry(create_app),
+        Entry(serve, args=SERVE_CALLS),
+    ]

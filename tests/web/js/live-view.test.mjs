@@ -1,0 +1,121 @@
+// live-view.js against a fake EventSource and fetch: the wiring of reader,
+// renderer, snapshot resync and the control endpoints.
+import { deepStrictEqual, equal } from "node:assert/strict";
+import { test } from "node:test";
+
+import { LiveView } from "../../../src/juno_bind_trio/web/static/live-view.js";
+import { FakeElement, fakeDocument } from "./fake-dom.mjs";
+
+class FakeEventSource {
+  static last = null;
+  constructor(url) {
+    this.url = url;
+    this.closed = false;
+    this.onmessage = null;
+    FakeEventSource.last = this;
+  }
+  close() { this.closed = true; }
+  push(id, event) { this.onmessage({ data: JSON.stringify(event), lastEventId: String(id) }); }
+}
+
+function fakeFetch(snapshot) {
+  const calls = [];
+  const fetch = async (url, options = {}) => {
+    calls.push({ url, method: options.method ?? "GET", body: options.body });
+    if (url === "/runs" && options.method === "POST") {
+      return { status: 201, json: async () => ({ runId: "r1" }), text: async () => "" };
+    }
+    if (url.endsWith("/stop") || url.endsWith("/cancel")) {
+      return { status: 200, json: async () => ({ runId: "r1", status: "stopping", changed: true }) };
+    }
+    return { status: 200, json: async () => snapshot.current };
+  };
+  return { fetch, calls };
+}
+
+const t = (epoch, seq, text, turnId = "r1:1") => ({ kind: "text", turnId, epoch, seq, text });
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+function setup(snapshot = { current: null }, maxHeld = undefined) {
+  const turns = new FakeElement("section");
+  const announcer = new FakeElement("div");
+  const { fetch, calls } = fakeFetch(snapshot);
+  const view = new LiveView({ turns, announcer, document: fakeDocument, fetch, EventSource: FakeEventSource, maxHeld });
+  return { view, turns, announcer, calls };
+}
+
+test("start posts JSON and follows the run's event stream", async () => {
+  const { view, calls } = setup();
+  equal(await view.start("hello"), "r1");
+  deepStrictEqual(calls[0], { url: "/runs", method: "POST", body: JSON.stringify({ prompt: "hello" }) });
+  equal(FakeEventSource.last.url, "/runs/r1/events");
+  equal(view.status, "running");
+});
+
+test("text, a reset and the turn's end render into one element, announced once", async () => {
+  const { view, turns, announcer } = setup({ current: { transcript: [] } });
+  view.watch("r1");
+  const source = FakeEventSource.last;
+  source.push(1, t(0, 0, "Let me think"));
+  source.push(2, { kind: "reset", turnId: "r1:1", epoch: 1, seq: 1, reason: "attempt_failed" });
+  source.push(3, t(1, 2, "Answer: 42"));
+  source.push(4, { kind: "turn_ended", iteration: 1, turnId: "r1:1", content: "Answer: 42", toolCalls: 0 });
+  equal(turns.children.length, 1);
+  const element = turns.children[0];
+  equal(element.textContent, "Answer: 42");
+  equal(element.getAttribute("aria-busy"), "false");
+  deepStrictEqual(announcer.writes, ["Answer: 42"]);
+  deepStrictEqual(view.history.map((h) => h.text), ["Let me think", "", "Answer: 42", "Answer: 42"]);
+  equal(view.lastEventId, 4);
+});
+
+test("tool calls and run status are tracked; the end closes the stream and fetches the record", async () => {
+  const transcript = [{ role: "tool", tool_call_id: "c1", content: "ok" }];
+  const { view } = setup({ current: { transcript, turns: [] } });
+  view.watch("r1");
+  const source = FakeEventSource.last;
+  source.push(1, { kind: "tool_call_started", iteration: 1, toolCallId: "c1", toolName: "lookup", arguments: "{}" });
+  equal(view.toolCalls.get("c1").status, "running");
+  source.push(2, { kind: "tool_call_ended", iteration: 1, toolCallId: "c1", toolName: "lookup", status: "finished", failureKind: null, content: "ok" });
+  source.push(3, { kind: "run_status", runId: "r1", status: "stopping" });
+  equal(view.status, "stopping");
+  source.push(4, { kind: "run_ended", runId: "r1", reason: "stopped" });
+  source.push(5, { kind: "run_status", runId: "r1", status: "ended" });
+  await settle();
+  deepStrictEqual(view.toolCalls.get("c1"), { toolName: "lookup", arguments: "{}", status: "finished", content: "ok" });
+  equal(view.reason, "stopped");
+  equal(source.closed, true);
+  deepStrictEqual(view.snapshot.transcript, transcript);
+});
+
+test("a hold-buffer overflow resyncs the turn from the snapshot and streaming continues", async () => {
+  const snapshot = { current: { turns: [{ turnId: "r1:1", text: "The answer is", final: false, epoch: 1, lastSeq: 5 }] } };
+  const { view, turns, calls } = setup(snapshot, 2);
+  view.watch("r1");
+  const source = FakeEventSource.last;
+  source.push(1, t(0, 0, "a retracted attempt"));
+  // seq 1..2 (the reset and the retry's first words) were lost in a reconnect.
+  source.push(4, t(1, 3, "The "));
+  source.push(5, t(1, 4, "answer"));
+  source.push(6, t(1, 5, " is"));
+  await settle();
+  equal(calls.at(-1).url, "/runs/r1");
+  equal(turns.children[0].textContent, "The answer is");
+  source.push(7, t(1, 6, " 42."));
+  equal(turns.children[0].textContent, "The answer is 42.");
+});
+
+test("stop and cancel post to the run's endpoints", async () => {
+  const { view, calls } = setup();
+  view.watch("r1");
+  await view.stop();
+  await view.cancel();
+  deepStrictEqual(calls.map((c) => [c.url, c.method]), [["/runs/r1/stop", "POST"], ["/runs/r1/cancel", "POST"]]);
+});
+
+test("an unknown event kind is ignored", () => {
+  const { view } = setup();
+  view.watch("r1");
+  FakeEventSource.last.push(1, { kind: "from_the_future" });
+  equal(view.status, "running");
+});
