@@ -451,7 +451,7 @@ async def test_a_bare_base_exception_from_a_serial_tool_is_raised_untouched(
 
 async def test_a_serial_tool_cut_off_mid_failure_keeps_the_failure_as_the_cause() -> None:
     send, receive = anyio.create_memory_object_stream[LoopEvent](math.inf)
-    host, loop = loop_for(
+    _host, loop = loop_for(
         [Turn(calls=[call("a")], delay=0)],
         fan_out_then_fail,
         runs_serially=lambda tc: True,
