@@ -81,7 +81,55 @@ MODULES: dict[str, list[str]] = {
 }
 
 # Survivors judged equivalent after reading them: mutant id -> why.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "run/_pool.py:97:57:delete:...": "the body of a Protocol method stub",
+    "run/_pool.py:101:4:delete:return _Value(value)": (
+        "the constructor fallback runs only if outcome's slot layout changes; "
+        "with the installed outcome it is never called"
+    ),
+    "run/_pool.py:115:8:delete:return made": (
+        "the fast maker then returns None, the import-time probe notices and the "
+        "pool uses the constructor: the same values"
+    ),
+    "run/_pool.py:177:48:constant:True": "zip(strict=False) over two lists of the same length",
+    "run/_pool.py:222:12:delete:if type(call) is dict and call.get('type', 'function') == 'f": (
+        "without the inlined fast path every call goes through read_tool_call, "
+        "which reads the same three strings (only slower)"
+    ),
+    "run/_pool.py:224:16:delete:if type(function) is dict:": "as above: the fast path's guard",
+    "run/_pool.py:227:20:delete:if type(call_id) is str and type(name) is str and (type(func": (
+        "as above: the fast path's guard"
+    ),
+    "run/_pool.py:345:12:delete:return []": (
+        "an empty batch then opens a task group with no workers and returns the empty list"
+    ),
+    "run/_pool.py:379:34:compare0:'queued' in states": (
+        "the sweep settles nothing that is settled already, and a call still queued at a "
+        "normal exit implies one still running (the worker that held it died)"
+    ),
+    "run/_pool.py:416:20:delete:await checkpoint_if_cancelled()": (
+        "the next claim's checkpoint, or the task group's exit, raises the same cancellation"
+    ),
+    "run/_pool.py:436:20:delete:raise": (
+        "the next statement raises the same exception (a cancellation is never foreign)"
+    ),
+    "completion/_text_view.py:86:46:constant:1": (
+        "the newest epoch then starts at -2 instead of -1; epochs start at 0"
+    ),
+    "completion/_text_view.py:119:12:delete:self._parts = [joined]": (
+        "it only compacts the parts list; the joined text is cached either way"
+    ),
+    "completion/_text_stream.py:106:16:negate:math.isfinite(value)": (
+        "repr() and str() of a float or a bool are the same text"
+    ),
+    "transcript/_heal.py:55:22:constant:True": (
+        "kw_only=False lets HealChange take positional arguments too; nobody passes any"
+    ),
+    "loop/_loop.py:798:12:delete:open_batch.running = None": (
+        "the call is answered by _settle on the next line, and `running` is only read "
+        "for a call that has no answer"
+    ),
+}
 
 _SWAP_COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Eq: ast.NotEq,
@@ -320,6 +368,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every result here")
     parser.add_argument("--every", type=int, default=1, help="judge every Nth mutant only")
     parser.add_argument(
+        "--trust-baseline",
+        action="store_true",
+        help="skip the check that the unmutated module passes (it sets the timeout too)",
+    )
+    parser.add_argument(
         "--only", action="append", help="judge only mutants whose id starts with this (repeatable)"
     )
     args = parser.parse_args()
@@ -343,11 +396,11 @@ def main() -> int:
             target = tree / "juno_bind_trio" / module
             original = path.read_text()
             started = time.monotonic()
-            baseline = run_tests(tree, MODULES[module], timeout=900)
+            baseline = "survived" if args.trust_baseline else run_tests(tree, MODULES[module], 900)
             if baseline != "survived":
                 print(f"  the unmutated module fails its tests ({baseline}); skipped")
                 continue
-            budget = max(60.0, 3 * (time.monotonic() - started))
+            budget = 900.0 if args.trust_baseline else max(60.0, 3 * (time.monotonic() - started))
             outcome: dict[str, str] = {}
             for n, (mutant_id, text) in enumerate(found, 1):
                 target.write_text(text)
