@@ -125,6 +125,9 @@ EQUIVALENT: dict[str, str] = {
     "transcript/_heal.py:55:22:constant:True": (
         "kw_only=False lets HealChange take positional arguments too; nobody passes any"
     ),
+    "transcript/_heal.py:107:22:constant:True": (
+        "kw_only=False lets HealResult take positional arguments too; nobody passes any"
+    ),
     "loop/_loop.py:798:12:delete:open_batch.running = None": (
         "the call is answered by _settle on the next line, and `running` is only read "
         "for a call that has no answer"

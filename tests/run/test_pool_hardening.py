@@ -311,3 +311,11 @@ async def test_refusals_are_visible_in_the_statistics_while_the_batch_still_runs
     ((stats, states),) = seen
     assert states == ("finished", "refused", "refused", "running")
     assert (stats.refused, stats.queued, stats.in_flight) == (2, 0, 1)
+
+
+def test_a_batch_is_compared_and_hashed_by_identity() -> None:
+    # A batch is a stateful object: two batches of the same calls are two batches.
+    first: ToolBatch[None] = ToolBatch([call(0)])
+    second: ToolBatch[None] = ToolBatch([call(0)])
+    assert first != second
+    assert len({first, second}) == 2
