@@ -10,9 +10,11 @@ and calls go through:
   looks the tool up, ``json.loads`` the arguments, calls the function with
   them and writes its result with ``json.dumps``; the tool list is written
   by hand. What a host writes without the agent layer.
-* **Agent**: ``Agent(model, tools=[...]).run(prompt)``: schemas from the type
-  hints, arguments validated by pydantic, a ``RunContext`` per call, results
-  written as compact JSON, an ``AgentResult`` at the end.
+* **Agent**: ``agent.run(prompt)`` on an ``Agent(model, tools=[...])`` built
+  once (as an application builds it): schemas from the type hints, arguments
+  validated by pydantic, a ``RunContext`` per call, results written as
+  compact JSON, an ``AgentResult`` at the end. The loop is built per run on
+  both sides: one ``ToolLoop`` per run is the kernel's rule.
 
 Each sample runs the whole thing ``--runs`` times under one ``trio.run``;
 variants are interleaved round by round, and the figure is the median of the
@@ -135,14 +137,10 @@ def script() -> list[ModelTurnResult]:
 TURN_SCRIPT = script()
 
 
-def scripted_model() -> Callable[[ModelTurn], Awaitable[ModelTurnResult]]:
-    position = iter(TURN_SCRIPT)
-
-    async def model(turn: ModelTurn) -> ModelTurnResult:
-        await trio.lowlevel.checkpoint()
-        return next(position)
-
-    return model
+async def scripted_model(turn: ModelTurn) -> ModelTurnResult:
+    """The same script for every run: the turn's iteration picks its answer."""
+    await trio.lowlevel.checkpoint()
+    return TURN_SCRIPT[turn.iteration - 1]
 
 
 async def dispatch(call: ToolCallLike) -> ToolCallOutcome:
@@ -167,7 +165,7 @@ async def tool_loop_runs(runs: int) -> int:
         loop = ToolLoop(
             state=state,
             max_iterations=20,
-            call_model=scripted_model(),
+            call_model=scripted_model,
             run_tool_call=dispatch,
             build_tools=lambda: HAND_WRITTEN_TOOLS,
         )
@@ -180,11 +178,13 @@ async def tool_loop_runs(runs: int) -> int:
 TOOLS = [tool(read), tool(search), tool(fetch)]
 
 
+AGENT = Agent(scripted_model, tools=TOOLS)  # built once, as an application does
+
+
 async def agent_runs(runs: int) -> int:
     total = 0
     for _ in range(runs):
-        agent = Agent(scripted_model(), tools=TOOLS)
-        result = await agent.run("go")
+        result = await AGENT.run("go")
         assert result.reason == "completed"
         total += len(result.messages)
     return total

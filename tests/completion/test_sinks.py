@@ -261,6 +261,52 @@ async def test_a_slow_reader_never_holds_the_producer_up() -> None:
     assert len(views) < 10  # one hand-off per reader wake-up, not per delta
 
 
+async def test_text_is_handed_over_at_most_once_per_interval() -> None:
+    sink, events = open_memory_sink(interval=0.1)
+    start = anyio.current_time()
+    sink.emit(text(0, 0, "a"))
+    assert await events.receive() == text(0, 0, "a")
+    assert anyio.current_time() == start  # the first text comes at once
+    sink.emit(text(0, 1, "b"))
+
+    async def more() -> None:
+        await anyio.sleep(0.05)
+        sink.emit(text(0, 2, "c"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(more)
+        # Too soon after "a": the reader waits out the interval while "c" merges in.
+        assert await events.receive() == text(0, 1, "bc")
+    assert anyio.current_time() - start == pytest.approx(0.1)
+    await anyio.sleep(0.5)
+    sink.emit(text(0, 3, "d"))  # after a pause longer than the interval: at once
+    before = anyio.current_time()
+    assert await events.receive() == text(0, 2, "d")
+    assert anyio.current_time() == before
+
+
+async def test_other_items_and_a_closed_sinks_text_are_not_paced() -> None:
+    sink: CoalescingSink[Any] = CoalescingSink(interval=10)
+    events = sink.receiver
+    sink.emit(text(0, 0, "a"))
+    start = anyio.current_time()
+    assert await events.receive() == text(0, 0, "a")
+    sink.send_nowait("tool call")
+    sink.emit(text(0, 1, "b"))
+    assert await events.receive() == "tool call"
+    sink.close()
+    assert await events.receive() == text(0, 1, "b")
+    assert anyio.current_time() == start
+
+
+@pytest.mark.parametrize("bad", [-1, math.nan, math.inf, "1", True, None])
+def test_interval_is_refused_by_name(bad: object) -> None:
+    with pytest.raises(TypeError, match=r"CoalescingSink: interval must be a finite non-negative"):
+        CoalescingSink(interval=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"CoalescingSink: interval must be"):
+        open_memory_sink(interval=bad)  # type: ignore[arg-type]
+
+
 # --- reprs and checks --------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ if importlib.util.find_spec("mcp") is not None:
 
     ENTRIES = [
         Entry(MCPToolInfo),
-        Entry(MCPToolset, xfail="infos that are not MCPToolInfo: AttributeError"),
+        Entry(MCPToolset),
         Entry(open_mcp_client, raises=(MCPConnectionError,)),
         Entry(
             open_mcp_stdio,

@@ -145,3 +145,14 @@ def test_a_fake_server_script_mapping_a_model_to_no_sequence_is_refused(response
 
     with pytest.raises(TypeError, match=r"^open_fake_openai_server: script values must be"):
         trio.run(main)
+
+
+@pytest.mark.parametrize(("server", "infos"), [("s", (None,)), ("s", None), (3, ())])
+def test_an_mcp_toolset_refuses_what_is_not_a_server_name_and_tool_infos(
+    server: Any, infos: Any
+) -> None:
+    pytest.importorskip("mcp")
+    from juno_bind_trio.mcp import MCPToolset
+
+    with pytest.raises(TypeError, match=r"^MCPToolset: (server|infos) must be"):
+        MCPToolset(server, infos, None)

@@ -19,7 +19,13 @@ from mcp.server.mcpserver import MCPServer
 
 from juno_bind_trio import MCPToolError, ToolFailureError, UsageError
 from juno_bind_trio.mcp import MCPToolInfo, MCPToolset, open_mcp_client
-from juno_bind_trio.mcp._convert import ArgumentCheck, failure_for, model_name, result_value
+from juno_bind_trio.mcp._convert import (
+    ArgumentCheck,
+    convert_listing,
+    failure_for,
+    model_name,
+    result_value,
+)
 from juno_bind_trio.run import ToolBatch, ToolCallLike, tool_call_id
 from juno_bind_trio.schema import SCHEMA_DIALECTS, sanitize_tool_schema
 
@@ -273,3 +279,39 @@ async def test_a_hard_cancel_of_a_batch_interrupts_running_mcp_calls_and_refuses
         record = await toolset.call("record", {})
         assert isinstance(record, dict)
         assert sorted(record["started"]) == sorted(record["cancelled"]) == ["c0", "c1"]
+
+
+@given(
+    st.lists(
+        st.text(alphabet="ab._/-", min_size=1, max_size=6), min_size=1, max_size=6, unique=True
+    ),
+    st.sampled_from([None, "p"]),
+)
+def test_a_listing_is_offered_under_distinct_valid_names_or_refused(
+    names: list[str], prefix: str | None
+) -> None:
+    listed = [mcp.types.Tool(name=name, input_schema={"type": "object"}) for name in names]
+    mapped = [model_name(name, prefix) for name in names]
+    if len(set(mapped)) < len(mapped):
+        # Two server names map to one model name: refused, naming both.
+        with pytest.raises(ValueError, match="would both be offered to the model"):
+            convert_listing(
+                "t",
+                "s",
+                listed,
+                prefix=prefix,
+                non_repeatable=(),
+                uses_idempotency_key=(),
+                serial=(),
+            )
+        return
+    infos = convert_listing(
+        "t", "s", listed, prefix=prefix, non_repeatable=(), uses_idempotency_key=(), serial=()
+    )
+    assert [info.server_name for info in infos] == names
+    offered = [info.name for info in infos]
+    assert len(set(offered)) == len(offered)
+    assert all(
+        name == model_name(info.server_name, prefix)
+        for name, info in zip(offered, infos, strict=True)
+    )

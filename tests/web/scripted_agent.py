@@ -82,7 +82,7 @@ class ScriptedRun:
     messages: list[dict[str, Any]] = attrs.field(factory=list)
     stopped: bool = False
     cancelled: bool = False
-    _scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+    ignore_cancel: bool = False
     _wake: anyio.Event = attrs.field(factory=anyio.Event)
 
     def stop(self) -> None:
@@ -90,29 +90,34 @@ class ScriptedRun:
         self._wake.set()
 
     def cancel(self) -> None:
+        # No cancel scope inside the async generator below (it would misnest):
+        # the generator checks the flag after every wait instead.
+        if self.ignore_cancel:
+            return
         self.cancelled = True
-        self._scope.cancel()
+        self._wake.set()
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._events()
 
     async def _events(self) -> AsyncIterator[Any]:
-        reason = "cancelled"
-        with self._scope:
-            for step in self.steps:
-                if step == WAIT_STOP:
-                    await self._wake.wait()
-                    continue
-                if self.stopped:
-                    reason = "stopped"
-                    break
-                await anyio.sleep(self.pace)
-                self.messages.append({"role": "event", "kind": step.to_wire()["kind"]})  # type: ignore[attr-defined]
-                yield step
+        reason = "completed"
+        for step in self.steps:
+            if step == WAIT_STOP:
+                await self._wake.wait()
             else:
-                reason = "completed"
+                with anyio.move_on_after(self.pace):
+                    await self._wake.wait()
+            if self.cancelled:
+                reason = "cancelled"
+                break
             if self.stopped:
                 reason = "stopped"
+                break
+            if step == WAIT_STOP:
+                continue
+            self.messages.append({"role": "event", "kind": step.to_wire()["kind"]})  # type: ignore[attr-defined]
+            yield step
         yield Wire({"kind": "run_ended", "runId": self.run_id, "reason": reason})
 
 
@@ -122,13 +127,18 @@ class ScriptedAgent:
     pace: float = 0.01
     runs: list[ScriptedRun] = attrs.field(factory=list)
     fail_with: Exception | None = None
+    fail_on_enter: Exception | None = None
+    ignore_cancel: bool = False
 
     @asynccontextmanager
     async def open_run(
         self, prompt: str, *, run_id: str | None = None
     ) -> AsyncIterator[ScriptedRun]:
         assert run_id is not None
+        if self.fail_on_enter is not None:
+            raise self.fail_on_enter
         run = ScriptedRun(run_id, self.steps, self.pace)
+        run.ignore_cancel = self.ignore_cancel
         run.messages.append({"role": "user", "content": prompt})
         self.runs.append(run)
         yield run

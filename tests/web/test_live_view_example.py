@@ -158,6 +158,9 @@ async def test_stop_during_the_tool_batch_answers_every_call() -> None:
     assert "not_run" in ended.values()  # queued: never started
     assert answers["call_lis"] == "Lisbon: 21 °C, sunny."
     assert len(snapshot["turns"]) == 1  # no model turn after the stop
+    calls = {c["toolCallId"]: c for c in snapshot["toolCalls"]}
+    assert calls["call_osl"]["status"] == "not_run"
+    assert calls["call_osl"]["arguments"] == '{"city": "Oslo"}'  # from the assistant's ask
 
 
 async def test_cancel_during_the_tool_batch_interrupts_the_running_call() -> None:

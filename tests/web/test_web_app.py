@@ -206,6 +206,33 @@ async def test_a_run_that_fails_ends_failed_and_the_server_carries_on() -> None:
     assert snapshot["turns"] == [{"turnId": "t1", "text": "partial", "final": True}]
 
 
+async def test_a_run_that_cannot_start_ends_failed_naming_only_the_error_type() -> None:
+    agent = ScriptedAgent([], fail_on_enter=RuntimeError("https://internal.example/v1 refused"))
+    async with serving(agent) as (app, _runs):
+        client = Client(app)
+        run_id = await start(client)
+        frames = await read_all(client, run_id)
+        snapshot = await client.request("GET", f"/runs/{run_id}")
+    ended = [json.loads(f["data"]) for f in frames if '"run_ended"' in f["data"]]
+    assert ended == [
+        {"kind": "run_ended", "runId": run_id, "reason": "failed", "error": "RuntimeError"}
+    ]
+    assert snapshot.json()["reason"] == "failed"
+    assert b"internal.example" not in b"".join(f["data"].encode() for f in frames) + snapshot.body
+
+
+async def test_shutdown_does_not_wait_for_a_run_that_ignores_cancel() -> None:
+    agent = ScriptedAgent([text("t1", 0, 0, "x"), WAIT_STOP], ignore_cancel=True)
+    runs = LiveRuns(agent)
+    start_time = anyio.current_time()
+    async with runs.running():
+        run = runs.start("hello", owner="local")
+        await anyio.sleep(1)
+    assert anyio.current_time() - start_time == pytest.approx(1.0)
+    assert run.ended
+    assert run.reason == "cancelled"
+
+
 async def test_leaving_running_cancels_the_runs_still_going() -> None:
     agent = ScriptedAgent([text("t1", 0, 0, "x"), WAIT_STOP])
     runs = LiveRuns(agent)

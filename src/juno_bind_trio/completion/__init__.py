@@ -20,6 +20,7 @@ from ._assembly import ToolCallAccumulator as ToolCallAccumulator
 from ._assembly import ToolCallDelta as ToolCallDelta
 from ._assembly import ToolCallDeltaObject as ToolCallDeltaObject
 from ._assembly import ToolCallFunction as ToolCallFunction
+from ._coalescing import DEFAULT_HANDOFF_INTERVAL as DEFAULT_HANDOFF_INTERVAL
 from ._coalescing import CoalescingReceiver as CoalescingReceiver
 from ._coalescing import CoalescingSink as CoalescingSink
 from ._coalescing import CoalescingSinkStatistics as CoalescingSinkStatistics
@@ -63,6 +64,7 @@ from ._watchdog import StreamWatchdogStatistics as StreamWatchdogStatistics
 
 __all__ = [
     "DEFAULT_COMPLETION_DEFECT_MAX_RETRIES",
+    "DEFAULT_HANDOFF_INTERVAL",
     "DEFAULT_INTER_CHUNK_TIMEOUT",
     "DEFAULT_MAX_HELD",
     "DEFAULT_SINK_BUFFER_SIZE",

@@ -57,9 +57,10 @@ one stream. Such items are never merged, dropped or restamped.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from types import TracebackType
-from typing import Any, Generic, NamedTuple, TypeVar, cast, final
+from typing import Any, Final, Generic, NamedTuple, TypeVar, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -68,6 +69,7 @@ import attrs
 from ._events import ResetEvent, TextEvent, TurnStreamEvent
 
 __all__ = [
+    "DEFAULT_HANDOFF_INTERVAL",
     "CoalescingReceiver",
     "CoalescingSink",
     "CoalescingSinkStatistics",
@@ -112,6 +114,31 @@ class CoalescingSinkStatistics:
     reader_closed: bool
 
 
+DEFAULT_HANDOFF_INTERVAL: Final = 1 / 60
+"""How often, at most, a [CoalescingReceiver][juno_bind_trio.completion.CoalescingReceiver]
+is handed text: a screen's frame.
+
+A reader woken per delta costs a task switch per delta, which under a fast
+stream is most of the cost of the turn; one woken per frame costs a few dozen
+a second, and shows exactly what a screen could have shown. Text that arrives
+after a pause longer than this is handed over at once, so a provider that
+streams at reading speed sees no added latency.
+"""
+
+
+def _check_interval(_self: object, _attr: object, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise TypeError(
+            f"CoalescingSink: interval must be a finite non-negative number of seconds, "
+            f"got {value!r}"
+        )
+
+
 def _check_retractable(_self: object, _attr: object, value: object) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"CoalescingSink: retractable must be a bool, got {value!r}")
@@ -122,7 +149,7 @@ def _check_retractable(_self: object, _attr: object, value: object) -> None:
 class CoalescingSink(Generic[ItemT]):
     """The sending end of a same-process reader channel, and a turn stream sink.
 
-    ``CoalescingSink(retractable=True)``; the reading end is
+    ``CoalescingSink(retractable=True, interval=1/60)``; the reading end is
     [receiver][juno_bind_trio.completion.CoalescingSink.receiver]. Usually
     made by [open_memory_sink][juno_bind_trio.completion.open_memory_sink].
     *ItemT* is what the reader receives: the text and reset events, plus
@@ -130,14 +157,24 @@ class CoalescingSink(Generic[ItemT]):
 
     Text events still waiting for the reader merge (see the module notes), so
     the reader never falls behind by more than one item per run of text and
-    the producer never waits. Close it (``close()``, or ``with``/``async
-    with``) when the producer is done: the reader then takes what is still
-    waiting and its ``async for`` ends.
+    the producer never waits. *interval* paces the hand-off of text: at most
+    one batch per *interval* seconds
+    ([DEFAULT_HANDOFF_INTERVAL][juno_bind_trio.completion.DEFAULT_HANDOFF_INTERVAL],
+    a screen's frame; ``0`` hands text over whenever the reader runs).
+
+    Close it (``close()``, or ``with``/``async with``) when the producer is
+    done: the reader then takes what is still waiting and its ``async for``
+    ends.
 
     Not thread-safe: both ends belong to one event loop.
     """
 
     retractable: bool = attrs.field(default=True, kw_only=True, validator=_check_retractable)
+    _interval: float = attrs.field(
+        default=DEFAULT_HANDOFF_INTERVAL, kw_only=True, alias="interval", validator=_check_interval
+    )
+    # The reader takes no text before this (its clock): see CoalescingReceiver.receive.
+    _not_before: float = attrs.field(default=-math.inf, init=False)
     _pending: deque[Any] = attrs.field(factory=deque, init=False)
     # Next reader-side seq per turn. A turn is in here once the reader has been
     # handed anything of it; a reset for a turn that is not has nothing to clear.
@@ -309,7 +346,9 @@ class CoalescingSink(Generic[ItemT]):
             elif kept is not None:
                 kept.append(item)
         if kept is not None:
-            self._pending = kept
+            # In place: the reader holds on to the deque across its waits.
+            pending.clear()
+            pending.extend(kept)
         if turn_id not in self._next_seq:
             # Nothing of this turn reached the reader: nothing on screen to clear.
             self._dropped += 1
@@ -404,16 +443,32 @@ class CoalescingReceiver(Generic[ItemT]):
         return self._sink._take()
 
     async def receive(self) -> ItemT:
-        """The next item, waiting for one. A checkpoint; cancelling it loses nothing."""
+        """The next item, waiting for one. A checkpoint; cancelling it loses nothing.
+
+        Text is handed over at most once per the sink's ``interval``: if the
+        last text was taken less than that ago, the reader waits out the rest
+        while more text merges into what is waiting. Any other item, a reset,
+        and everything after the sink was closed come at once.
+        """
         await anyio.lowlevel.checkpoint()
         sink = self._sink
+        pending = sink._pending
         while True:
-            try:
+            if pending:
+                if pending[0].__class__ is not _TextRun or sink._sink_closed:
+                    return sink._take()
+                now = anyio.current_time()
+                if now < sink._not_before:
+                    # Too soon after the last text: let more merge first.
+                    await anyio.sleep(sink._not_before - now)
+                    continue
+                sink._not_before = now + sink._interval
                 return sink._take()
-            except anyio.WouldBlock:
-                waiter = anyio.Event()
-                sink._waiter = waiter
-                await waiter.wait()
+            if sink._sink_closed or sink._reader_closed:
+                return sink._take()  # EndOfStream / ClosedResourceError
+            waiter = anyio.Event()
+            sink._waiter = waiter
+            await waiter.wait()
 
     def __aiter__(self) -> CoalescingReceiver[ItemT]:
         return self

@@ -13,6 +13,7 @@ from ._events import LoopEvent as LoopEvent
 from ._events import LoopStatus as LoopStatus
 from ._events import OutputProgressEvent as OutputProgressEvent
 from ._events import StatusEvent as StatusEvent
+from ._events import TextSinkErrorsEvent as TextSinkErrorsEvent
 from ._events import ThinkingEvent as ThinkingEvent
 from ._events import ToolCallRejectedEvent as ToolCallRejectedEvent
 from ._loop import ToolLoop as ToolLoop
@@ -43,6 +44,7 @@ __all__ = [
     "RunStats",
     "StatusEvent",
     "SupportsMessages",
+    "TextSinkErrorsEvent",
     "ThinkingEvent",
     "ToolCallOutcome",
     "ToolCallRejectedEvent",

@@ -28,6 +28,7 @@ __all__ = [
     "LoopStatus",
     "OutputProgressEvent",
     "StatusEvent",
+    "TextSinkErrorsEvent",
     "ThinkingEvent",
     "ToolCallRejectedEvent",
 ]
@@ -96,6 +97,24 @@ class ToolCallRejectedEvent:
 
 
 @attrs.frozen
+class TextSinkErrorsEvent:
+    """A turn's text did not all reach its sink: *sink_errors* events raised in ``emit``.
+
+    Sent once per turn that lost any, when its text stream is finished (after
+    a failed turn too). The reader of that turn is now out of step: a closed
+    reader, a full or broken transport. *text* is the turn's text as the
+    reader should show it ([TurnTextStream.text][juno_bind_trio.completion.TurnTextStream.text]),
+    so ``view.resync(event.text)`` repairs a view in one call. The run goes
+    on; the total is in [RunStats.text_sink_errors][juno_bind_trio.loop.RunStats].
+    """
+
+    iteration: int
+    turn_id: str
+    sink_errors: int
+    text: str
+
+
+@attrs.frozen
 class Interrupt:
     """A message the user sent while the run was going, to be seen by the next model call.
 
@@ -134,5 +153,6 @@ LoopEvent: TypeAlias = (
     | OutputProgressEvent
     | ToolCallRejectedEvent
     | InterruptReceivedEvent
+    | TextSinkErrorsEvent
 )
 """Every event the loop sends."""

@@ -87,6 +87,7 @@ from ._events import (
     Interrupt,
     InterruptReceivedEvent,
     StatusEvent,
+    TextSinkErrorsEvent,
     ThinkingEvent,
     ToolCallRejectedEvent,
 )
@@ -96,7 +97,7 @@ from ._turn import ModelTurn
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from juno_bind_trio.completion import TurnStreamSink
+    from juno_bind_trio.completion import TurnOutcome, TurnStreamSink
     from juno_bind_trio.run import StopSignal, ToolCallLike
 
     from ._events import LoopEvent
@@ -249,6 +250,20 @@ def _check_text_sink(_instance: Any, _attribute: Any, value: Any) -> None:
     )
 
 
+def _check_owns_text_sink(instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"ToolLoop: owns_text_sink must be a bool, got {value!r}")
+    if not value:
+        return
+    sink = instance._text_sink
+    if sink is None:
+        raise TypeError("ToolLoop: owns_text_sink=True needs a text_sink to own")
+    if callable(getattr(sink, "emit", None)) and not callable(getattr(sink, "close", None)):
+        raise TypeError(
+            f"ToolLoop: owns_text_sink=True, but the text_sink has no close(): {sink!r}"
+        )
+
+
 def _check_max_text_resets(given: int | None) -> int | None:
     value: object = given  # checked at run time, whatever the type says
     if value is None:
@@ -385,7 +400,13 @@ class ToolLoop:
       ``receive_nowait`` before every model call.
     * ``text_sink``: a [`TurnStreamSink`][juno_bind_trio.completion.TurnStreamSink],
       or a factory ``(turn_id) -> TurnStreamSink``: the loop makes one
-      ``TurnTextStream`` per turn for ``call_model`` and finishes it.
+      ``TurnTextStream`` per turn for ``call_model`` and finishes it. A
+      turn whose sink raised is reported: a ``TextSinkErrorsEvent`` and
+      ``RunStats.text_sink_errors``.
+    * ``owns_text_sink``: the loop closes ``text_sink`` (its ``close()``)
+      when ``run()`` ends, however it ends, so a reader looping over the
+      sink's events ends with the run; with a factory, each turn's sink is
+      closed once its turn's stream is finished.
     * ``max_text_resets``: the streams' ``max_resets``.
     * ``run_id``: prefixes every turn id (``"<run_id>:<iteration>"``);
       random by default.
@@ -445,6 +466,9 @@ class ToolLoop:
     _max_text_resets: int | None = attrs.field(
         default=None, alias="max_text_resets", converter=_check_max_text_resets
     )
+    _owns_text_sink: bool = attrs.field(
+        default=False, alias="owns_text_sink", validator=_check_owns_text_sink
+    )
     _run_id: str = attrs.field(factory=_new_run_id, alias="run_id", converter=_check_run_id)
     _per_tool_limit: int = attrs.field(
         default=DEFAULT_PER_TOOL_LIMIT, alias="per_tool_limit", converter=_check_per_tool_limit
@@ -473,6 +497,9 @@ class ToolLoop:
     _tool_calls_not_run: int = attrs.field(default=0, init=False)
     _tool_calls_interrupted: int = attrs.field(default=0, init=False)
     _compactions: int = attrs.field(default=0, init=False)
+    _text_sink_errors: int = attrs.field(default=0, init=False)
+    # The sink a factory made for the turn streaming now, when the loop owns it.
+    _turn_sink: Any = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self._needs_compaction is not None and self._apply_compaction is None:
@@ -522,6 +549,7 @@ class ToolLoop:
             tool_calls_not_run=self._tool_calls_not_run,
             tool_calls_interrupted=self._tool_calls_interrupted,
             compactions=self._compactions,
+            text_sink_errors=self._text_sink_errors,
         )
 
     def statistics(self) -> ToolLoopStatistics:
@@ -559,7 +587,9 @@ class ToolLoop:
             # cancellation (or error) leaves, or a caller's `finally` reads a
             # transcript the provider would reject on the next call.
             self._answer_open_calls()
+            self._close_owned_sink()
             raise
+        self._close_owned_sink()
         return result
 
     async def _loop(self) -> LoopResult:
@@ -693,25 +723,49 @@ class ToolLoop:
             # of the reader rather than a blank space. finish() is synchronous,
             # so it is safe on the way out of a cancel.
             if stream is not None:
-                stream.finish("failed")
+                self._finish_text_stream(stream, iteration, "failed")
             self._model_seconds += anyio.current_time() - started
             raise
         self._model_seconds += anyio.current_time() - started
         returned: object = result
         if not isinstance(returned, ModelTurnResult):
             if stream is not None:
-                stream.finish("failed")
+                self._finish_text_stream(stream, iteration, "failed")
             raise UsageError(
                 f"ToolLoop: call_model must return a ModelTurnResult, got {returned!r}"
             )
         if stream is not None:
-            stream.finish("succeeded")
+            self._finish_text_stream(stream, iteration, "succeeded")
         self._input_tokens += result.input_tokens
         self._output_tokens += result.output_tokens
         self._cost += result.cost
         if result.reasoning and self._send_event is not None:
             self._emit(ThinkingEvent(iteration, result.reasoning))
         return result
+
+    def _finish_text_stream(
+        self, stream: TurnTextStream, iteration: int, outcome: TurnOutcome
+    ) -> None:
+        # Synchronous, no checkpoint: runs on the way out of a cancel too. A
+        # turn whose sink raised has a reader out of step; say so, with the
+        # text to resync it from, rather than leave the count on a stream
+        # nobody else holds.
+        stream.finish(outcome)
+        turn_sink = self._turn_sink
+        if turn_sink is not None:
+            self._turn_sink = None
+            turn_sink.close()
+        errors = stream.sink_errors
+        if errors:
+            self._text_sink_errors += errors
+            if self._send_event is not None:
+                self._emit(TextSinkErrorsEvent(iteration, stream.turn_id, errors, stream.text))
+
+    def _close_owned_sink(self) -> None:
+        # Synchronous: runs on the way out of a cancel too.
+        given = self._text_sink
+        if self._owns_text_sink and callable(getattr(given, "emit", None)):
+            given.close()  # type: ignore[union-attr]
 
     def _open_text_stream(self, turn_id: str) -> TurnTextStream | None:
         given = self._text_sink
@@ -722,6 +776,13 @@ class ToolLoop:
             sink = cast("TurnStreamSink", given)
         else:
             sink = cast("Callable[[str], TurnStreamSink]", given)(turn_id)
+            if self._owns_text_sink:
+                if not callable(getattr(sink, "close", None)):
+                    raise UsageError(
+                        "ToolLoop: owns_text_sink=True, but the text_sink factory made a sink "
+                        f"with no close() for turn {turn_id!r}: {sink!r}"
+                    )
+                self._turn_sink = sink
         return TurnTextStream(sink=sink, turn_id=turn_id, max_resets=self._max_text_resets)
 
     # --- one batch ------------------------------------------------------------------------

@@ -317,6 +317,10 @@ class RunStats:
     answered: *tool_calls* all of them, *tool_failures* those that ran and
     raised, *tool_calls_not_run* those refused by the stop or never reached,
     *tool_calls_interrupted* those a hard cancel cut off.
+    *text_sink_errors* counts the turn text events whose sink raised (a
+    closed reader, a full transport), summed over the run's turns: non-zero
+    means some reader is out of step (each turn's count also arrives as a
+    [TextSinkErrorsEvent][juno_bind_trio.loop.TextSinkErrorsEvent]).
 
     ``a + b`` sums two records, for a host that folds sub-agent runs into its own.
     """
@@ -332,6 +336,7 @@ class RunStats:
     tool_calls_not_run: int = 0
     tool_calls_interrupted: int = 0
     compactions: int = 0
+    text_sink_errors: int = 0
 
     def __add__(self, other: object) -> RunStats:
         if not isinstance(other, RunStats):

@@ -37,6 +37,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from juno_bind_trio._errors import MCPConnectionError, ToolFailureError, UsageError
+from juno_bind_trio._validate import shown
 from juno_bind_trio.agent import RunContext, Tool
 
 from ._convert import (
@@ -97,6 +98,12 @@ class MCPToolset:
     _tools: tuple[Tool, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        server: object = self._server
+        if not isinstance(server, str):
+            raise TypeError(f"MCPToolset: server must be a str, got {shown(server)}")
+        infos: object = self._infos
+        if not isinstance(infos, tuple) or not all(isinstance(i, MCPToolInfo) for i in infos):
+            raise TypeError(f"MCPToolset: infos must be a tuple of MCPToolInfo, got {shown(infos)}")
         self._by_name = {info.name: info for info in self._infos}
         self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
         self._tools = tuple(self._tool(info) for info in self._infos)

@@ -7,11 +7,11 @@ See [`sanitize_tool_schema()`][juno_bind_trio.schema.sanitize_tool_schema], and 
 from juno_bind_trio._errors import SchemaError as SchemaError
 from juno_bind_trio._public import publish as _publish
 
-from ._sanitize import SCHEMA_DIALECTS as SCHEMA_DIALECTS
-from ._sanitize import SanitizeResult as SanitizeResult
-from ._sanitize import SchemaChange as SchemaChange
-from ._sanitize import SchemaChangeAction as SchemaChangeAction
-from ._sanitize import SchemaDialect as SchemaDialect
+from ._change import SCHEMA_DIALECTS as SCHEMA_DIALECTS
+from ._change import SanitizeResult as SanitizeResult
+from ._change import SchemaChange as SchemaChange
+from ._change import SchemaChangeAction as SchemaChangeAction
+from ._change import SchemaDialect as SchemaDialect
 from ._sanitize import sanitize_tool_schema as sanitize_tool_schema
 
 __all__ = [

@@ -188,15 +188,28 @@ class LiveRun:
             }
         elif kind == "tool_call_ended":
             call_id = str(wire.get("toolCallId"))
-            call = self._tool_calls.setdefault(
-                call_id, {"toolCallId": call_id, "toolName": wire.get("toolName")}
-            )
+            call = self._tool_calls.get(call_id)
+            if call is None:  # answered without starting (not_run): arguments from the ask
+                call = self._tool_calls[call_id] = {
+                    "toolCallId": call_id,
+                    "toolName": wire.get("toolName"),
+                    "arguments": self._asked_arguments(call_id),
+                }
             call["status"] = wire.get("status")
             call["content"] = wire.get("content")
         elif kind == "run_ended":
             reason = wire.get("reason")
             self.reason = reason if isinstance(reason, str) else None
         self._wake()
+
+    def _asked_arguments(self, call_id: str) -> object:
+        handle = self._handle
+        for message in reversed(handle.messages if handle is not None else ()):
+            for call in message.get("tool_calls") or ():
+                if isinstance(call, Mapping) and call.get("id") == call_id:
+                    function = call.get("function")
+                    return function.get("arguments") if isinstance(function, Mapping) else None
+        return None
 
     def _wake(self) -> None:
         self._changed.set()
@@ -246,7 +259,9 @@ class LiveRun:
                         "kind": "run_ended",
                         "runId": self.run_id,
                         "reason": "failed",
-                        "error": f"{type(exc).__name__}: {exc}",
+                        # The type only: an error's text may carry what the
+                        # host would not show (endpoints, internal names).
+                        "error": type(exc).__name__,
                     }
                 )
         finally:
@@ -319,6 +334,9 @@ class LiveRuns:
                 finally:
                     for run in self._runs.values():
                         run.request_cancel()
+                    # And cancel their tasks outright: a run source that ignores
+                    # cancel() must not hold the server's shutdown.
+                    tasks.cancel_scope.cancel()
         finally:
             self._tasks = None
 

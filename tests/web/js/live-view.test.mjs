@@ -71,12 +71,15 @@ test("text, a reset and the turn's end render into one element, announced once",
 
 test("tool calls and run status are tracked; the end closes the stream and fetches the record", async () => {
   const transcript = [{ role: "tool", tool_call_id: "c1", content: "ok" }];
-  const { view } = setup({ current: { transcript, turns: [] } });
+  const toolCalls = [{ toolCallId: "c2", toolName: "lookup", arguments: "{\"k\": 2}", status: "not_run" }];
+  const { view } = setup({ current: { transcript, turns: [], toolCalls } });
   view.watch("r1");
   const source = FakeEventSource.last;
   source.push(1, { kind: "tool_call_started", iteration: 1, toolCallId: "c1", toolName: "lookup", arguments: "{}" });
   equal(view.toolCalls.get("c1").status, "running");
   source.push(2, { kind: "tool_call_ended", iteration: 1, toolCallId: "c1", toolName: "lookup", status: "finished", failureKind: null, content: "ok" });
+  source.push(3, { kind: "tool_call_ended", iteration: 1, toolCallId: "c2", toolName: "lookup", status: "not_run", failureKind: "not_run", content: "never started" });
+  equal(view.toolCalls.get("c2").arguments, null);
   source.push(3, { kind: "run_status", runId: "r1", status: "stopping" });
   equal(view.status, "stopping");
   source.push(4, { kind: "run_ended", runId: "r1", reason: "stopped" });
@@ -84,6 +87,7 @@ test("tool calls and run status are tracked; the end closes the stream and fetch
   await settle();
   deepStrictEqual(view.toolCalls.get("c1"), { toolName: "lookup", arguments: "{}", status: "finished", content: "ok" });
   equal(view.reason, "stopped");
+  equal(view.toolCalls.get("c2").arguments, "{\"k\": 2}"); // filled in from the final snapshot
   equal(source.closed, true);
   deepStrictEqual(view.snapshot.transcript, transcript);
 });

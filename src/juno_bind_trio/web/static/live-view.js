@@ -106,7 +106,8 @@ export class LiveView {
         });
         break;
       case "tool_call_ended": {
-        const call = this.toolCalls.get(event.toolCallId) ?? { toolName: event.toolName, arguments: null };
+        // A call answered without starting (not_run) was never announced.
+        const call = this.toolCalls.get(event.toolCallId) ?? { toolName: event.toolName, arguments: event.arguments ?? null };
         this.toolCalls.set(event.toolCallId, { ...call, status: event.status, content: event.content });
         break;
       }
@@ -166,6 +167,10 @@ export class LiveView {
     // The final record: the transcript with every tool call answered.
     const response = await this._fetch(`${this.base}/runs/${encodeURIComponent(this.runId)}`);
     this.snapshot = await response.json();
+    for (const call of this.snapshot.toolCalls ?? []) {
+      const mine = this.toolCalls.get(call.toolCallId);
+      if (mine !== undefined && mine.arguments === null) mine.arguments = call.arguments ?? null;
+    }
     this.onChange(this);
   }
 }
