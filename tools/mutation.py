@@ -22,7 +22,8 @@ but never the package: the package and the tests are imported fresh for each
 mutant. A mutant that makes the tests time out counts as killed.
 
 Survivors listed in ``EQUIVALENT`` were read and judged to be the same
-program (their reason is kept next to them); the score is killed out of all
+program (their reason is kept next to them; an id carries its line, so after
+an edit above it, re-judge the survivors); the score is killed out of all
 mutants that are not equivalent. ``docs/explanation/testing.md`` records the
 last run.
 
@@ -127,6 +128,15 @@ EQUIVALENT: dict[str, str] = {
     ),
     "transcript/_heal.py:107:22:constant:True": (
         "kw_only=False lets HealResult take positional arguments too; nobody passes any"
+    ),
+    "transcript/_heal.py:337:8:delete:if type(message) is dict:": (
+        "without the inlined fast path every message goes through _read_message, "
+        "which reads the same fields and checks them in full"
+    ),
+    "transcript/_heal.py:344:12:delete:if type(role) is str and role in _SPOKEN "
+    "and (role != 'assis": ("as above: the fast path's guard"),
+    "transcript/_heal.py:397:8:delete:if set(map(type, ids)) <= {str}:": (
+        "as above: the fast path's guard"
     ),
     "loop/_loop.py:798:12:delete:open_batch.running = None": (
         "the call is answered by _settle on the next line, and `running` is only read "
