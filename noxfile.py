@@ -98,3 +98,20 @@ def mutation(session: nox.Session) -> None:
     """Mutation testing of the core modules (tools/mutation.py); CPU heavy, outside CI."""
     session.install("-e", ".[test]")
     session.run("python", "tools/mutation.py", *session.posargs)
+
+
+@nox.session
+def soak_store(session: nox.Session) -> None:
+    """The run store's big crash tests: 50 SIGKILLed runs per store, and 8 workers
+    draining 500 runs on PostgreSQL while a tenth are killed. Needs
+    JUNO_TEST_POSTGRES_DSN (``.ci/run`` shows how to start a server)."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-s",
+        "tests/store/test_kill.py",
+        *session.posargs,
+        env={"JUNO_STORE_SOAK": "1"},
+    )

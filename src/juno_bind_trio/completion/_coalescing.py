@@ -126,7 +126,8 @@ streams at reading speed sees no added latency.
 """
 
 
-def _check_interval(_self: object, _attr: object, value: object) -> None:
+def check_interval(where: str, value: object) -> None:
+    """Refuse a hand-off interval that is not a finite non-negative number, naming *where*."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -134,9 +135,12 @@ def _check_interval(_self: object, _attr: object, value: object) -> None:
         or value < 0
     ):
         raise TypeError(
-            f"CoalescingSink: interval must be a finite non-negative number of seconds, "
-            f"got {value!r}"
+            f"{where}: interval must be a finite non-negative number of seconds, got {value!r}"
         )
+
+
+def _check_interval(_self: object, _attr: object, value: object) -> None:
+    check_interval("CoalescingSink", value)
 
 
 def _check_retractable(_self: object, _attr: object, value: object) -> None:
@@ -466,6 +470,12 @@ class CoalescingReceiver(Generic[ItemT]):
                 return sink._take()
             if sink._sink_closed or sink._reader_closed:
                 return sink._take()  # EndOfStream / ClosedResourceError
+            now = anyio.current_time()
+            if now < sink._not_before:
+                # Nothing yet, and no text may be taken before then anyway:
+                # one timer wake-up instead of a wake per emit plus a timer.
+                await anyio.sleep(sink._not_before - now)
+                continue
             waiter = anyio.Event()
             sink._waiter = waiter
             await waiter.wait()
