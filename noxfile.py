@@ -91,3 +91,20 @@ def soak(session: nox.Session) -> None:
     """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
     session.install("-e", ".[test]")
     session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)
+
+
+@nox.session
+def soak_store(session: nox.Session) -> None:
+    """The run store's big crash tests: 50 SIGKILLed runs per store, and 8 workers
+    draining 500 runs on PostgreSQL while a tenth are killed. Needs
+    JUNO_TEST_POSTGRES_DSN (``.ci/run`` shows how to start a server)."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-s",
+        "tests/store/test_kill.py",
+        *session.posargs,
+        env={"JUNO_STORE_SOAK": "1"},
+    )

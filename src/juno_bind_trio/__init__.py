@@ -16,12 +16,20 @@ from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
+from ._errors import LeaseLostError as LeaseLostError
 from ._errors import MCPConnectionError as MCPConnectionError
 from ._errors import MCPToolError as MCPToolError
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
+from ._errors import RunExistsError as RunExistsError
+from ._errors import RunLeasedError as RunLeasedError
+from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import RunTimeoutError as RunTimeoutError
 from ._errors import SchemaError as SchemaError
+from ._errors import SchemaVersionError as SchemaVersionError
+from ._errors import SimulatedCrash as SimulatedCrash
+from ._errors import StoreDataError as StoreDataError
+from ._errors import StoreError as StoreError
 from ._errors import StreamStallError as StreamStallError
 from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
@@ -56,13 +64,21 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "LeaseLostError",
     "MCPConnectionError",
     "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
     "RunContext",
+    "RunExistsError",
+    "RunLeasedError",
+    "RunNotFoundError",
     "RunTimeoutError",
     "SchemaError",
+    "SchemaVersionError",
+    "SimulatedCrash",
+    "StoreDataError",
+    "StoreError",
     "StreamStallError",
     "StructuredOutputError",
     "ToolCallArgumentsError",

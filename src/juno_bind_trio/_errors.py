@@ -24,10 +24,22 @@ Whose fault an error is shows in where it hangs:
     │   ├── AllRoutesFailedError       every attempt failed: one error, every attempt in it
     │   └── NoViableEndpointError      circuit breakers left nothing to try
     ├── RunTimeoutError (TimeoutError) the run's own deadline expired
+    ├── StoreError                     a run store refused or could not do what was asked
+    │   ├── RunNotFoundError (KeyError)    no run with that id
+    │   ├── RunExistsError                 create_run with an id already stored
+    │   ├── LeaseLostError                 this worker's lease on the run is gone: write nothing
+    │   ├── RunLeasedError                 another worker holds the run's lease
+    │   ├── StoreDataError (ValueError)    a stored row, transcript or receipt that cannot be
+    │   │                                  read or does not fit the run (names the run)
+    │   └── SchemaVersionError             the database's schema is newer than this package
     ├── MCPConnectionError             an MCP server could not be started, reached or
     │                                  greeted (juno_bind_trio.mcp)
     └── MCPToolError                   an MCP tool answered a call with ``isError`` (a result,
                                        raised inside the tool; never leaves the pool)
+
+    SimulatedCrash (BaseException)     juno_bind_trio.testing's crash harness: the process
+                                       "died" here (not an Exception, so no handler of the
+                                       code under test swallows it)
 
 Argument validation at a public boundary raises the builtin that means the
 same thing (``TypeError`` for a wrong type, ``ValueError`` for a wrong value),
@@ -55,12 +67,20 @@ __all__ = [
     "CompletionDefectError",
     "InterruptedToolCallError",
     "JunoBindError",
+    "LeaseLostError",
     "MCPConnectionError",
     "MCPToolError",
     "NoViableEndpointError",
     "RoutingError",
+    "RunExistsError",
+    "RunLeasedError",
+    "RunNotFoundError",
     "RunTimeoutError",
     "SchemaError",
+    "SchemaVersionError",
+    "SimulatedCrash",
+    "StoreDataError",
+    "StoreError",
     "StreamStallError",
     "StructuredOutputError",
     "ToolCallArgumentsError",
@@ -465,6 +485,70 @@ class SchemaError(JunoBindError, ValueError):
 
     def __reduce__(self) -> tuple[type[SchemaError], tuple[str, str]]:
         return (type(self), (str(self), self.pointer))
+
+
+# --- run stores (juno_bind_trio.store) ----------------------------------------
+
+
+class StoreError(JunoBindError):
+    """A run store refused, or could not do, what was asked; ``run_id`` names the run, if any."""
+
+    run_id: str | None
+
+    def __init__(self, message: str, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+    def __reduce__(self) -> tuple[type[StoreError], tuple[str, str | None]]:
+        return (type(self), (str(self), self.run_id))
+
+
+class RunNotFoundError(StoreError, KeyError):
+    """No run with that id is stored."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class RunExistsError(StoreError):
+    """``create_run`` was given an id that is already stored: nothing was overwritten."""
+
+
+class LeaseLostError(StoreError):
+    """This worker's lease on the run expired or was taken: it must write nothing more.
+
+    Raised by every write made with a lease whose fencing token is no longer
+    the run's, or whose time ran out. Nothing was written.
+    """
+
+
+class RunLeasedError(StoreError):
+    """Another worker holds an unexpired lease on the run."""
+
+
+class StoreDataError(StoreError, ValueError):
+    """Stored data that cannot be read, or a write that does not fit the run.
+
+    A corrupted row, a transcript that does not parse, a receipt for a call the
+    run's open turn never made. The message names the run; nothing was written.
+    """
+
+
+class SchemaVersionError(StoreError):
+    """The database's schema version is newer than this package knows: upgrade the package.
+
+    Raised on open, before anything is read or written.
+    """
+
+
+class SimulatedCrash(BaseException):
+    """Raised by [CrashingStore][juno_bind_trio.testing.CrashingStore] where the process "dies".
+
+    A ``BaseException``, like a real ``SIGKILL`` is beyond any handler: the
+    code under test's ``except Exception`` does not catch it. Once it is
+    raised, the store refuses every further call the same way, writing
+    nothing, as a dead process writes nothing.
+    """
 
 
 # --- MCP servers (juno_bind_trio.mcp) -----------------------------------------

@@ -25,6 +25,7 @@ from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
 from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
+from juno_bind_trio.store._agent import DEFAULT_LEASE_TTL, StoreSpec, check_store
 from juno_bind_trio.transcript import heal_transcript
 
 from ._context import DepsT, RunContext
@@ -156,6 +157,14 @@ class Agent(Generic[DepsT, OutputT]):
     * *text_sink*: a [TurnStreamSink][juno_bind_trio.completion.TurnStreamSink]
       every turn's text is streamed to (also during ``open_run``).
     * *chain_rule*: the limits for sub-agent runs started with ``parent=``.
+    * *store*: keep every run in a run store ([juno_bind_trio.store][]): a
+      SQLite file's path (opened by each run), or a
+      [RunStore][juno_bind_trio.store.RunStore] you opened. Each run is then
+      saved as it goes and can be [resumed][juno_bind_trio.agent.Agent.resume]
+      after a crash, on any worker, with no effect repeated. *store_owner*
+      names this worker in the run's lease (default ``host:pid``);
+      *lease_ttl*: seconds before another worker may take over a run whose
+      worker stopped renewing its lease.
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -179,8 +188,21 @@ class Agent(Generic[DepsT, OutputT]):
         text_sink: TurnStreamSink | None = None,
         chain_rule: ChainRule | None = None,
         max_output_retries: int = DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES,
+        store: StoreSpec | None = None,
+        store_owner: str | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         owner = "Agent"
+        store = check_store(owner, store)
+        given_owner: object = store_owner
+        if given_owner is not None and (not isinstance(given_owner, str) or not given_owner):
+            raise TypeError(
+                f"{owner}: store_owner must be a non-empty str or None, got {store_owner!r}"
+            )
+        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float):
+            raise TypeError(f"{owner}: lease_ttl must be a positive number, got {lease_ttl!r}")
+        if not 0 < lease_ttl < float("inf"):
+            raise ValueError(f"{owner}: lease_ttl must be a positive number, got {lease_ttl!r}")
         if not isinstance(strict, bool):
             raise TypeError(f"{owner}: strict must be a bool, got {strict!r}")
         if schema_dialect is None:
@@ -255,6 +277,9 @@ class Agent(Generic[DepsT, OutputT]):
             max_output_retries=max_output_retries,
             text_sink=text_sink,
             chain_rule=chain_rule,
+            store=store,
+            store_owner=store_owner,
+            lease_ttl=float(lease_ttl),
         )
 
     def __repr__(self) -> str:
@@ -467,3 +492,39 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=pipe,
         )
         return open_agent_run(core, pipe)
+
+    async def resume(self, run_id: str, *, deps: DepsT | None = None) -> AgentResult[OutputT]:
+        """Continue a stored run from where it stopped, on this worker.
+
+        Loads the run from the agent's store, heals its transcript, and
+        answers the calls its last turn left unanswered by their receipts: a
+        call that finished is answered from its receipt and not run again; a
+        call that never started runs now; an interrupted call to a
+        non-repeatable tool is answered as interrupted ("check its effect
+        before repeating it") and never run again, unless the tool declares
+        ``uses_idempotency_key``. Then the run goes on as
+        [run][juno_bind_trio.agent.Agent.run] would.
+
+        :raises UsageError: the agent has no store.
+        :raises RunNotFoundError: no such run. :raises RunLeasedError: another
+            worker holds it. :raises ValueError: the run already ended for good.
+        """
+        if self._settings.store is None:
+            raise UsageError(
+                "Agent.resume: this agent has no store; build it with Agent(store=...)"
+            )
+        given: object = run_id
+        if not isinstance(given, str) or not given:
+            raise TypeError(f"Agent.resume: run_id must be a non-empty str, got {run_id!r}")
+        core = self._core(
+            "Agent.resume",
+            "",
+            deps=deps,
+            message_history=None,
+            stop=None,
+            run_id=run_id,
+            parent=None,
+            pipe=None,
+        )
+        core.resuming = True
+        return await core.run()

@@ -272,6 +272,10 @@ class RunSettings:
     max_output_retries: int
     text_sink: TurnStreamSink | None
     chain_rule: ChainRule | None
+    # Agent(store=...): a SQLite path or a RunStore (juno_bind_trio.store), and the lease.
+    store: Any = None
+    store_owner: str | None = None
+    lease_ttl: float = 30.0
 
 
 @final
@@ -303,6 +307,7 @@ class _RunCore(Generic[OutputT]):
         self.children: _Children = _Children()
         self.iteration: int = 0
         self.loop: ToolLoop | None = None
+        self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
         if settings.instructions is not None and not (
             messages
@@ -555,8 +560,18 @@ class _RunCore(Generic[OutputT]):
             with _tracing.agent_span(self.settings.name or "agent", self.run_id):
                 async with self.settings.model() as model:
                     self.model = model
-                    loop = self.loop = self.build_loop()
-                    result = await loop.run()
+                    if self.settings.store is not None:
+                        from juno_bind_trio.store._agent import default_owner, run_durably
+
+                        result = await run_durably(
+                            self,
+                            resume=self.resuming,
+                            owner=self.settings.store_owner or default_owner(),
+                            lease_ttl=self.settings.lease_ttl,
+                        )
+                    else:
+                        loop = self.loop = self.build_loop()
+                        result = await loop.run()
         finally:
             if counter is not None:
                 counter.running -= 1

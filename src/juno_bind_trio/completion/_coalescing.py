@@ -466,6 +466,12 @@ class CoalescingReceiver(Generic[ItemT]):
                 return sink._take()
             if sink._sink_closed or sink._reader_closed:
                 return sink._take()  # EndOfStream / ClosedResourceError
+            now = anyio.current_time()
+            if now < sink._not_before:
+                # Nothing yet, and no text may be taken before then anyway:
+                # one timer wake-up instead of a wake per emit plus a timer.
+                await anyio.sleep(sink._not_before - now)
+                continue
             waiter = anyio.Event()
             sink._waiter = waiter
             await waiter.wait()

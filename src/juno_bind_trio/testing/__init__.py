@@ -9,8 +9,13 @@ loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
 """
 
+from juno_bind_trio._errors import SimulatedCrash as SimulatedCrash
 from juno_bind_trio._public import publish as _publish
 
+from ._crash import CRASH_POINTS as CRASH_POINTS
+from ._crash import CrashingStore as CrashingStore
+from ._crash import CrashPoint as CrashPoint
+from ._crash import run_until_crash as run_until_crash
 from ._environment import fake_openai_env as fake_openai_env
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
@@ -35,8 +40,11 @@ from ._server import open_fake_openai_server as open_fake_openai_server
 from ._server import serve_fake_openai as serve_fake_openai
 
 __all__ = [
+    "CRASH_POINTS",
     "CloseBeforeResponse",
     "CompletionResponse",
+    "CrashPoint",
+    "CrashingStore",
     "Disconnect",
     "ErrorEvent",
     "ErrorResponse",
@@ -49,6 +57,7 @@ __all__ = [
     "ReasoningDelta",
     "RecordedRequest",
     "Script",
+    "SimulatedCrash",
     "StreamEvent",
     "StreamResponse",
     "TextDelta",
@@ -56,6 +65,7 @@ __all__ = [
     "Usage",
     "fake_openai_env",
     "open_fake_openai_server",
+    "run_until_crash",
     "serve_fake_openai",
 ]
 

@@ -182,12 +182,16 @@ def heal_transcript(
     removed or reordered. Healing a healed transcript changes nothing.
 
     **Which kind.** ``"interrupted"`` says the call may have run and its
-    effect is unknown; ``"not_run"`` says nothing happened. Only the second
-    one lets the model retry without checking first, so it is written only
-    where you *know* the call never started — pass those ids in
-    *not_started* (for example, from your tool-call receipts: calls without a
-    "started" receipt). Nothing in a transcript can prove that on its own, so
-    the default is the reading that is safe when wrong.
+    effect is unknown; ``"not_run"`` says nothing happened, in the loop's
+    own refusal sentence ("The run is ending — do not retry it …"). It is
+    written only where you *know* the call never started — pass those ids
+    in *not_started* (for example, from your tool-call receipts: calls
+    without a "started" receipt). Nothing in a transcript can prove that on
+    its own, so the default is the reading that is safe when wrong. A run
+    that goes on does not leave a never-started call to the model: its
+    resume dispatches the call itself (as
+    [DurableRun.finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]
+    does), and the call's real answer takes the place of the refusal.
 
     Call it on a transcript loaded for a resume, or before sending one a
     crash or cancel may have cut short — not while a batch is still running,

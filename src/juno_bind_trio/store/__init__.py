@@ -1,0 +1,68 @@
+"""Durable runs: a run store, leases for many workers, and resume after a crash.
+
+A [RunStore][juno_bind_trio.store.RunStore] keeps each run's transcript
+(saved at the end of every completed iteration), the receipt of every tool
+call (written before the call is dispatched and when it settles), the run's
+status, lease and heartbeat, and its lineage.
+[SqliteRunStore][juno_bind_trio.store.SqliteRunStore] is the embedded store,
+one file and no server; [PostgresRunStore][juno_bind_trio.store.PostgresRunStore]
+spreads runs over many workers.
+"""
+
+from juno_bind_trio._errors import LeaseLostError as LeaseLostError
+from juno_bind_trio._errors import RunExistsError as RunExistsError
+from juno_bind_trio._errors import RunLeasedError as RunLeasedError
+from juno_bind_trio._errors import RunNotFoundError as RunNotFoundError
+from juno_bind_trio._errors import SchemaVersionError as SchemaVersionError
+from juno_bind_trio._errors import StoreDataError as StoreDataError
+from juno_bind_trio._errors import StoreError as StoreError
+from juno_bind_trio._public import publish as _publish
+
+from ._durable import DurableRun as DurableRun
+from ._durable import OpenTurnAnswer as OpenTurnAnswer
+from ._durable import SoftStop as SoftStop
+from ._durable import open_durable_run as open_durable_run
+from ._durable import tool_call_idempotency_key as tool_call_idempotency_key
+from ._durable import tool_call_receipt_key as tool_call_receipt_key
+from ._migrations import SCHEMA_VERSION as SCHEMA_VERSION
+from ._postgres import PostgresRunStore as PostgresRunStore
+from ._records import RESUMABLE_STATUSES as RESUMABLE_STATUSES
+from ._records import RUN_STATUSES as RUN_STATUSES
+from ._records import Lease as Lease
+from ._records import ReceiptRecord as ReceiptRecord
+from ._records import RunRecord as RunRecord
+from ._records import RunStatus as RunStatus
+from ._records import StoredRun as StoredRun
+from ._sqlite import SqliteRunStore as SqliteRunStore
+from ._store import RunStore as RunStore
+from ._worker import serve_runs as serve_runs
+
+__all__ = [
+    "RESUMABLE_STATUSES",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "DurableRun",
+    "Lease",
+    "LeaseLostError",
+    "OpenTurnAnswer",
+    "PostgresRunStore",
+    "ReceiptRecord",
+    "RunExistsError",
+    "RunLeasedError",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "SchemaVersionError",
+    "SoftStop",
+    "SqliteRunStore",
+    "StoreDataError",
+    "StoreError",
+    "StoredRun",
+    "open_durable_run",
+    "serve_runs",
+    "tool_call_idempotency_key",
+    "tool_call_receipt_key",
+]
+
+_publish(__name__, globals(), __all__)

@@ -1,0 +1,137 @@
+"""``python -m juno_bind_trio.store DATABASE COMMAND``: list runs, show one, resume one.
+
+DATABASE is a SQLite file or a PostgreSQL DSN (``postgresql://...``, or a
+libpq ``key=value`` string); a DSN's password is never printed.
+
+* ``list [--status STATUS] [--limit N]``: one line per run: id, status,
+  iteration, lease holder.
+* ``show RUN_ID``: the run's record, transcript and receipts, as JSON.
+* ``resume RUN_ID --handler MODULE:FUNCTION [--owner NAME]``: claim the run
+  and ``await FUNCTION(run)`` with its
+  [DurableRun][juno_bind_trio.store.DurableRun], as
+  [serve_runs][juno_bind_trio.store.serve_runs] would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import anyio
+
+from juno_bind_trio._errors import StoreError
+
+from ._durable import open_durable_run
+from ._postgres import PostgresRunStore
+from ._records import RUN_STATUSES, ReceiptRecord, RunRecord
+from ._sqlite import SqliteRunStore
+from ._store import RunStore
+
+__all__ = ["main"]
+
+
+def _open(database: str) -> RunStore:
+    if database.startswith(("postgresql://", "postgres://")) or "dbname=" in database:
+        return PostgresRunStore(database)
+    return SqliteRunStore(database)
+
+
+def _record(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "agent": record.agent,
+        "lineage": record.chain.to_dict(),
+        "iteration": record.iteration,
+        "open_iteration": record.pending_iteration,
+        "lease_owner": record.lease_owner,
+        "lease_token": record.lease_token,
+        "lease_expires_at": record.lease_expires_at,
+        "heartbeat_at": record.heartbeat_at,
+        "progress": record.progress,
+    }
+
+
+def _receipt(receipt: ReceiptRecord) -> dict[str, Any]:
+    return {
+        "iteration": receipt.iteration,
+        "tool_call_id": receipt.tool_call_id,
+        "tool_name": receipt.tool_name,
+        "state": receipt.state,
+        "resumability": receipt.resumability,
+        "args_hash": receipt.args_hash,
+        "answer": receipt.message,
+    }
+
+
+async def _list(store: RunStore, status: str | None, limit: int, out: TextIO) -> None:
+    runs = await store.list_runs(status=status, limit=limit)  # type: ignore[arg-type]
+    for run in runs:
+        lease = run.lease_owner or "-"
+        out.write(f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\n")
+
+
+async def _show(store: RunStore, run_id: str, out: TextIO) -> None:
+    loaded = await store.load(run_id)
+    receipts = await store.receipts(run_id)
+    document = {
+        "run": _record(loaded.record),
+        "messages": loaded.messages,
+        "open_turn": loaded.pending_turn,
+        "receipts": [_receipt(r) for r in receipts],
+    }
+    out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+async def _resume(store: RunStore, run_id: str, handler: str, owner: str) -> None:
+    module_name, _, attribute = handler.partition(":")
+    if not module_name or not attribute:
+        raise SystemExit(f"--handler must be MODULE:FUNCTION, got {handler!r}")
+    handle = getattr(importlib.import_module(module_name), attribute)
+    async with open_durable_run(store, run_id, owner=owner) as run:
+        await handle(run)
+
+
+async def _main(args: argparse.Namespace, out: TextIO) -> None:
+    async with _open(args.database) as store:
+        if args.command == "list":
+            await _list(store, args.status, args.limit, out)
+        elif args.command == "show":
+            await _show(store, args.run_id, out)
+        else:
+            await _resume(store, args.run_id, args.handler, args.owner)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line; returns the exit status (0, or 1 with the error on stderr)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m juno_bind_trio.store", description="Look at and resume stored runs."
+    )
+    parser.add_argument("database", help="a SQLite file, or a PostgreSQL DSN")
+    commands = parser.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("list", help="list runs, oldest first")
+    listing.add_argument("--status", choices=sorted(RUN_STATUSES))
+    listing.add_argument("--limit", type=int, default=100)
+    show = commands.add_parser("show", help="a run's record, transcript and receipts (JSON)")
+    show.add_argument("run_id")
+    resume = commands.add_parser("resume", help="claim a run and hand it to your handler")
+    resume.add_argument("run_id")
+    resume.add_argument("--handler", required=True, help="MODULE:FUNCTION, awaited with the run")
+    resume.add_argument("--owner", default=f"{socket.gethostname()}:{os.getpid()}")
+    args = parser.parse_args(argv)
+    try:
+        anyio.run(_main, args, sys.stdout if out is None else out)
+    except (StoreError, ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

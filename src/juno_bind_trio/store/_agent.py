@@ -1,0 +1,110 @@
+"""The seam between an [Agent][juno_bind_trio.agent.Agent] and a run store.
+
+``Agent(..., store=...)`` hands every run to [run_durably][], which claims it
+in the store, wraps the run's loop ports with a
+[DurableRun][juno_bind_trio.store.DurableRun], and answers a resumed run's
+open turn before the loop starts. The agent's own code stays one ToolLoop
+per run; this module only re-plugs its ports.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from juno_bind_trio.loop import LoopResult
+from juno_bind_trio.run import EffectResumability
+
+from ._durable import open_durable_run
+from ._sqlite import SqliteRunStore
+from ._store import RunStore
+
+if TYPE_CHECKING:
+    from juno_bind_trio.agent._run import _RunCore
+
+__all__ = ["StoreSpec", "check_store", "default_owner", "run_durably"]
+
+StoreSpec = str | os.PathLike[str] | RunStore
+"""What ``Agent(store=...)`` takes: a SQLite file's path, or an open RunStore."""
+
+DEFAULT_LEASE_TTL: Final = 30.0
+
+
+def check_store(owner: str, store: object) -> StoreSpec | None:
+    """Refuse, at construction, a ``store=`` that is not a path or a RunStore."""
+    if store is None or isinstance(store, RunStore):
+        return store
+    if isinstance(store, str | os.PathLike) and os.fspath(store) != "":
+        return store
+    raise TypeError(f"{owner}: store must be a SQLite file path, a RunStore or None, got {store!r}")
+
+
+def default_owner() -> str:
+    """This process, as a lease owner: ``host:pid``. A process resuming its own run
+    takes it back at once; another waits for the lease to expire."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@asynccontextmanager
+async def _opened(store: StoreSpec) -> AsyncIterator[RunStore]:
+    if isinstance(store, RunStore):
+        yield store  # the host opened it and closes it
+        return
+    async with SqliteRunStore(store) as opened:
+        yield opened
+
+
+async def run_durably(
+    core: _RunCore[Any], *, resume: bool, owner: str, lease_ttl: float
+) -> LoopResult:
+    """Run *core*'s loop on its store: a new run is created first; a resumed one is loaded,
+    healed, and its open turn answered by receipt."""
+    from juno_bind_trio.agent._run import _EitherStop
+
+    store_spec = core.settings.store
+    assert store_spec is not None
+    tools = core.tools
+
+    def resumability(name: str) -> EffectResumability:
+        found = tools.get(name)
+        return "repeatable" if found is not None and found.repeatable else "non_repeatable"
+
+    def uses_key(name: str) -> bool:
+        found = tools.get(name)
+        return found is not None and found.uses_idempotency_key
+
+    async with _opened(store_spec) as store:
+        if not resume:
+            await store.create_run(
+                core.run_id,
+                messages=core.state.messages,
+                chain=core.chain,
+                agent=core.settings.name,
+            )
+        async with open_durable_run(
+            store,
+            core.run_id,
+            owner=owner,
+            lease_ttl=lease_ttl,
+            resumability=resumability,
+            uses_idempotency_key=uses_key,
+        ) as run:
+            core.state = run.state
+            core.chain = run.chain
+            await run.finish_open_turn(core.dispatch)
+            loop = core.build_loop()
+            loop = core.loop = attrs.evolve(
+                loop,
+                call_model=run.wrap_call_model(core.call_model),
+                run_tool_call=run.wrap_tool_call(core.dispatch),
+                save_session=run.save_session,
+                stop=_EitherStop(core.stop, run.stop),
+            )
+            result = await loop.run()
+            await run.finish(result.reason)
+    return result

@@ -1,0 +1,575 @@
+"""What both stores do, written once against a DB-API cursor, run in a worker thread.
+
+Every function here takes ``ex`` (execute one parameterized statement in the
+current transaction) and runs inside one transaction the caller opened:
+SQLite's ``BEGIN IMMEDIATE`` (the single writer) or a PostgreSQL transaction
+whose first statement locks the run's row. No value is ever formatted into
+SQL text: every value travels as a parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, cast
+
+from juno_bind_trio._errors import (
+    LeaseLostError,
+    RunExistsError,
+    RunLeasedError,
+    RunNotFoundError,
+    SchemaVersionError,
+    StoreDataError,
+)
+from juno_bind_trio.run import ChainRef, ToolCallReceiptKey, tool_call_receipt_key_string
+
+from ._migrations import MIGRATIONS, SCHEMA_VERSION
+from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, StoredRun
+
+__all__ = ["SETTLED_STATES", "Cursor", "Dialect", "Exec"]
+
+_RECEIPT_STATES = frozenset({"not_run", "started", "interrupted", "succeeded", "failed"})
+SETTLED_STATES = frozenset({"interrupted", "succeeded", "failed"})
+_RESUMABILITIES = frozenset({"repeatable", "non_repeatable"})
+
+
+class Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+Exec = Callable[[str, Sequence[Any]], Cursor]
+
+
+class Dialect(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def lock_row(self) -> str:  # appended to a SELECT of one run's row to lock it
+        ...
+
+    @property
+    def skip_locked(self) -> str:  # appended to the claim query
+        ...
+
+
+_RUN_COLUMNS = (
+    "run_id, status, agent, chain, iteration, pending_iteration, lease_owner, lease_token, "
+    "lease_expires, heartbeat_at, progress, created_at, updated_at"
+)
+_RECEIPT_COLUMNS = (
+    "run_id, iteration, tool_call_id, tool_name, args_hash, receipt_key, resumability, state, "
+    "message, updated_at"
+)
+
+
+# --- encoding ------------------------------------------------------------------------
+
+
+def dumps(where: str, value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{where} must be JSON-serializable: {exc}") from None
+
+
+def _loads(run_id: str, what: str, text: object) -> Any:
+    if not isinstance(text, str):
+        raise StoreDataError(
+            f"run {run_id!r}: stored {what} is not text (got {type(text).__name__}); "
+            "the row is corrupted",
+            run_id,
+        )
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreDataError(
+            f"run {run_id!r}: stored {what} does not parse as JSON ({exc}); the row is corrupted",
+            run_id,
+        ) from None
+
+
+def check_messages(where: str, messages: object) -> list[dict[str, Any]]:
+    """Refuse a transcript that is not a list of message dicts with a role."""
+    if not isinstance(messages, list):
+        raise TypeError(f"{where}: messages must be a list of message dicts, got {messages!r:.80}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise TypeError(
+                f"{where}: messages[{index}] must be a message dict with a string 'role', "
+                f"got {message!r:.80}"
+            )
+    return messages
+
+
+def _stored_messages(run_id: str, text: object) -> list[dict[str, Any]]:
+    value = _loads(run_id, "transcript", text)
+    try:
+        return check_messages("stored transcript", value)
+    except TypeError as exc:
+        raise StoreDataError(f"run {run_id!r}: {exc}; the row is corrupted", run_id) from None
+
+
+def _run_record(row: Sequence[Any]) -> RunRecord:
+    run_id = row[0]
+    if not isinstance(run_id, str):
+        raise StoreDataError(f"a stored run has an id that is not text: {run_id!r}")
+    status = row[1]
+    if status not in RUN_STATUSES:
+        raise StoreDataError(
+            f"run {run_id!r}: stored status {status!r} is not a run status; the row is corrupted",
+            run_id,
+        )
+    try:
+        chain = ChainRef.from_dict(_loads(run_id, "lineage", row[3]))
+    except TypeError as exc:
+        raise StoreDataError(f"run {run_id!r}: stored lineage: {exc}", run_id) from None
+    numbers = (row[4], row[7])
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in numbers) or (
+        row[5] is not None and not isinstance(row[5], int)
+    ):
+        raise StoreDataError(
+            f"run {run_id!r}: stored iteration or lease token is not an integer; "
+            "the row is corrupted",
+            run_id,
+        )
+    return RunRecord(
+        run_id=run_id,
+        status=status,
+        agent=row[2],
+        chain=chain,
+        iteration=row[4],
+        pending_iteration=row[5],
+        lease_owner=row[6],
+        lease_token=row[7],
+        lease_expires_at=row[8],
+        heartbeat_at=row[9],
+        progress=None if row[10] is None else _loads(run_id, "progress", row[10]),
+        created_at=row[11],
+        updated_at=row[12],
+    )
+
+
+def _receipt(row: Sequence[Any]) -> ReceiptRecord:
+    run_id = row[0]
+    if row[7] not in _RECEIPT_STATES or row[6] not in _RESUMABILITIES:
+        raise StoreDataError(
+            f"run {run_id!r}: the receipt of call {row[2]!r} has state {row[7]!r} and "
+            f"resumability {row[6]!r}; the row is corrupted",
+            run_id,
+        )
+    message = None if row[8] is None else _loads(run_id, f"answer of call {row[2]!r}", row[8])
+    if message is not None and not (
+        isinstance(message, dict) and message.get("tool_call_id") == row[2]
+    ):
+        raise StoreDataError(
+            f"run {run_id!r}: the stored answer of call {row[2]!r} is not a tool message "
+            "answering it; the row is corrupted",
+            run_id,
+        )
+    return ReceiptRecord(
+        run_id=run_id,
+        iteration=row[1],
+        tool_call_id=row[2],
+        tool_name=row[3],
+        args_hash=row[4],
+        key=row[5],
+        resumability=row[6],
+        state=row[7],
+        message=message,
+        updated_at=row[9],
+    )
+
+
+def _turn_call_ids(run_id: str, turn: object) -> list[str]:
+    calls = turn.get("tool_calls") if isinstance(turn, dict) else None
+    if not isinstance(calls, list):
+        raise StoreDataError(
+            f"run {run_id!r}: the stored open turn is not an assistant message with tool "
+            "calls; the row is corrupted",
+            run_id,
+        )
+    ids: list[str] = []
+    for call in calls:
+        call_id = call.get("id") if isinstance(call, dict) else None
+        if not isinstance(call_id, str):
+            raise StoreDataError(
+                f"run {run_id!r}: a tool call of the stored open turn has no id; "
+                "the row is corrupted",
+                run_id,
+            )
+        ids.append(call_id)
+    return ids
+
+
+# --- schema ----------------------------------------------------------------------------
+
+
+def migrate(ex: Exec, dialect: Dialect) -> int:
+    """Create or upgrade the schema; refuse a newer one. Returns the version now in force."""
+    ex("CREATE TABLE IF NOT EXISTS juno_schema (version INTEGER NOT NULL)", ())
+    row = ex("SELECT MAX(version) FROM juno_schema", ()).fetchone()
+    current = 0 if row is None or row[0] is None else int(row[0])
+    if current > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"the store's database has schema version {current}, newer than the "
+            f"{SCHEMA_VERSION} this version of juno_bind_trio knows; upgrade juno_bind_trio "
+            "(nothing was read or written)"
+        )
+    for version, statements in enumerate(MIGRATIONS[dialect.name], start=1):
+        if version <= current:
+            continue
+        for statement in statements:
+            ex(statement, ())
+        ex("INSERT INTO juno_schema (version) VALUES (?)", (version,))
+    return SCHEMA_VERSION
+
+
+# --- runs --------------------------------------------------------------------------------
+
+
+def create_run(
+    ex: Exec,
+    now: float,
+    *,
+    run_id: str,
+    messages: str,
+    chain: ChainRef,
+    agent: str | None,
+) -> RunRecord:
+    if ex("SELECT 1 FROM juno_runs WHERE run_id = ?", (run_id,)).fetchone() is not None:
+        raise RunExistsError(f"run {run_id!r} is already stored; nothing was overwritten", run_id)
+    ex(
+        "INSERT INTO juno_runs (run_id, status, agent, chain, root_run_id, parent_run_id, "
+        "messages, iteration, lease_token, created_at, updated_at) "
+        "VALUES (?, 'pending', ?, ?, ?, ?, ?, 0, 0, ?, ?)",
+        (
+            run_id,
+            agent,
+            dumps("chain", chain.to_dict()),
+            chain.root_run_id,
+            chain.parent_run_id,
+            messages,
+            now,
+            now,
+        ),
+    )
+    return get_run(ex, run_id)
+
+
+def get_run(ex: Exec, run_id: str, lock: str = "") -> RunRecord:
+    row = ex(f"SELECT {_RUN_COLUMNS} FROM juno_runs WHERE run_id = ?{lock}", (run_id,)).fetchone()
+    if row is None:
+        raise RunNotFoundError(f"no run {run_id!r} is stored", run_id)
+    return _run_record(row)
+
+
+def list_runs(
+    ex: Exec, *, status: str | None, parent_run_id: str | None, limit: int
+) -> list[RunRecord]:
+    where: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        where.append("status = ?")
+        params.append(status)
+    if parent_run_id is not None:
+        where.append("parent_run_id = ?")
+        params.append(parent_run_id)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    params.append(limit)
+    rows = ex(
+        f"SELECT {_RUN_COLUMNS} FROM juno_runs{clause} ORDER BY created_at, run_id LIMIT ?",
+        params,
+    ).fetchall()
+    return [_run_record(row) for row in rows]
+
+
+def load(ex: Exec, run_id: str) -> StoredRun:
+    record = get_run(ex, run_id)
+    row = ex("SELECT messages, pending_turn FROM juno_runs WHERE run_id = ?", (run_id,)).fetchone()
+    messages = _stored_messages(run_id, row[0])
+    pending_turn: dict[str, Any] | None = None
+    receipts: tuple[ReceiptRecord, ...] = ()
+    if record.pending_iteration is not None:
+        turn = _loads(run_id, "open turn", row[1])
+        ids = _turn_call_ids(run_id, turn)
+        pending_turn = cast("dict[str, Any]", turn)
+        rows = ex(
+            f"SELECT {_RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? AND iteration = ? "
+            "ORDER BY position",
+            (run_id, record.pending_iteration),
+        ).fetchall()
+        receipts = tuple(_receipt(r) for r in rows)
+        unknown = [r.tool_call_id for r in receipts if r.tool_call_id not in ids]
+        if unknown:
+            raise StoreDataError(
+                f"run {run_id!r}: receipts for calls the open turn never made: {unknown}; "
+                "the rows are corrupted",
+                run_id,
+            )
+    return StoredRun(record=record, messages=messages, pending_turn=pending_turn, receipts=receipts)
+
+
+def all_receipts(ex: Exec, run_id: str) -> list[ReceiptRecord]:
+    get_run(ex, run_id)
+    rows = ex(
+        f"SELECT {_RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? "
+        "ORDER BY iteration, position",
+        (run_id,),
+    ).fetchall()
+    return [_receipt(r) for r in rows]
+
+
+# --- leases --------------------------------------------------------------------------------
+
+
+def _lease(ex: Exec, run_id: str, owner: str, token: int, expires: float, now: float) -> Lease:
+    ex(
+        "UPDATE juno_runs SET lease_owner = ?, lease_token = ?, lease_expires = ?, "
+        "heartbeat_at = ?, updated_at = ?, "
+        "status = CASE WHEN status = 'pending' THEN 'running' ELSE status END "
+        "WHERE run_id = ?",
+        (owner, token, expires, now, now, run_id),
+    )
+    return Lease(run_id=run_id, owner=owner, token=token, expires_at=expires)
+
+
+def claim_run(
+    ex: Exec, dialect: Dialect, now: float, *, run_id: str, owner: str, ttl: float
+) -> Lease:
+    record = get_run(ex, run_id, dialect.lock_row)
+    if (
+        record.lease_owner is not None
+        and record.lease_owner != owner
+        and record.lease_expires_at is not None
+        and record.lease_expires_at > now
+    ):
+        raise RunLeasedError(
+            f"run {run_id!r} is leased by another worker for "
+            f"{record.lease_expires_at - now:.3g} s more",
+            run_id,
+        )
+    return _lease(ex, run_id, owner, record.lease_token + 1, now + ttl, now)
+
+
+def claim_next(ex: Exec, dialect: Dialect, now: float, *, owner: str, ttl: float) -> Lease | None:
+    row = ex(
+        "SELECT run_id, lease_token FROM juno_runs "
+        "WHERE status = 'pending' OR (status = 'running' AND "
+        "(lease_expires IS NULL OR lease_expires <= ? OR lease_owner = ?)) "
+        f"ORDER BY created_at, run_id LIMIT 1{dialect.skip_locked}",
+        (now, owner),
+    ).fetchone()
+    if row is None:
+        return None
+    return _lease(ex, row[0], owner, int(row[1]) + 1, now + ttl, now)
+
+
+def check_lease(ex: Exec, dialect: Dialect, now: float, lease: Lease) -> Sequence[Any]:
+    """Lock the run's row and prove *lease* still holds it; every write starts here."""
+    row = ex(
+        "SELECT lease_owner, lease_token, lease_expires, pending_iteration, pending_turn "
+        f"FROM juno_runs WHERE run_id = ?{dialect.lock_row}",
+        (lease.run_id,),
+    ).fetchone()
+    if row is None:
+        raise RunNotFoundError(f"no run {lease.run_id!r} is stored", lease.run_id)
+    if row[0] != lease.owner or row[1] != lease.token:
+        raise LeaseLostError(
+            f"run {lease.run_id!r}: the lease of {lease.owner!r} (token {lease.token}) was "
+            "taken by another worker; nothing was written",
+            lease.run_id,
+        )
+    if row[2] is None or row[2] <= now:
+        raise LeaseLostError(
+            f"run {lease.run_id!r}: the lease of {lease.owner!r} expired; nothing was written",
+            lease.run_id,
+        )
+    return cast("Sequence[Any]", row)
+
+
+def renew(
+    ex: Exec, dialect: Dialect, now: float, lease: Lease, *, ttl: float, progress: str | None
+) -> Lease:
+    check_lease(ex, dialect, now, lease)
+    expires = now + ttl
+    ex(
+        "UPDATE juno_runs SET lease_expires = ?, heartbeat_at = ?, updated_at = ?, "
+        "progress = COALESCE(?, progress) WHERE run_id = ?",
+        (expires, now, now, progress, lease.run_id),
+    )
+    return Lease(run_id=lease.run_id, owner=lease.owner, token=lease.token, expires_at=expires)
+
+
+def release(ex: Exec, dialect: Dialect, now: float, lease: Lease, *, status: str) -> None:
+    check_lease(ex, dialect, now, lease)
+    ex(
+        "UPDATE juno_runs SET status = ?, lease_owner = NULL, lease_expires = NULL, "
+        "updated_at = ? WHERE run_id = ?",
+        (status, now, lease.run_id),
+    )
+
+
+# --- the transcript and the receipts ------------------------------------------------------
+
+
+def save_transcript(
+    ex: Exec, dialect: Dialect, now: float, lease: Lease, *, messages: str, iteration: int
+) -> None:
+    row = check_lease(ex, dialect, now, lease)
+    if row[3] is not None and iteration < row[3]:
+        raise StoreDataError(
+            f"run {lease.run_id!r}: save_transcript for iteration {iteration} while iteration "
+            f"{row[3]} is open; nothing was written",
+            lease.run_id,
+        )
+    ex(
+        "UPDATE juno_runs SET messages = ?, iteration = ?, pending_turn = NULL, "
+        "pending_iteration = NULL, updated_at = ? WHERE run_id = ?",
+        (messages, iteration, now, lease.run_id),
+    )
+
+
+def save_turn(
+    ex: Exec,
+    dialect: Dialect,
+    now: float,
+    lease: Lease,
+    *,
+    iteration: int,
+    assistant: str,
+) -> None:
+    check_lease(ex, dialect, now, lease)
+    ex(
+        "UPDATE juno_runs SET pending_turn = ?, pending_iteration = ?, updated_at = ? "
+        "WHERE run_id = ?",
+        (assistant, iteration, now, lease.run_id),
+    )
+
+
+def _open_call(
+    run_id: str, row: Sequence[Any], iteration: int, tool_call_id: str
+) -> tuple[int, list[str]]:
+    if row[3] != iteration or row[4] is None:
+        raise StoreDataError(
+            f"run {run_id!r}: a receipt for call {tool_call_id!r} of iteration {iteration}, "
+            f"which is not the run's open turn (open: {row[3]!r}); nothing was written",
+            run_id,
+        )
+    ids = _turn_call_ids(run_id, _loads(run_id, "open turn", row[4]))
+    if tool_call_id not in ids:
+        raise StoreDataError(
+            f"run {run_id!r}: a receipt for call {tool_call_id!r}, which the open turn never "
+            f"made (its calls: {ids}); nothing was written",
+            run_id,
+        )
+    return ids.index(tool_call_id), ids
+
+
+def start_call(
+    ex: Exec,
+    dialect: Dialect,
+    now: float,
+    lease: Lease,
+    *,
+    iteration: int,
+    key: ToolCallReceiptKey,
+    resumability: str,
+) -> ReceiptRecord:
+    row = check_lease(ex, dialect, now, lease)
+    position, _ = _open_call(lease.run_id, row, iteration, key.tool_call_id)
+    existing = ex(
+        "SELECT state, args_hash FROM juno_receipts WHERE run_id = ? AND iteration = ? "
+        "AND tool_call_id = ?",
+        (lease.run_id, iteration, key.tool_call_id),
+    ).fetchone()
+    key_text = tool_call_receipt_key_string(key)
+    if existing is None:
+        ex(
+            f"INSERT INTO juno_receipts ({_RECEIPT_COLUMNS}, position) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'started', NULL, ?, ?)",
+            (
+                lease.run_id,
+                iteration,
+                key.tool_call_id,
+                key.tool_name,
+                key.args_hash,
+                key_text,
+                resumability,
+                now,
+                position,
+            ),
+        )
+    else:
+        if existing[0] in ("succeeded", "failed") or existing[1] != key.args_hash:
+            raise StoreDataError(
+                f"run {lease.run_id!r}: call {key.tool_call_id!r} already has a receipt "
+                f"({existing[0]}, arguments hash {existing[1]!r}); starting it again would "
+                "overwrite it, so nothing was written",
+                lease.run_id,
+            )
+        ex(
+            "UPDATE juno_receipts SET state = 'started', updated_at = ? WHERE run_id = ? "
+            "AND iteration = ? AND tool_call_id = ?",
+            (now, lease.run_id, iteration, key.tool_call_id),
+        )
+    return ReceiptRecord(
+        run_id=lease.run_id,
+        iteration=iteration,
+        tool_call_id=key.tool_call_id,
+        tool_name=key.tool_name,
+        args_hash=key.args_hash,
+        key=key_text,
+        resumability=resumability,  # type: ignore[arg-type]
+        state="started",
+        message=None,
+        updated_at=now,
+    )
+
+
+def settle_call(
+    ex: Exec,
+    dialect: Dialect,
+    now: float,
+    lease: Lease,
+    *,
+    iteration: int,
+    tool_call_id: str,
+    state: str,
+    message: Mapping[str, Any] | None,
+) -> None:
+    row = check_lease(ex, dialect, now, lease)
+    _open_call(lease.run_id, row, iteration, tool_call_id)
+    existing = ex(
+        "SELECT state FROM juno_receipts WHERE run_id = ? AND iteration = ? AND tool_call_id = ?",
+        (lease.run_id, iteration, tool_call_id),
+    ).fetchone()
+    if existing is None:
+        raise StoreDataError(
+            f"run {lease.run_id!r}: call {tool_call_id!r} settled as {state!r} with no "
+            "'started' receipt; nothing was written",
+            lease.run_id,
+        )
+    if existing[0] in ("succeeded", "failed"):
+        raise StoreDataError(
+            f"run {lease.run_id!r}: call {tool_call_id!r} already settled as {existing[0]!r}; "
+            "nothing was overwritten",
+            lease.run_id,
+        )
+    text = None if message is None else dumps("settle_call: message", dict(message))
+    ex(
+        "UPDATE juno_receipts SET state = ?, message = ?, updated_at = ? WHERE run_id = ? "
+        "AND iteration = ? AND tool_call_id = ?",
+        (state, text, now, lease.run_id, iteration, tool_call_id),
+    )
+
+
+def finite_seconds(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where} must be a positive finite number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{where} must be a positive finite number of seconds, got {value!r}")
+    return float(value)

@@ -1,0 +1,639 @@
+"""A run that lives in a store: claimed under a lease, persisted as it goes, resumable.
+
+[open_durable_run][juno_bind_trio.store.open_durable_run] claims a stored run,
+loads and heals its transcript, keeps the lease alive with a coalesced
+heartbeat, and yields a [DurableRun][juno_bind_trio.store.DurableRun] whose
+wrappers plug the store into a [ToolLoop][juno_bind_trio.loop.ToolLoop]'s
+ports:
+
+* ``call_model``: when the model asks for tools, the assistant message is
+  recorded (the run's *open turn*) before any of them is dispatched;
+* ``run_tool_call``: each call's receipt is written ``"started"`` before the
+  tool runs and settled (``"succeeded"``, ``"failed"``, ``"interrupted"``)
+  when it ends;
+* ``save_session``: the transcript, written whole at the end of every
+  completed iteration, closing the open turn.
+
+What a resume does with each call of the open turn
+---------------------------------------------------
+
+A run that stopped between recording its open turn and saving the iteration
+(a crash, a SIGKILL, a soft stop, a hard cancel) has calls in every state.
+[DurableRun.finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]
+answers each, by its receipt, through
+[decide_tool_call_receipt][juno_bind_trio.run.decide_tool_call_receipt]:
+
+* it finished (``"succeeded"``/``"failed"``): its recorded answer is used,
+  and the tool is not run again;
+* it never started (no receipt; the loop's ``not_run`` refusals are never
+  saved, so they arrive here the same way): it is dispatched now;
+* it started and did not finish: a repeatable tool runs again; a
+  non-repeatable one is answered with
+  [INTERRUPTED_TOOL_CALL_MESSAGE][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE]
+  (``kind: "interrupted"``) and never re-run, unless the tool honours the
+  call's idempotency key, in which case it is dispatched again with the same
+  key and the effect's own service drops the duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any, final
+
+import anyio
+import attrs
+import outcome
+
+from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
+from juno_bind_trio._errors import (
+    INTERRUPTED_TOOL_CALL_MESSAGE,
+    LeaseLostError,
+    UsageError,
+)
+from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome
+from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_message
+from juno_bind_trio.run import (
+    ChainRef,
+    EffectResumability,
+    ReceiptState,
+    ToolBatch,
+    ToolCallLike,
+    ToolCallReceiptKey,
+    decide_tool_call_receipt,
+    open_coalesced_heartbeat,
+    tool_call_args_hash,
+    tool_call_arguments,
+    tool_call_id,
+    tool_call_name,
+)
+from juno_bind_trio.transcript import HealChange, heal_transcript
+
+from ._records import RESUMABLE_STATUSES, Lease, ReceiptRecord, RunStatus, StoredRun
+from ._store import RunStore
+
+__all__ = [
+    "DurableRun",
+    "OpenTurnAnswer",
+    "SoftStop",
+    "open_durable_run",
+    "tool_call_idempotency_key",
+    "tool_call_receipt_key",
+]
+
+
+def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey:
+    """The receipt key of *call* in run *run_id*: its id, its tool and its arguments' hash.
+
+    The hash is over the parsed arguments (key order and whitespace do not
+    change it); arguments that do not parse are hashed as their raw text.
+
+    :raises TypeError: *run_id* is not a non-empty string, or *call* is not a
+        function tool call.
+    """
+    given: object = run_id
+    if not isinstance(given, str) or not given:
+        raise TypeError(f"tool_call_receipt_key: run_id must be a non-empty string, got {run_id!r}")
+    try:
+        raw = tool_call_arguments(call)
+        call_id, name = tool_call_id(call), tool_call_name(call)
+    except TypeError as exc:
+        raise TypeError(f"tool_call_receipt_key: {exc}") from None
+    try:
+        args_hash = tool_call_args_hash(json.loads(raw))
+    except (TypeError, ValueError, RecursionError):  # not JSON, or a NaN in it: the text
+        args_hash = tool_call_args_hash(raw)
+    try:
+        return ToolCallReceiptKey(
+            run_id=run_id, tool_call_id=call_id, tool_name=name, args_hash=args_hash
+        )
+    except TypeError as exc:
+        raise TypeError(f"tool_call_receipt_key: {exc}") from None
+
+
+def tool_call_idempotency_key(key: ToolCallReceiptKey) -> str:
+    """The idempotency key a tool hands its effect's service, for the call *key* names.
+
+    Derived from the run id, the call id and the arguments' hash only (the
+    same value as [RunContext.idempotency_key][juno_bind_trio.agent.RunContext]),
+    so the same call asks with the same key in every process that ever
+    dispatches it: the first run, and every resume after a crash. 64
+    lowercase hex digits, safe for an HTTP header (``Idempotency-Key``) or
+    a database column.
+    """
+    if not isinstance(key, ToolCallReceiptKey):
+        raise TypeError(f"tool_call_idempotency_key: key must be a ToolCallReceiptKey, got {key!r}")
+    return tool_call_args_hash([key.run_id, key.tool_call_id, key.args_hash])
+
+
+@final
+class SoftStop:
+    """The soft stop a durable run gives its loop: fired when the run's lease is lost.
+
+    Anything with a ``cancel_called`` bool is a loop's ``stop``; this one is
+    made without an event loop, so a run can be built anywhere.
+    """
+
+    __slots__ = ("cancel_called",)
+
+    def __init__(self) -> None:
+        self.cancel_called: bool = False
+
+    def __repr__(self) -> str:
+        return f"<SoftStop cancel_called={self.cancel_called}>"
+
+    def cancel(self) -> None:
+        """Fire the stop: the loop starts nothing new and ends ``"stopped"``."""
+        self.cancel_called = True
+
+
+@final
+@attrs.frozen
+class OpenTurnAnswer:
+    """How a resume answered one call of the open turn.
+
+    ``action`` is [decide_tool_call_receipt][juno_bind_trio.run.decide_tool_call_receipt]'s:
+    ``"reuse"`` (its receipt's answer), ``"run"`` (dispatched now) or
+    ``"refuse"`` (answered as interrupted, not run). ``state`` is what the
+    receipt said (``"absent"`` for none); ``reason`` says why in a sentence.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    state: str
+    action: str
+    reason: str
+
+
+def _non_repeatable(_name: str) -> EffectResumability:
+    return "non_repeatable"
+
+
+def _never(_name: str) -> bool:
+    return False
+
+
+@final
+@attrs.define(eq=False, repr=False)
+class DurableRun:
+    """A claimed run: its transcript, its lease, and the ports that persist it.
+
+    Made by [open_durable_run][juno_bind_trio.store.open_durable_run]. Give a
+    [ToolLoop][juno_bind_trio.loop.ToolLoop] ``state=run.state``,
+    ``call_model=run.wrap_call_model(...)``,
+    ``run_tool_call=run.wrap_tool_call(...)``, ``save_session=run.save_session``
+    and ``stop=run.stop``; then ``await run.finish(result.reason)``.
+    """
+
+    _store: RunStore = attrs.field(alias="store")
+    _lease: Lease = attrs.field(alias="lease")
+    _loaded: StoredRun = attrs.field(alias="loaded")
+    _resumability: Callable[[str], EffectResumability] = attrs.field(alias="resumability")
+    _uses_key: Callable[[str], bool] = attrs.field(alias="uses_idempotency_key")
+    state: LoopState = attrs.field(alias="state")
+    heal_changes: tuple[HealChange, ...] = attrs.field(alias="heal_changes")
+    stop: SoftStop = attrs.field(factory=lambda: SoftStop(), init=False)
+    _base: int = attrs.field(default=0, init=False)
+    _iteration: int = attrs.field(default=0, init=False)
+    _lost: bool = attrs.field(default=False, init=False)
+    _finished: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Made by open_durable_run; a host building one by hand gets told what is wrong.
+        checks: tuple[tuple[str, object, type | tuple[type, ...]], ...] = (
+            ("store", self._store, RunStore),
+            ("lease", self._lease, Lease),
+            ("loaded", self._loaded, StoredRun),
+            ("state", self.state, LoopState),
+            ("heal_changes", self.heal_changes, tuple),
+        )
+        for name, value, kind in checks:
+            if not isinstance(value, kind):
+                raise TypeError(f"DurableRun: {name} is not what it must be: {value!r:.80}")
+        ports: tuple[object, ...] = (self._resumability, self._uses_key)
+        if not all(callable(port) for port in ports):
+            raise TypeError("DurableRun: resumability and uses_idempotency_key must be callable")
+        self._base = self._loaded.record.iteration
+        self._iteration = self._base
+
+    def __repr__(self) -> str:
+        return (
+            f"<DurableRun {self.run_id!r} iteration={self._iteration} "
+            f"token={self._lease.token} lost={self._lost}>"
+        )
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._lease.run_id
+
+    @property
+    def lease(self) -> Lease:
+        """The lease as last renewed."""
+        return self._lease
+
+    @property
+    def chain(self) -> ChainRef:
+        """The run's lineage, as stored."""
+        return self._loaded.record.chain
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lease was lost: the run stopped softly and writes nothing more."""
+        return self._lost
+
+    @property
+    def iteration(self) -> int:
+        """The run's iteration count so far, across every worker that ran it."""
+        return self._iteration
+
+    @property
+    def open_turn(self) -> dict[str, Any] | None:
+        """The assistant message whose calls a crash left unanswered, until
+        [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn] answers them."""
+        return self._loaded.pending_turn
+
+    def idempotency_key(self, call: ToolCallLike) -> str:
+        """*call*'s idempotency key: the same in this process and in every resume."""
+        return tool_call_idempotency_key(tool_call_receipt_key(self.run_id, call))
+
+    # --- the lease -------------------------------------------------------------------
+
+    def _lose(self) -> None:
+        self._lost = True
+        self.stop.cancel()
+
+    async def _write(self, work: Awaitable[None]) -> None:
+        # A write refused because the lease is gone: the run stops softly (the
+        # loop's stop fires) and this worker writes nothing more. What the loop
+        # holds in memory goes on being right; it is just no longer saved.
+        try:
+            await work
+        except LeaseLostError:
+            self._lose()
+
+    async def renew(self, progress: object = None, *, ttl: float) -> None:
+        """Renew the lease now (the heartbeat calls this); a lost lease stops the run softly."""
+        if self._lost:
+            return
+        try:
+            self._lease = await self._store.renew_lease(self._lease, ttl=ttl, progress=progress)
+        except LeaseLostError:
+            self._lose()
+
+    # --- the ports ---------------------------------------------------------------------
+
+    def wrap_call_model(
+        self, call_model: Callable[[ModelTurn], Awaitable[ModelTurnResult]]
+    ) -> Callable[[ModelTurn], Awaitable[ModelTurnResult]]:
+        """*call_model*, recording the assistant message before any of its calls runs."""
+        if not callable(call_model):
+            raise TypeError(f"DurableRun.wrap_call_model: expected a callable, got {call_model!r}")
+
+        async def durable_call_model(turn: ModelTurn) -> ModelTurnResult:
+            result = await call_model(turn)
+            self._iteration = self._base + turn.iteration
+            given: object = result
+            if isinstance(given, ModelTurnResult) and result.tool_calls:
+                assistant = {
+                    "role": "assistant",
+                    "content": result.content,
+                    "tool_calls": [
+                        {
+                            "id": tool_call_id(call),
+                            "type": "function",
+                            "function": {
+                                "name": tool_call_name(call),
+                                "arguments": tool_call_arguments(call),
+                            },
+                        }
+                        for call in result.tool_calls
+                    ],
+                }
+                await self._write(
+                    self._store.save_turn(
+                        self._lease, iteration=self._iteration, assistant=assistant
+                    )
+                )
+            return result
+
+        return durable_call_model
+
+    def wrap_tool_call(
+        self, run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
+    ) -> Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]:
+        """*run_tool_call*, with its receipt written before it runs and when it settles."""
+        if not callable(run_tool_call):
+            raise TypeError(
+                f"DurableRun.wrap_tool_call: expected a callable, got {run_tool_call!r}"
+            )
+
+        async def durable_tool_call(call: ToolCallLike) -> ToolCallOutcome:
+            return await self._dispatch(run_tool_call, call, self._iteration)
+
+        return durable_tool_call
+
+    async def _dispatch(
+        self,
+        run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
+        call: ToolCallLike,
+        iteration: int,
+    ) -> ToolCallOutcome:
+        if self._lost:
+            raise LeaseLostError(
+                f"run {self.run_id!r}: the lease was lost; the call was not started", self.run_id
+            )
+        key = tool_call_receipt_key(self.run_id, call)
+        call_id = key.tool_call_id
+        try:
+            await self._store.start_call(
+                self._lease,
+                iteration=iteration,
+                key=key,
+                resumability=self._resumability(key.tool_name),
+            )
+        except LeaseLostError:
+            self._lose()  # no receipt, so no dispatch: another worker owns the run now
+            raise
+        try:
+            result = await run_tool_call(call)
+        except Exception as exc:
+            if cancelled_now():
+                await self._settle_interrupted(iteration, call_id)
+                raise
+            message = tool_failure_message(call_id, tool_error_text(exc), kind_for_error(exc))
+            await self._settle(iteration, call_id, "failed", message)
+            raise
+        except BaseException:
+            await self._settle_interrupted(iteration, call_id)
+            raise
+        given: object = result
+        if (
+            isinstance(given, ToolCallOutcome)
+            and result.tool_message.get("tool_call_id") == call_id
+        ):
+            await self._settle(iteration, call_id, "succeeded", result.tool_message)
+        return result
+
+    async def _settle(
+        self, iteration: int, call_id: str, state: str, message: dict[str, Any]
+    ) -> None:
+        # The call ran and its answer is known: record it even if a cancel just
+        # arrived (shielded), or a resume would read a finished call as
+        # one that may have run and refuse it. The cancel is raised right after.
+        with anyio.CancelScope(shield=True):
+            await self._write(
+                self._store.settle_call(
+                    self._lease,
+                    iteration=iteration,
+                    tool_call_id=call_id,
+                    state=state,
+                    message=message,
+                )
+            )
+        await checkpoint_if_cancelled()
+
+    async def _settle_interrupted(self, iteration: int, call_id: str) -> None:
+        # The cancel is already under way: shielded, bounded, and never in its way.
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._store.settle_call(
+                    self._lease, iteration=iteration, tool_call_id=call_id, state="interrupted"
+                )
+            except Exception:
+                return
+
+    async def save_session(self) -> None:
+        """The loop's persist port: save the whole transcript as of this iteration."""
+        await self._write(
+            self._store.save_transcript(self._lease, self.state.messages, iteration=self._iteration)
+        )
+
+    # --- resume ------------------------------------------------------------------------
+
+    async def finish_open_turn(
+        self, run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
+    ) -> tuple[OpenTurnAnswer, ...]:
+        """Answer every call of the open turn a crash left behind, by its receipt, and save.
+
+        Does nothing (returns ``()``) when there is no open turn. Otherwise
+        appends the assistant message and one answer per call to the
+        transcript (see the module's table), dispatching through
+        *run_tool_call*, with receipts, the calls that may run; then saves
+        the iteration, closing the turn. Call it before running the loop.
+        """
+        turn = self._loaded.pending_turn
+        if turn is None:
+            return ()
+        iteration = self._loaded.record.pending_iteration
+        assert iteration is not None
+        receipts: dict[str, ReceiptRecord] = {r.tool_call_id: r for r in self._loaded.receipts}
+        calls: list[dict[str, Any]] = list(turn["tool_calls"])
+        answers: list[dict[str, Any] | None] = [None] * len(calls)
+        decisions: list[OpenTurnAnswer] = []
+        to_run: list[int] = []
+        for index, call in enumerate(calls):
+            key = tool_call_receipt_key(self.run_id, call)
+            receipt = receipts.get(key.tool_call_id)
+            state: ReceiptState = "absent" if receipt is None else receipt.state
+            if receipt is not None and receipt.args_hash != key.args_hash:
+                state = "absent"  # a receipt for other arguments is no receipt of this call
+            resumability = self._resumability(key.tool_name)
+            if resumability == "non_repeatable" and self._uses_key(key.tool_name):
+                resumability = "repeatable"  # the service drops a repeat of the same key
+            decision = decide_tool_call_receipt(state, resumability)
+            decisions.append(
+                OpenTurnAnswer(
+                    key.tool_call_id, key.tool_name, state, decision.action, decision.reason
+                )
+            )
+            if decision.action == "reuse":
+                assert receipt is not None
+                answers[index] = receipt.message
+            elif decision.action == "refuse":
+                answers[index] = tool_failure_message(
+                    key.tool_call_id, INTERRUPTED_TOOL_CALL_MESSAGE, "interrupted"
+                )
+            else:
+                to_run.append(index)
+        if to_run:
+            batch: ToolBatch[ToolCallOutcome] = ToolBatch([calls[i] for i in to_run])
+
+            async def run(call: ToolCallLike) -> ToolCallOutcome:
+                return await self._dispatch(run_tool_call, call, iteration)
+
+            results = await batch.run(run)
+            for index, result in zip(to_run, results, strict=True):
+                call_id = calls[index]["id"]
+                if isinstance(result, outcome.Value) and isinstance(result.value, ToolCallOutcome):
+                    answers[index] = result.value.tool_message
+                else:
+                    error = (
+                        result.error
+                        if isinstance(result, outcome.Error)
+                        else TypeError(
+                            f"run_tool_call must return a ToolCallOutcome, got {result!r}"
+                        )
+                    )
+                    answers[index] = tool_failure_message(
+                        call_id, tool_error_text(error), kind_for_error(error)
+                    )
+        self.state.messages.append(dict(turn))
+        self.state.messages.extend(a for a in answers if a is not None)
+        self._iteration = iteration
+        self._base = iteration
+        await self.save_session()
+        self._loaded = attrs.evolve(self._loaded, pending_turn=None, receipts=())
+        return tuple(decisions)
+
+    async def finish(self, status: RunStatus) -> None:
+        """End the run's hold: save a suspended run's transcript, record *status*, release.
+
+        A stopped run's last batch is not saved (the loop's rule: refused calls
+        are not facts); its open turn stays for the resume. With the lease
+        lost, nothing is written.
+        """
+        if self._finished:
+            raise UsageError("DurableRun.finish: the run was already finished")
+        self._finished = True
+        if self._lost:
+            return
+        try:
+            if status == "suspended":
+                await self.save_session()
+            await self._store.release(self._lease, status=status)
+        except LeaseLostError:
+            self._lose()
+
+
+async def _release_on_exit(store: RunStore, run: DurableRun, status: RunStatus) -> None:
+    if run._finished or run.lost:
+        return
+    run._finished = True
+    # Shielded: this runs on the way out of a cancel too. Not bounded by a timer:
+    # a store call is one transaction, bounded by the database's own timeouts.
+    with anyio.CancelScope(shield=True), suppress(Exception):
+        await store.release(run.lease, status=status)
+
+
+def _check_seconds(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"open_durable_run: {what} must be a positive number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"open_durable_run: {what} must be a positive number, got {value!r}")
+    return float(value)
+
+
+@asynccontextmanager
+async def open_durable_run(
+    store: RunStore,
+    run_id: str,
+    *,
+    owner: str,
+    lease_ttl: float = 30.0,
+    renew_interval: float | None = None,
+    resumability: Callable[[str], EffectResumability] | None = None,
+    uses_idempotency_key: Callable[[str], bool] | None = None,
+    lease: Lease | None = None,
+) -> AsyncIterator[DurableRun]:
+    """Claim *run_id* (or take over *lease*, from ``claim_next``), load it, keep the lease alive.
+
+    *owner* names this worker in the lease. *lease_ttl*: seconds a lease
+    lasts unrenewed, so how soon another worker takes over after this one
+    dies. *renew_interval*: how often the heartbeat renews it (default a
+    third of the TTL). *resumability*: ``(tool_name) -> "repeatable" |
+    "non_repeatable"`` (default: every tool non-repeatable, the safe reading).
+    *uses_idempotency_key*: ``(tool_name) -> bool``, tools whose interrupted
+    calls may be dispatched again because they pass the key on.
+
+    The transcript is healed on load (``run.heal_changes`` lists what was
+    repaired). Leaving the block without
+    [finish][juno_bind_trio.store.DurableRun.finish] gives the lease up
+    (shielded): after an exception the run is recorded ``"failed"``; after a
+    cancel, or a plain exit, it stays ``"running"`` with no lease, so any
+    worker's ``claim_next`` takes it at once. A lost lease writes nothing.
+
+    :raises RunLeasedError: another worker holds the run.
+    :raises StoreDataError: the stored run cannot be read; nothing is written.
+    :raises ValueError: the run already ended for good (``"completed"``, ...).
+    """
+    given: object = store
+    if not isinstance(given, RunStore):
+        raise TypeError(f"open_durable_run: store must be a RunStore, got {store!r}")
+    texts: tuple[tuple[str, object], ...] = (("run_id", run_id), ("owner", owner))
+    for name, text in texts:
+        if not isinstance(text, str) or not text:
+            raise TypeError(f"open_durable_run: {name} must be a non-empty string, got {text!r}")
+    if lease is not None and not isinstance(lease, Lease):
+        raise TypeError(f"open_durable_run: lease must be a Lease or None, got {lease!r}")
+    ttl = _check_seconds("lease_ttl", lease_ttl)
+    interval = (
+        ttl / 3 if renew_interval is None else _check_seconds("renew_interval", renew_interval)
+    )
+    if interval >= ttl:
+        raise ValueError(
+            f"open_durable_run: renew_interval ({interval:g}) must be below lease_ttl ({ttl:g})"
+        )
+    for name, fn in (
+        ("resumability", resumability),
+        ("uses_idempotency_key", uses_idempotency_key),
+    ):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"open_durable_run: {name} must be callable or None, got {fn!r}")
+    if lease is None:
+        lease = await store.claim_run(run_id, owner=owner, ttl=ttl)
+    elif lease.run_id != run_id:
+        raise ValueError(f"open_durable_run: the lease is on {lease.run_id!r}, not {run_id!r}")
+    loaded = await store.load(run_id)
+    if loaded.record.status not in RESUMABLE_STATUSES:
+        raise ValueError(
+            f"open_durable_run: run {run_id!r} ended {loaded.record.status!r}; "
+            "there is nothing to resume"
+        )
+    healed = heal_transcript(loaded.messages)
+    run = DurableRun(
+        store=store,
+        lease=lease,
+        loaded=loaded,
+        resumability=_non_repeatable if resumability is None else resumability,
+        uses_idempotency_key=_never if uses_idempotency_key is None else uses_idempotency_key,
+        state=LoopState(messages=healed.messages),
+        heal_changes=healed.changes,
+    )
+
+    async def write(progress: object) -> None:
+        await run.renew(progress, ttl=ttl)
+
+    body_error: BaseException | None = None
+    try:
+        async with (
+            open_coalesced_heartbeat(write, interval=interval, flush_timeout=0) as heartbeat,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def tick() -> None:
+                # Renew once a renew_interval of the lease has been used up, read in
+                # the store's clock (the one lease times are in), so a lease is
+                # renewed as time really passes, however the event loop's runs.
+                while True:
+                    await anyio.sleep(interval)
+                    if run.lease.expires_at - store.now() <= ttl - interval:
+                        heartbeat.beat({"iteration": run.iteration})
+
+            tg.start_soon(tick)
+            try:
+                yield run
+            except BaseException as exc:  # re-raised below, not inside the task group
+                body_error = exc
+            tg.cancel_scope.cancel()
+    except BaseException as exc:
+        await _release_on_exit(store, run, "failed" if isinstance(exc, Exception) else "running")
+        raise
+    if body_error is not None:
+        await _release_on_exit(
+            store, run, "failed" if isinstance(body_error, Exception) else "running"
+        )
+        raise body_error
+    await _release_on_exit(store, run, "running")

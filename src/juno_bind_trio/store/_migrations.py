@@ -1,0 +1,69 @@
+"""The store's schema, as numbered migrations for each database; run on open.
+
+A database records the versions applied in ``juno_schema``. Opening a store
+applies the missing ones, in order, in one transaction; a database whose
+version is newer than `SCHEMA_VERSION` is refused before anything is
+read or written, because an older package would misread what a newer one
+wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+_RUNS = """
+CREATE TABLE juno_runs (
+    run_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    agent TEXT,
+    chain TEXT NOT NULL,
+    root_run_id TEXT NOT NULL,
+    parent_run_id TEXT,
+    messages TEXT NOT NULL,
+    iteration INTEGER NOT NULL DEFAULT 0,
+    pending_turn TEXT,
+    pending_iteration INTEGER,
+    lease_owner TEXT,
+    lease_token BIGINT NOT NULL DEFAULT 0,
+    lease_expires DOUBLE PRECISION,
+    heartbeat_at DOUBLE PRECISION,
+    progress TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+)
+"""
+
+_RECEIPTS = """
+CREATE TABLE juno_receipts (
+    run_id TEXT NOT NULL REFERENCES juno_runs (run_id) ON DELETE CASCADE,
+    iteration INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    tool_call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    receipt_key TEXT NOT NULL,
+    resumability TEXT NOT NULL,
+    state TEXT NOT NULL,
+    message TEXT,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, iteration, tool_call_id)
+)
+"""
+
+_INDEXES = (
+    "CREATE INDEX juno_runs_claimable ON juno_runs (status, lease_expires, created_at)",
+    "CREATE INDEX juno_runs_parent ON juno_runs (parent_run_id)",
+)
+
+MIGRATIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    # Version 1, for each dialect. The column types above read the same on both
+    # (SQLite takes BIGINT and DOUBLE PRECISION by affinity).
+    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES),),
+    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES),),
+}
+"""For each dialect, the statements of version 1, 2, ... in order."""
+
+SCHEMA_VERSION: Final = 1
+"""The newest schema version this package knows."""

@@ -1,0 +1,132 @@
+"""The values a run store reads and writes: runs, leases, receipts, a loaded run."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, TypeAlias, final
+
+import attrs
+
+from juno_bind_trio.run import ChainRef, EffectResumability, ReceiptState
+
+__all__ = [
+    "RESUMABLE_STATUSES",
+    "RUN_STATUSES",
+    "Lease",
+    "ReceiptRecord",
+    "RunRecord",
+    "RunStatus",
+    "StoredRun",
+]
+
+RunStatus: TypeAlias = Literal[
+    "pending",
+    "running",
+    "completed",
+    "max_iterations",
+    "should_stop",
+    "stopped",
+    "suspended",
+    "failed",
+    "cancelled",
+]
+"""Where a stored run stands.
+
+``"pending"``: created, not yet claimed by a worker. ``"running"``: a worker
+holds (or held, if its lease expired) the run. The rest are how the run's
+last worker left it: a [LoopEndReason][juno_bind_trio.loop.LoopEndReason]
+(``"completed"``, ``"max_iterations"``, ``"should_stop"``, ``"stopped"``,
+``"suspended"``), ``"failed"`` (an exception ended it) or ``"cancelled"``
+(a hard cancel ended it).
+"""
+
+RUN_STATUSES: Final[frozenset[str]] = frozenset(RunStatus.__args__)  # type: ignore[attr-defined]
+"""Every [RunStatus][juno_bind_trio.store.RunStatus]."""
+
+RESUMABLE_STATUSES: Final[frozenset[str]] = frozenset(
+    {"pending", "running", "stopped", "suspended", "failed", "cancelled"}
+)
+"""The statuses a resume continues from; the others ended the run for good."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Lease:
+    """A worker's hold on one run, proven by its fencing ``token``.
+
+    Every claim of a run increments the run's token, so a worker whose lease
+    expired and was claimed by another holds a token that no longer matches:
+    each of its writes is refused with
+    [LeaseLostError][juno_bind_trio.store.LeaseLostError] in the same
+    transaction that would have written. ``expires_at`` is in the store's
+    clock (seconds since the epoch, by default).
+    """
+
+    run_id: str
+    owner: str
+    token: int
+    expires_at: float
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunRecord:
+    """One stored run, without its transcript.
+
+    ``iteration``: the last iteration whose transcript was saved (0: none yet).
+    ``pending_iteration``: the iteration whose tool calls were recorded but
+    whose transcript was not saved yet (a crash, or a stop, came between), or
+    ``None``. ``progress`` is the last value the heartbeat wrote.
+    """
+
+    run_id: str
+    status: RunStatus
+    agent: str | None
+    chain: ChainRef
+    iteration: int
+    pending_iteration: int | None
+    lease_owner: str | None
+    lease_token: int
+    lease_expires_at: float | None
+    heartbeat_at: float | None
+    progress: Any
+    created_at: float
+    updated_at: float
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ReceiptRecord:
+    """One tool call's receipt: how far the call got, and its answer once it settled.
+
+    ``key`` is [tool_call_receipt_key_string][juno_bind_trio.run.tool_call_receipt_key_string]
+    of the call; ``message`` is the tool message the call was answered with
+    (``None`` until it settled as ``"succeeded"`` or ``"failed"``).
+    """
+
+    run_id: str
+    iteration: int
+    tool_call_id: str
+    tool_name: str
+    args_hash: str
+    key: str
+    resumability: EffectResumability
+    state: ReceiptState
+    message: dict[str, Any] | None
+    updated_at: float
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StoredRun:
+    """A run as [RunStore.load][juno_bind_trio.store.RunStore.load] reads it.
+
+    ``messages``: the transcript as of the last saved iteration.
+    ``pending_turn``: the assistant message of the iteration after it, if
+    its tool calls were recorded before the run stopped (else ``None``), and
+    ``receipts`` those calls' receipts, in call order.
+    """
+
+    record: RunRecord
+    messages: list[dict[str, Any]]
+    pending_turn: dict[str, Any] | None
+    receipts: tuple[ReceiptRecord, ...]

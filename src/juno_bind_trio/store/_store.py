@@ -1,0 +1,463 @@
+"""The run store protocol, and the base both database stores share.
+
+Every call of a store runs its database work in an anyio worker thread
+(``anyio.to_thread.run_sync``), so the event loop never blocks on disk or
+network I/O, and trio and asyncio hosts use it alike.
+
+What a cancel does to a store call
+----------------------------------
+
+A thread cannot be interrupted. A cancel that arrives while a store call's
+thread is working waits for that thread to finish its transaction, then is
+raised to the caller. Every call is **one transaction**: when the caller sees
+the cancel, the write has either committed whole or rolled back whole, never
+half. Which one, the caller does not learn; a write that matters to a resume
+(a receipt, a transcript) is therefore always made *before* the step it
+guards, so that either outcome is safe: a ``started`` receipt that committed
+for a call whose dispatch the cancel then prevented reads, on resume, as a
+call that may have run, which is the cautious reading.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
+
+import anyio.lowlevel
+import anyio.to_thread
+
+from juno_bind_trio._errors import UsageError
+from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
+
+from . import _core
+from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, RunStatus, StoredRun
+
+__all__ = ["RunStore"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Where runs, their transcripts, receipts, leases and lineage live.
+
+    [SqliteRunStore][juno_bind_trio.store.SqliteRunStore] and
+    [PostgresRunStore][juno_bind_trio.store.PostgresRunStore] implement it.
+    Open a store with ``async with``; every write that belongs to a run's
+    worker takes the worker's [Lease][juno_bind_trio.store.Lease] and is
+    refused with [LeaseLostError][juno_bind_trio.store.LeaseLostError], in
+    the same transaction, when the lease no longer holds.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
+    def now(self) -> float:
+        """The store's clock, which lease times are in (seconds)."""
+        ...
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        chain: ChainRef | None = None,
+        agent: str | None = None,
+    ) -> RunRecord:
+        """Store a new run, ``"pending"``, with its first transcript and its lineage."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run's record. Raises ``RunNotFoundError``."""
+        ...
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        """Runs, oldest first, optionally only those with *status* or children of a run."""
+        ...
+
+    async def load(self, run_id: str) -> StoredRun:
+        """The run's transcript, its open turn and that turn's receipts, checked."""
+        ...
+
+    async def receipts(self, run_id: str) -> list[ReceiptRecord]:
+        """Every receipt of the run, by iteration and call order."""
+        ...
+
+    async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        """Take the run's lease for *ttl* seconds, unless another worker holds it."""
+        ...
+
+    async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
+        """Take the lease of the oldest runnable run: pending, running with an expired
+        lease, or running under *owner*'s own name (a worker restarted under the same
+        name takes its runs back at once). ``None`` when there is none.
+
+        So *owner* must name one worker: two workers sharing a name would take
+        each other's runs (safely, by the fencing token, but for nothing)."""
+        ...
+
+    async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
+        """Extend the lease by *ttl* from now; record the heartbeat and *progress*."""
+        ...
+
+    async def release(self, lease: Lease, *, status: RunStatus) -> None:
+        """Set the run's status and give its lease up."""
+        ...
+
+    async def save_turn(
+        self, lease: Lease, *, iteration: int, assistant: Mapping[str, Any]
+    ) -> None:
+        """Record the assistant message whose tool calls are about to run."""
+        ...
+
+    async def start_call(
+        self,
+        lease: Lease,
+        *,
+        iteration: int,
+        key: ToolCallReceiptKey,
+        resumability: EffectResumability,
+    ) -> ReceiptRecord:
+        """Write the call's ``"started"`` receipt; call it before dispatching the call."""
+        ...
+
+    async def settle_call(
+        self,
+        lease: Lease,
+        *,
+        iteration: int,
+        tool_call_id: str,
+        state: str,
+        message: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record how a started call ended: ``"succeeded"``/``"failed"`` with its answer,
+        or ``"interrupted"``."""
+        ...
+
+    async def save_transcript(
+        self, lease: Lease, messages: Sequence[Mapping[str, Any]], *, iteration: int
+    ) -> None:
+        """Replace the run's transcript, atomically, as of the end of *iteration*."""
+        ...
+
+
+def _text(where: str, value: object) -> str:
+    if not isinstance(value, str) or value == "":
+        raise TypeError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _iteration(where: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"{where} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _list(where: str, messages: object) -> list[Any]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise TypeError(f"{where}: messages must be a list of message dicts, got {messages!r:.80}")
+    return list(messages)
+
+
+def _lease(where: str, value: object) -> Lease:
+    if not isinstance(value, Lease):
+        raise TypeError(f"{where}: lease must be a Lease, got {value!r}")
+    return value
+
+
+class ThreadedRunStore:
+    """The public methods of both stores: check the arguments, then run one transaction
+    in a worker thread. Subclasses supply ``_open``, ``_close`` and ``_transaction``."""
+
+    _dialect: _core.Dialect
+    _clock: Callable[[], float]
+    _opened: bool
+    _closed: bool
+
+    def __init__(self, clock: Callable[[], float] | None) -> None:
+        if clock is not None and not callable(clock):
+            raise TypeError(f"{type(self).__name__}: clock must be callable, got {clock!r}")
+        self._clock = time.time if clock is None else clock
+        self._opened = False
+        self._closed = False
+
+    # --- subclass hooks (run in a worker thread) ---
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def _transaction(self, fn: Callable[[_core.Exec], T], *, write: bool) -> T:
+        raise NotImplementedError
+
+    def now(self) -> float:
+        """The store's clock, which lease times are in (seconds)."""
+        return self._clock()
+
+    # --- lifetime ---
+
+    async def __aenter__(self) -> Self:
+        if self._opened:
+            raise UsageError(f"{type(self).__name__}: a store is opened once")
+        self._opened = True
+        await anyio.to_thread.run_sync(self._open)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the database connections. Idempotent."""
+        if self._closed or not self._opened:
+            self._closed = True
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._close)
+
+    async def _run(self, fn: Callable[..., T], *args: Any, write: bool, **kwargs: Any) -> T:
+        if not self._opened or self._closed:
+            state = "closed" if self._closed else "not open (use `async with`)"
+            raise UsageError(f"{type(self).__name__}: the store is {state}")
+
+        def work(ex: _core.Exec) -> T:
+            return fn(ex, *args, **kwargs)
+
+        result = await anyio.to_thread.run_sync(
+            functools.partial(self._transaction, work, write=write)
+        )
+        # A cancel that arrived while the thread worked was held until it
+        # finished; the caller sees it now, with the transaction already whole.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return result
+
+    # --- runs ---
+
+    async def create_run(
+        self,
+        run_id: str,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        chain: ChainRef | None = None,
+        agent: str | None = None,
+    ) -> RunRecord:
+        where = f"{type(self).__name__}.create_run"
+        _text(f"{where}: run_id", run_id)
+        if agent is not None:
+            _text(f"{where}: agent", agent)
+        if chain is None:
+            chain = root_chain(run_id, agent=agent)
+        elif not isinstance(chain, ChainRef):
+            raise TypeError(f"{where}: chain must be a ChainRef or None, got {chain!r}")
+        elif chain.run_id != run_id:
+            raise ValueError(f"{where}: chain ends in run {chain.run_id!r}, not {run_id!r}")
+        text = _core.dumps(
+            f"{where}: messages", _core.check_messages(where, _list(where, messages))
+        )
+        return await self._run(
+            _core.create_run,
+            now=self._clock(),
+            run_id=run_id,
+            messages=text,
+            chain=chain,
+            agent=agent,
+            write=True,
+        )
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        _text(f"{type(self).__name__}.get_run: run_id", run_id)
+        return await self._run(_core.get_run, run_id, write=False)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        parent_run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        where = f"{type(self).__name__}.list_runs"
+        if status is not None and status not in RUN_STATUSES:
+            raise ValueError(f"{where}: status must be a RunStatus or None, got {status!r}")
+        if parent_run_id is not None:
+            _text(f"{where}: parent_run_id", parent_run_id)
+        if _iteration(f"{where}: limit", limit) < 1:
+            raise ValueError(f"{where}: limit must be a positive integer, got {limit!r}")
+        return await self._run(
+            _core.list_runs, status=status, parent_run_id=parent_run_id, limit=limit, write=False
+        )
+
+    async def load(self, run_id: str) -> StoredRun:
+        _text(f"{type(self).__name__}.load: run_id", run_id)
+        return await self._run(_core.load, run_id, write=False)
+
+    async def receipts(self, run_id: str) -> list[ReceiptRecord]:
+        _text(f"{type(self).__name__}.receipts: run_id", run_id)
+        return await self._run(_core.all_receipts, run_id, write=False)
+
+    # --- leases ---
+
+    async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        where = f"{type(self).__name__}.claim_run"
+        _text(f"{where}: run_id", run_id)
+        _text(f"{where}: owner", owner)
+        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        return await self._run(
+            _core.claim_run,
+            self._dialect,
+            self._clock(),
+            run_id=run_id,
+            owner=owner,
+            ttl=seconds,
+            write=True,
+        )
+
+    async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
+        where = f"{type(self).__name__}.claim_next"
+        _text(f"{where}: owner", owner)
+        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        return await self._run(
+            _core.claim_next, self._dialect, self._clock(), owner=owner, ttl=seconds, write=True
+        )
+
+    async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
+        where = f"{type(self).__name__}.renew_lease"
+        _lease(where, lease)
+        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        text = None if progress is None else _core.dumps(f"{where}: progress", progress)
+        return await self._run(
+            _core.renew, self._dialect, self._clock(), lease, ttl=seconds, progress=text, write=True
+        )
+
+    async def release(self, lease: Lease, *, status: RunStatus) -> None:
+        where = f"{type(self).__name__}.release"
+        _lease(where, lease)
+        if status not in RUN_STATUSES or status == "pending":
+            raise ValueError(
+                f"{where}: status must be a RunStatus other than 'pending', got {status!r}"
+            )
+        await self._run(
+            _core.release, self._dialect, self._clock(), lease, status=status, write=True
+        )
+
+    # --- transcript and receipts ---
+
+    async def save_turn(
+        self, lease: Lease, *, iteration: int, assistant: Mapping[str, Any]
+    ) -> None:
+        where = f"{type(self).__name__}.save_turn"
+        _lease(where, lease)
+        _iteration(f"{where}: iteration", iteration)
+        given: object = assistant
+        if not isinstance(given, Mapping) or not isinstance(given.get("tool_calls"), list):
+            raise TypeError(
+                f"{where}: assistant must be an assistant message with a 'tool_calls' list, "
+                f"got {assistant!r:.80}"
+            )
+        text = _core.dumps(f"{where}: assistant", dict(assistant))
+        await self._run(
+            _core.save_turn,
+            self._dialect,
+            self._clock(),
+            lease,
+            iteration=iteration,
+            assistant=text,
+            write=True,
+        )
+
+    async def start_call(
+        self,
+        lease: Lease,
+        *,
+        iteration: int,
+        key: ToolCallReceiptKey,
+        resumability: EffectResumability,
+    ) -> ReceiptRecord:
+        where = f"{type(self).__name__}.start_call"
+        _lease(where, lease)
+        _iteration(f"{where}: iteration", iteration)
+        if not isinstance(key, ToolCallReceiptKey):
+            raise TypeError(f"{where}: key must be a ToolCallReceiptKey, got {key!r}")
+        if key.run_id != lease.run_id:
+            raise ValueError(f"{where}: key is for run {key.run_id!r}, lease for {lease.run_id!r}")
+        if resumability not in ("repeatable", "non_repeatable"):
+            raise ValueError(
+                f"{where}: resumability must be 'repeatable' or 'non_repeatable', "
+                f"got {resumability!r}"
+            )
+        return await self._run(
+            _core.start_call,
+            self._dialect,
+            self._clock(),
+            lease,
+            iteration=iteration,
+            key=key,
+            resumability=resumability,
+            write=True,
+        )
+
+    async def settle_call(
+        self,
+        lease: Lease,
+        *,
+        iteration: int,
+        tool_call_id: str,
+        state: str,
+        message: Mapping[str, Any] | None = None,
+    ) -> None:
+        where = f"{type(self).__name__}.settle_call"
+        _lease(where, lease)
+        _iteration(f"{where}: iteration", iteration)
+        _text(f"{where}: tool_call_id", tool_call_id)
+        if state not in _core.SETTLED_STATES:
+            raise ValueError(
+                f"{where}: state must be one of {sorted(_core.SETTLED_STATES)}, got {state!r}"
+            )
+        if state == "interrupted":
+            if message is not None:
+                raise ValueError(f"{where}: an interrupted call has no answer to record")
+        elif not isinstance(message, Mapping) or message.get("tool_call_id") != tool_call_id:
+            raise TypeError(
+                f"{where}: a {state} call needs its tool message answering {tool_call_id!r}, "
+                f"got {message!r:.80}"
+            )
+        await self._run(
+            _core.settle_call,
+            self._dialect,
+            self._clock(),
+            lease,
+            iteration=iteration,
+            tool_call_id=tool_call_id,
+            state=state,
+            message=message,
+            write=True,
+        )
+
+    async def save_transcript(
+        self, lease: Lease, messages: Sequence[Mapping[str, Any]], *, iteration: int
+    ) -> None:
+        where = f"{type(self).__name__}.save_transcript"
+        _lease(where, lease)
+        _iteration(f"{where}: iteration", iteration)
+        text = _core.dumps(
+            f"{where}: messages", _core.check_messages(where, _list(where, messages))
+        )
+        await self._run(
+            _core.save_transcript,
+            self._dialect,
+            self._clock(),
+            lease,
+            messages=text,
+            iteration=iteration,
+            write=True,
+        )

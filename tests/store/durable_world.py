@@ -1,0 +1,121 @@
+"""A scripted model and two tools for durable-run tests, and the checks every run must pass.
+
+``send`` is the non-repeatable effect (it appends its call id to ``effects``);
+``read`` is repeatable. The model's script is indexed by how many assistant
+messages the transcript already holds, so a resumed run is asked exactly the
+turn it had not finished, as a real model given the same transcript would be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+import attrs
+
+from juno_bind_trio.loop import LoopResult, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
+from juno_bind_trio.run import EffectResumability, ToolCallLike, tool_call_id, tool_call_name
+from juno_bind_trio.store import RunStore, open_durable_run
+from juno_bind_trio.transcript import heal_transcript
+
+
+def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+SCRIPT: tuple[ModelTurnResult, ...] = (
+    ModelTurnResult(tool_calls=(call("c1", "send", to="ann"), call("c2", "read", page=1))),
+    ModelTurnResult(tool_calls=(call("c3", "send", to="bob"), call("c4", "send", to="cy"))),
+    ModelTurnResult(content="all sent"),
+)
+
+
+@attrs.define
+class World:
+    """What the tools did, across every worker that ran the run."""
+
+    effects: list[str] = attrs.field(factory=list)  # send: call ids, in order
+    reads: list[str] = attrs.field(factory=list)
+    keys: dict[str, str] = attrs.field(factory=dict)  # call id -> idempotency key seen
+    tool_seconds: float = 1.0
+    idempotent_send: bool = False
+    during_tool: Callable[[], Awaitable[None]] | None = None  # run inside every tool call
+
+    def resumability(self, name: str) -> EffectResumability:
+        return "non_repeatable" if name == "send" else "repeatable"
+
+    def uses_key(self, name: str) -> bool:
+        return self.idempotent_send and name == "send"
+
+
+async def drive(
+    store: RunStore,
+    run_id: str,
+    world: World,
+    *,
+    owner: str = "w1",
+    script: Sequence[ModelTurnResult] = SCRIPT,
+) -> LoopResult:
+    """Claim the run, answer its open turn, run the loop to its end, record how it ended."""
+    async with open_durable_run(
+        store,
+        run_id,
+        owner=owner,
+        lease_ttl=30,
+        resumability=world.resumability,
+        uses_idempotency_key=world.uses_key,
+    ) as run:
+
+        async def run_tool_call(tool_call: ToolCallLike) -> ToolCallOutcome:
+            name, call_id = tool_call_name(tool_call), tool_call_id(tool_call)
+            world.keys.setdefault(call_id, run.idempotency_key(tool_call))
+            assert world.keys[call_id] == run.idempotency_key(tool_call)
+            if name == "send":
+                if world.idempotent_send and call_id in world.effects:
+                    pass  # the service saw this key already: no second effect
+                else:
+                    world.effects.append(call_id)
+            else:
+                world.reads.append(call_id)
+            if world.during_tool is not None:
+                await world.during_tool()
+            await anyio.sleep(world.tool_seconds)
+            return ToolCallOutcome(
+                tool_message={"role": "tool", "tool_call_id": call_id, "content": f"{name} ok"}
+            )
+
+        async def call_model(turn: ModelTurn) -> ModelTurnResult:
+            await anyio.sleep(0.5)
+            spoken = sum(1 for m in turn.messages if m["role"] == "assistant")
+            return script[spoken]
+
+        await run.finish_open_turn(run_tool_call)
+        loop = ToolLoop(
+            state=run.state,
+            max_iterations=10,
+            call_model=run.wrap_call_model(call_model),
+            run_tool_call=run.wrap_tool_call(run_tool_call),
+            save_session=run.save_session,
+            stop=run.stop,
+            run_id=run_id,
+        )
+        result = await loop.run()
+        await run.finish(result.reason)
+    return result
+
+
+def check_history(messages: list[dict[str, Any]]) -> None:
+    """The tool-call history a provider demands: every call answered once, right after it."""
+    assert heal_transcript(messages).changes == ()
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            ids = [c["id"] for c in message["tool_calls"]]
+            answers = messages[index + 1 : index + 1 + len(ids)]
+            assert sorted(a["tool_call_id"] for a in answers) == sorted(ids)
+            assert all(a["role"] == "tool" for a in answers)

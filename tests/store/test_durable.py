@@ -1,0 +1,315 @@
+"""Durable runs on both stores: persisted as they go, resumed after a crash, never twice."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import anyio
+import pytest
+
+from juno_bind_trio import INTERRUPTED_TOOL_CALL_MESSAGE
+from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.plugins import tool_failure_message
+from juno_bind_trio.run import ToolCallReceiptKey
+from juno_bind_trio.store import (
+    RunLeasedError,
+    RunStore,
+    open_durable_run,
+    tool_call_idempotency_key,
+    tool_call_receipt_key,
+)
+from juno_bind_trio.testing import CrashingStore, CrashPoint, SimulatedCrash, run_until_crash
+
+from .durable_world import SCRIPT, World, call, check_history, drive
+from .store_helpers import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+USER = [{"role": "user", "content": "send the invitations"}]
+
+
+def interrupted_answers(messages: list[dict[str, Any]]) -> set[str]:
+    return {
+        m["tool_call_id"]
+        for m in messages
+        if m["role"] == "tool" and INTERRUPTED_TOOL_CALL_MESSAGE in m["content"]
+    }
+
+
+async def test_a_durable_run_is_saved_at_every_iteration(store: RunStore) -> None:
+    await store.create_run("r1", messages=USER, agent="inviter")
+    world = World()
+    result = await drive(store, "r1", world)
+    assert result.reason == "completed"
+    loaded = await store.load("r1")
+    assert loaded.record.status == "completed"
+    assert loaded.record.iteration == 3
+    assert loaded.record.lease_owner is None
+    assert loaded.pending_turn is None
+    check_history(loaded.messages)
+    assert loaded.messages[-1] == {"role": "assistant", "content": "all sent"}
+    receipts = await store.receipts("r1")
+    assert [(r.iteration, r.tool_call_id, r.state) for r in receipts] == [
+        (1, "c1", "succeeded"),
+        (1, "c2", "succeeded"),
+        (2, "c3", "succeeded"),
+        (2, "c4", "succeeded"),
+    ]
+    assert [r.resumability for r in receipts] == [
+        "non_repeatable",
+        "repeatable",
+        "non_repeatable",
+        "non_repeatable",
+    ]
+    assert sorted(world.effects) == ["c1", "c3", "c4"]
+    with pytest.raises(ValueError, match="ended 'completed'"):
+        await drive(store, "r1", world)
+
+
+# Every point, at each call of the scripted run; the tool that honours its
+# idempotency key on every other row, so both resume paths meet every point.
+CRASHES: list[tuple[CrashPoint, int, bool]] = [
+    ("after_model_answer", 1, False),
+    ("after_model_answer", 2, True),
+    ("after_calls_started", 1, False),
+    ("after_calls_started", 1, True),
+    ("after_calls_started", 2, False),
+    ("after_calls_started", 3, True),
+    ("after_results", 1, False),
+    ("after_results", 1, True),
+    ("after_results", 2, True),
+    ("after_results", 3, False),
+    ("before_save", 1, True),
+    ("before_save", 2, False),
+    ("before_save", 3, True),
+]
+
+
+@pytest.mark.parametrize(("point", "n", "idempotent_send"), CRASHES)
+async def test_a_crash_at_any_point_resumes_with_no_effect_twice(
+    store: RunStore, point: CrashPoint, n: int, idempotent_send: bool
+) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World(idempotent_send=idempotent_send)
+    crashing = CrashingStore(store, point, n)
+    assert await run_until_crash(lambda: drive(crashing, "r1", world))
+    assert crashing.crashed
+    with pytest.raises(SimulatedCrash):
+        await crashing.get_run("r1")
+    # The dead worker wrote nothing on its way out: the run is still its.
+    dead = await store.load("r1")
+    assert dead.record.status == "running"
+    assert dead.record.lease_owner == "w1"
+    assert all(r.state != "interrupted" for r in dead.receipts)
+    finished_before = {r.tool_call_id for r in await store.receipts("r1") if r.state == "succeeded"}
+    effects_before, reads_before = list(world.effects), list(world.reads)
+
+    # The same worker, restarted, takes its run back and finishes it.
+    result = await drive(store, "r1", world)
+    assert result.reason == "completed"
+    final = await store.load("r1")
+    assert final.record.status == "completed"
+    check_history(final.messages)
+    # Every non-repeatable effect at most once; no finished call ran again.
+    assert len(world.effects) == len(set(world.effects))
+    ran_again = world.effects[len(effects_before) :] + world.reads[len(reads_before) :]
+    assert not finished_before & set(ran_again)
+    refused = interrupted_answers(final.messages)
+    assert refused <= {"c1", "c3", "c4"}  # only non-repeatable calls are ever refused
+    if idempotent_send:
+        assert refused == set()  # a tool that honours the key is dispatched again instead
+        assert sorted(world.effects) == ["c1", "c3", "c4"]
+    else:
+        assert set(world.effects) | refused == {"c1", "c3", "c4"}
+
+
+@pytest.mark.parametrize(
+    ("point", "n", "effects", "reads", "refused"),
+    [
+        # The model answered; nothing started: every call runs on resume, once.
+        ("after_model_answer", 1, ["c1", "c3", "c4"], ["c2"], set()),
+        # The whole first batch settled; only the save was lost: nothing runs again.
+        ("before_save", 1, ["c1", "c3", "c4"], ["c2"], set()),
+        ("after_results", 2, ["c1", "c3", "c4"], ["c2"], set()),
+    ],
+)
+async def test_what_a_resume_runs_again(
+    store: RunStore,
+    point: CrashPoint,
+    n: int,
+    effects: list[str],
+    reads: list[str],
+    refused: set[str],
+) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World()
+    assert await run_until_crash(lambda: drive(CrashingStore(store, point, n), "r1", world))
+    await drive(store, "r1", world)
+    assert sorted(world.effects) == effects
+    assert world.reads == reads
+    assert interrupted_answers((await store.load("r1")).messages) == refused
+
+
+async def test_a_started_send_is_refused_with_the_documented_answer(store: RunStore) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World()
+    # Only c1 (send) and c2 (read) start; c2 settles first (shorter): crash on c1's start.
+    script = (
+        ModelTurnResult(tool_calls=(call("c1", "send", to="ann"),)),
+        ModelTurnResult(content="done"),
+    )
+    crashing = CrashingStore(store, "after_calls_started", 1)
+    assert await run_until_crash(lambda: drive(crashing, "r1", world, script=script))
+    assert world.effects == []  # it died between the receipt and the effect
+    async with open_durable_run(store, "r1", owner="w1", resumability=world.resumability) as run:
+        answers = await run.finish_open_turn(lambda c: pytest.fail("must not run"))
+        assert [(a.tool_call_id, a.state, a.action) for a in answers] == [
+            ("c1", "started", "refuse")
+        ]
+        assert run.state.messages[-1] == tool_failure_message(
+            "c1", INTERRUPTED_TOOL_CALL_MESSAGE, "interrupted"
+        )
+        assert json.loads(run.state.messages[-1]["content"]) == {
+            "success": False,
+            "kind": "interrupted",
+            "error": INTERRUPTED_TOOL_CALL_MESSAGE,
+        }
+        await run.finish("stopped")
+    assert world.effects == []
+
+
+async def test_another_worker_waits_for_the_lease_to_expire(
+    store: RunStore, clock: FakeClock
+) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World()
+    assert await run_until_crash(
+        lambda: drive(CrashingStore(store, "after_results", 1), "r1", world)
+    )
+    with pytest.raises(RunLeasedError):
+        await drive(store, "r1", world, owner="w2")
+    clock.advance(31)
+    assert (await drive(store, "r1", world, owner="w2")).reason == "completed"
+    assert len(world.effects) == len(set(world.effects))
+    record = await store.get_run("r1")
+    assert (record.status, record.lease_token) == ("completed", 2)
+
+
+async def test_a_worker_that_lost_its_lease_stops_softly_and_writes_nothing(
+    store: RunStore, clock: FakeClock
+) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World()
+    taken = anyio.Event()
+
+    async def thief() -> None:
+        # While w1's first batch runs, its lease expires (w1 stalled) and w2 takes the run.
+        if not taken.is_set():
+            taken.set()
+            clock.advance(31)
+            await store.claim_run("r1", owner="w2", ttl=30)
+
+    world.during_tool = thief
+    result = await drive(store, "r1", world)
+    world.during_tool = None
+    assert taken.is_set()
+    assert result.reason == "stopped"  # softly: the loop ended, nothing was cancelled
+    loaded = await store.load("r1")
+    # w1 wrote nothing after losing the lease: no settled receipt, no saved iteration.
+    assert loaded.record.lease_owner == "w2"
+    assert loaded.record.iteration == 0
+    assert {r.state for r in loaded.receipts} == {"started"}
+    # w2 finishes it; c1 started under w1 and may have sent: refused, never twice.
+    clock.advance(1)
+    assert (await drive(store, "r1", world, owner="w2")).reason == "completed"
+    assert world.effects.count("c1") == 1
+    check_history((await store.load("r1")).messages)
+
+
+async def test_a_hard_cancel_records_the_interruption_and_hands_the_run_back(
+    store: RunStore,
+) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World()
+    started: list[None] = []
+    with anyio.CancelScope() as scope:
+
+        async def cancel_once_both_started() -> None:
+            # Both calls have made their effect; the first waits for the second.
+            started.append(None)
+            if len(started) == 2:
+                scope.cancel()
+            await anyio.sleep_forever()
+
+        world.during_tool = cancel_once_both_started
+        await drive(store, "r1", world)
+    world.during_tool = None
+    loaded = await store.load("r1")
+    assert {r.tool_call_id: r.state for r in loaded.receipts} == {
+        "c1": "interrupted",
+        "c2": "interrupted",
+    }
+    assert (loaded.record.status, loaded.record.lease_owner) == ("running", None)
+    lease = await store.claim_next(owner="w9", ttl=30)  # handed back: claimable at once
+    assert lease is not None
+    assert lease.run_id == "r1"
+    async with open_durable_run(
+        store, "r1", owner="w9", lease=lease, resumability=world.resumability
+    ) as run:
+        answers = await run.finish_open_turn(world_tool(world))
+        assert {a.tool_call_id: a.action for a in answers} == {"c1": "refuse", "c2": "run"}
+        await run.finish("stopped")
+    assert world.effects == ["c1"]
+    assert world.reads == ["c2", "c2"]  # repeatable: run again
+
+
+def world_tool(world: World) -> Any:
+    from juno_bind_trio.loop import ToolCallOutcome
+
+    async def run(tool_call: Any) -> ToolCallOutcome:
+        world.reads.append(tool_call["id"])
+        return ToolCallOutcome(
+            tool_message={"role": "tool", "tool_call_id": tool_call["id"], "content": "again"}
+        )
+
+    return run
+
+
+def test_the_idempotency_key_is_stable_and_depends_on_every_part() -> None:
+    base = tool_call_receipt_key("r1", call("c1", "send", to="ann", n=1))
+    # Key order and spacing in the model's JSON do not change it.
+    same = tool_call_receipt_key(
+        "r1",
+        {"id": "c1", "function": {"name": "send", "arguments": '{ "n": 1, "to": "ann" }'}},
+    )
+    assert tool_call_idempotency_key(base) == tool_call_idempotency_key(same)
+    key = tool_call_idempotency_key(base)
+    assert re.fullmatch("[0-9a-f]{64}", key)
+    others = [
+        ToolCallReceiptKey(
+            run_id="r2",
+            tool_call_id=base.tool_call_id,
+            tool_name=base.tool_name,
+            args_hash=base.args_hash,
+        ),
+        tool_call_receipt_key("r1", call("c2", "send", to="ann", n=1)),
+        tool_call_receipt_key("r1", call("c1", "send", to="bob", n=1)),
+    ]
+    assert len({tool_call_idempotency_key(k) for k in others} | {key}) == 4
+    with pytest.raises(TypeError, match="tool_call_idempotency_key"):
+        tool_call_idempotency_key("r1:c1")  # type: ignore[arg-type]
+
+
+async def test_open_durable_run_refuses_bad_arguments(store: RunStore) -> None:
+    with pytest.raises(TypeError, match="open_durable_run: store"):
+        async with open_durable_run("runs.db", "r1", owner="w"):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(ValueError, match="renew_interval"):
+        async with open_durable_run(store, "r1", owner="w", lease_ttl=3, renew_interval=3):
+            pass
+    with pytest.raises(ValueError, match="lease_ttl"):
+        async with open_durable_run(store, "r1", owner="w", lease_ttl=-1):
+            pass
+    assert SCRIPT  # the shared script is not mutated by any test

@@ -1,0 +1,187 @@
+"""Worker processes killed with SIGKILL at random points; another process resumes.
+
+Real processes, a real SQLite file or PostgreSQL server, real kills: what
+can only be shown by stopping a process where no handler runs. The kill
+times are random (seeded, printed on failure), so these tests wait on the
+wall clock by nature; they stay small in the default run. ``nox -s
+soak_store`` runs the issue's sizes: 50 killed runs per store, and 8 workers
+draining 500 runs on PostgreSQL while a tenth of them are killed
+(``JUNO_STORE_SOAK=1``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
+
+from .durable_world import check_history
+from .store_helpers import postgres_dsn
+
+WORKER = str(Path(__file__).with_name("kill_worker.py"))
+SOAK = os.environ.get("JUNO_STORE_SOAK") == "1"
+KILLED_RUNS = 50 if SOAK else 4
+MANY = (8, 500, 50) if SOAK else (3, 24, 3)  # workers, runs, kills
+SEED = int(os.environ.get("JUNO_STORE_SEED", "20261130"))
+SENDS = {"a", "c", "d"}  # the script's non-repeatable calls
+
+
+def database(kind: str, tmp_path: Path) -> str:
+    return str(tmp_path / "runs.db") if kind == "sqlite" else postgres_dsn()
+
+
+def open_store(db: str) -> RunStore:
+    return PostgresRunStore(db) if db.startswith("postgresql://") else SqliteRunStore(db)
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, WORKER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise AssertionError(f"worker did not start: {line!r} {proc.stderr.read()!r}")  # type: ignore[union-attr]
+    return proc
+
+
+def finish(proc: subprocess.Popen[str]) -> None:
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+
+
+def effects(path: Path) -> collections.Counter[tuple[str, str, str]]:
+    if not path.exists():
+        return collections.Counter()
+    return collections.Counter(
+        tuple(line.split()[:3])  # type: ignore[misc]
+        for line in path.read_text(encoding="utf-8").splitlines()
+    )
+
+
+async def create_runs(db: str, run_ids: list[str]) -> None:
+    async with open_store(db) as store:
+        for run_id in run_ids:
+            await store.create_run(run_id, messages=[{"role": "user", "content": "go"}])
+
+
+async def status_of(db: str, run_id: str) -> str:
+    async with open_store(db) as store:
+        return (await store.get_run(run_id)).status
+
+
+async def finished_calls(db: str, run_id: str) -> set[str]:
+    async with open_store(db) as store:
+        return {r.tool_call_id for r in await store.receipts(run_id) if r.state == "succeeded"}
+
+
+async def final_state(db: str) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    async with open_store(db) as store:
+        out: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+        for record in await store.list_runs(limit=10_000):
+            out[record.run_id] = (record.status, (await store.load(record.run_id)).messages)
+        return out
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_worker_killed_anywhere_is_resumed_with_no_effect_twice(
+    kind: str, tmp_path: Path
+) -> None:
+    db = database(kind, tmp_path)
+    rng = random.Random(SEED)
+    log = tmp_path / "effects.txt"
+    run_ids = [f"r{i}" for i in range(KILLED_RUNS)]
+    anyio.run(create_runs, db, [*run_ids, "calibration"])
+    # How long one run takes on this machine now: kills land within that span.
+    calibration = start("run", db, "calibration", "w0", str(tmp_path / "calibration.txt"))
+    began = time.monotonic()
+    assert calibration.stdout is not None
+    assert calibration.stdout.readline().strip() == "finished"  # the run, not the exit
+    span = time.monotonic() - began
+    finish(calibration)
+    cut_short = 0
+    for run_id in run_ids:
+        first = start("run", db, run_id, "w1", str(log))
+        time.sleep(rng.uniform(0.0, span))  # a random point: model call, batch, save, ...
+        first.send_signal(signal.SIGKILL)
+        first.communicate()
+        if anyio.run(status_of, db, run_id) != "completed":
+            cut_short += 1
+        done_before = anyio.run(finished_calls, db, run_id)
+        seen_before = effects(log)
+        # A second process, the same worker restarted, resumes the run.
+        finish(start("run", db, run_id, "w1", str(log)))
+        seen = effects(log)
+        for call_id in done_before:  # no finished call ran again
+            tool = "send" if call_id in SENDS else "look"
+            assert seen[run_id, call_id, tool] == seen_before[run_id, call_id, tool], (
+                f"seed {SEED}: {run_id}/{call_id} finished before the kill and ran again"
+            )
+    final = anyio.run(final_state, db)
+    seen = effects(log)
+    for run_id in run_ids:  # the calibration run is not counted
+        status, messages = final[run_id]
+        assert status == "completed", f"seed {SEED}: {run_id} ended {status}"
+        check_history(messages)
+        for call_id in SENDS:  # every non-repeatable effect at most once
+            assert seen[run_id, call_id, "send"] <= 1, f"seed {SEED}: {run_id}/{call_id} twice"
+    # Kills must land mid-run, or this tests nothing; some may come after the end.
+    assert cut_short >= (len(run_ids) // 2 if SOAK else 1), (
+        f"seed {SEED}: only {cut_short} kills landed mid-run"
+    )
+    print(f"\n{kind}: {cut_short} of {len(run_ids)} kills landed mid-run")
+
+
+def test_many_workers_drain_the_runs_while_some_are_killed(tmp_path: Path) -> None:
+    workers, runs, kills = MANY
+    db = postgres_dsn()
+    rng = random.Random(SEED)
+    log, done = tmp_path / "effects.txt", tmp_path / "done.txt"
+    run_ids = [f"m{i:04d}" for i in range(runs)]
+    anyio.run(create_runs, db, run_ids)
+    started = time.monotonic()
+    generation = 0
+
+    def spawn(index: int) -> subprocess.Popen[str]:
+        nonlocal generation
+        generation += 1
+        return start("drain", db, f"w{index}-{generation}", str(log), str(done), "2")
+
+    live = [spawn(i) for i in range(workers)]
+    for _ in range(kills):
+        time.sleep(rng.uniform(0.05, 0.4))
+        index = rng.randrange(workers)
+        live[index].send_signal(signal.SIGKILL)
+        live[index].communicate()
+        live[index] = spawn(index)  # a new worker takes the dead one's place
+    for proc in live:
+        finish(proc)
+    elapsed = time.monotonic() - started
+    final = anyio.run(final_state, db)
+    assert len(final) == runs
+    unfinished = [r for r, (status, _) in final.items() if status != "completed"]
+    assert unfinished == [], f"seed {SEED}"
+    completions = collections.Counter(line.split()[0] for line in done.read_text().splitlines())
+    assert max(completions.values()) == 1, f"seed {SEED}: a run completed twice"
+    seen = effects(log)
+    twice = [key for key, count in seen.items() if key[2] == "send" and count > 1]
+    assert twice == [], f"seed {SEED}: non-repeatable effects repeated: {twice[:5]}"
+    for _, messages in final.values():
+        check_history(messages)
+    print(f"\n{runs} runs, {workers} workers, {kills} kills: {runs / elapsed:.1f} runs/s")
