@@ -7,7 +7,7 @@ Spans follow the OpenTelemetry semantic conventions for generative AI:
 * ``execute_tool {name}``: one per tool call, including calls that never ran.
 
 Only ``opentelemetry-api`` is used, and only when it is importable. Until a
-host installs a real tracer provider (an SDK one), :func:`tracer` answers
+host installs a real tracer provider (an SDK one), ``tracer()`` answers
 ``None`` and every call site skips its tracing work after one cheap check:
 the API's proxy and no-op providers are recognised by type, and the tracer of
 a real provider is cached against that provider.
@@ -159,7 +159,7 @@ class AttemptSpans:
 
     The route executor decides the action after the attempt function has
     returned, so a failed attempt's span stays open (its end time already
-    taken) until [`settle()`][] writes the action on it.
+    taken) until ``settle()`` writes the action on it.
     """
 
     __slots__ = ("_ended", "_open", "_tracer")
@@ -268,7 +268,7 @@ class AttemptSpans:
 class ToolSpans:
     """One batch's ``execute_tool`` spans, keyed by call id.
 
-    [`start()`][] opens a call's span and makes it current; the loop's
+    ``start()`` opens a call's span and makes it current; the loop's
     ``finally`` detaches it in the same task (taking the call's end time), and
     the span is ended when the loop settles the call's answer, with its end
     state: ``finished``, ``failed`` (with its kind), ``interrupted`` or

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pydantic
@@ -430,3 +431,23 @@ def test_a_global_sdk_provider_turns_tracing_on() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, check=False, timeout=60
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_example_prints_the_run_as_a_tree() -> None:
+    # examples/tracing.py sets the global provider, so it runs as its own process.
+    example = Path(__file__).resolve().parents[2] / "examples" / "tracing.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "Clear in Oslo.",
+        "invoke_agent forecaster",
+        "  chat big  error.type=InternalServerError juno.route.action=next_candidate",
+        "  chat small",
+        "  execute_tool get_weather  juno.tool.end_state=finished",
+        "  chat big  error.type=InternalServerError juno.route.action=next_candidate",
+        "  chat small",
+    ]
+    assert "juno_bind_trio INFO route: big from p failed (InternalServerError)" in done.stderr
+    assert "WARNING" not in done.stderr

@@ -911,13 +911,17 @@ class ToolLoop:
                 return await self._call_tool_untraced(call)
             finally:
                 spans.stop(call_id, token)
-        return await self._call_tool_untraced(call)
-
-    async def _call_tool_untraced(self, call: ToolCallLike) -> ToolCallOutcome:
+        # Untraced, inline: no second coroutine per call when no tracer is installed.
         pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
         if not inspect.isawaitable(pending):
             # Settled as a value, not raised: raised, it would become the tool
             # message the model reads. _settle raises the UsageError instead.
+            return cast("ToolCallOutcome", _NotAwaitable(pending))
+        return cast("ToolCallOutcome", await pending)
+
+    async def _call_tool_untraced(self, call: ToolCallLike) -> ToolCallOutcome:
+        pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
+        if not inspect.isawaitable(pending):
             return cast("ToolCallOutcome", _NotAwaitable(pending))
         return cast("ToolCallOutcome", await pending)
 
