@@ -539,8 +539,10 @@ def parser() -> argparse.ArgumentParser:
         help="the event loop to run on (default: trio); the demo behaves the same on both",
     )
     real = described.add_argument_group(
-        "a real endpoint (all three together; each defaults to its OPENAI_* variable "
-        "only when --base-url is given)"
+        "a real endpoint",
+        "Runs the turn against an OpenAI-compatible endpoint instead of the fake "
+        "provider. Give --base-url or --model to choose this; the other settings "
+        "then default to OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL.",
     )
     real.add_argument(
         "--base-url",

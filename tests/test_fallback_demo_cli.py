@@ -268,3 +268,19 @@ def test_ctrl_c_stops_at_once_with_130_and_one_line(event_loop: str) -> None:
     assert child.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted (Ctrl-C): the demo stopped"]
     assert "Summary" not in out
+
+
+def test_an_api_key_in_the_environment_alone_still_runs_the_fake_demo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many shells export OPENAI_API_KEY: that is not a request for a real endpoint."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
+    ran: list[str] = []
+
+    async def fake_demo(out: Any, *, live: bool, pace: float) -> int:
+        ran.append("demo")
+        return 0
+
+    monkeypatch.setattr(demo, "demo", fake_demo)
+    assert demo.main([]) == 0
+    assert ran == ["demo"]

@@ -303,7 +303,7 @@ async def test_other_items_and_a_closed_sinks_text_are_not_paced() -> None:
 def test_interval_is_refused_by_name(bad: object) -> None:
     with pytest.raises(TypeError, match=r"CoalescingSink: interval must be a finite non-negative"):
         CoalescingSink(interval=bad)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"CoalescingSink: interval must be"):
+    with pytest.raises(TypeError, match=r"open_memory_sink: interval must be"):
         open_memory_sink(interval=bad)  # type: ignore[arg-type]
 
 

@@ -68,7 +68,7 @@ ENTRIES = [
     Entry(event_from_wire),
     Entry(expects_json_output),
     Entry(json_parses, args=ARGUMENT_TEXT),
-    Entry(open_memory_sink),
+    Entry(open_memory_sink, also_named=("CoalescingSink",)),  # it builds one; the checks are its
     Entry(
         parse_tool_call_arguments,
         args=ARGUMENT_TEXT,

@@ -156,3 +156,46 @@ def test_an_mcp_toolset_refuses_what_is_not_a_server_name_and_tool_infos(
 
     with pytest.raises(TypeError, match=r"^MCPToolset: (server|infos) must be"):
         MCPToolset(server, infos, None)
+
+
+@pytest.mark.parametrize("url", ["\x1f", "localhost:8080", "ftp://x", "http://[::1", "http://"])
+def test_open_openai_client_refuses_a_base_url_that_is_no_http_url(url: str) -> None:
+    async def main() -> None:
+        async with open_openai_client(base_url=url, api_key="k"):
+            pass  # pragma: no cover - refused before
+
+    with pytest.raises(ValueError, match=r"^open_openai_client: base_url must be an http\(s\) URL"):
+        trio.run(main)
+
+
+@pytest.mark.parametrize("calls", [None, 3, "abc"])
+def test_completion_response_refuses_tool_calls_that_are_no_iterable(calls: Any) -> None:
+    from juno_bind_trio.testing import CompletionResponse
+
+    with pytest.raises(TypeError, match=r"^CompletionResponse: tool_calls must be an iterable"):
+        CompletionResponse(None, calls)
+
+
+def test_fake_openai_env_refuses_an_api_key_the_environment_cannot_hold() -> None:
+    from juno_bind_trio.testing import fake_openai_env
+
+    with (
+        pytest.raises(ValueError, match=r"^fake_openai_env: api_key cannot hold a NUL"),
+        fake_openai_env(api_key="a\x00b"),
+    ):
+        pass  # pragma: no cover - refused before
+
+
+@pytest.mark.parametrize(
+    "headers", [{"\x80": "x"}, {"a": "line\nbreak"}, {"a": "\u20ac"}, {"": "x"}]
+)
+def test_open_mcp_http_refuses_headers_http_cannot_carry(headers: dict[str, str]) -> None:
+    pytest.importorskip("mcp")
+    from juno_bind_trio.mcp import open_mcp_http
+
+    async def main() -> None:
+        async with open_mcp_http("http://127.0.0.1:9/mcp", headers=headers):
+            pass  # pragma: no cover - refused before
+
+    with pytest.raises(ValueError, match=r"^open_mcp_http: header .* cannot be sent over HTTP"):
+        trio.run(main)

@@ -315,3 +315,13 @@ def test_a_listing_is_offered_under_distinct_valid_names_or_refused(
         name == model_name(info.server_name, prefix)
         for name, info in zip(offered, infos, strict=True)
     )
+
+
+def test_a_toolset_built_by_hand_checks_its_parts() -> None:
+    with pytest.raises(TypeError, match="MCPToolset: infos must be a tuple of MCPToolInfo"):
+        MCPToolset("s", ("not an info",), None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="MCPToolset: server must be a str"):
+        MCPToolset(b"s", (), None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"MCPToolset: client must be an mcp\.Client"):
+        MCPToolset("s", (), "client")  # type: ignore[arg-type]
+    assert MCPToolset("s", (), None).infos == ()

@@ -6,7 +6,7 @@ import math
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from juno_bind_trio import UsageError
@@ -240,6 +240,20 @@ events = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(events=events, threshold=st.integers(1, 3), probes=st.integers(1, 2))
+# Found by this property: a probe's success closed the breaker while a second
+# probe was still in flight, and the closed breaker went on counting it.
+@example(
+    events=[
+        ("admit", None),
+        ("failure", 0),
+        ("tick", 2.5),
+        ("admit", None),
+        ("admit", None),
+        ("success", 0),
+    ],
+    threshold=1,
+    probes=2,
+)
 def test_breaker_invariants_hold_for_any_event_sequence(
     events: list[tuple[str, object]], threshold: int, probes: int
 ) -> None:

@@ -126,7 +126,8 @@ streams at reading speed sees no added latency.
 """
 
 
-def _check_interval(_self: object, _attr: object, value: object) -> None:
+def check_interval(where: str, value: object) -> None:
+    """Refuse a hand-off interval that is not a finite non-negative number, naming *where*."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -134,9 +135,12 @@ def _check_interval(_self: object, _attr: object, value: object) -> None:
         or value < 0
     ):
         raise TypeError(
-            f"CoalescingSink: interval must be a finite non-negative number of seconds, "
-            f"got {value!r}"
+            f"{where}: interval must be a finite non-negative number of seconds, got {value!r}"
         )
+
+
+def _check_interval(_self: object, _attr: object, value: object) -> None:
+    check_interval("CoalescingSink", value)
 
 
 def _check_retractable(_self: object, _attr: object, value: object) -> None:

@@ -25,7 +25,7 @@ from typing import Protocol, final, runtime_checkable
 import attrs
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ._coalescing import DEFAULT_HANDOFF_INTERVAL, CoalescingSink, MemorySinkPair
+from ._coalescing import DEFAULT_HANDOFF_INTERVAL, CoalescingSink, MemorySinkPair, check_interval
 from ._events import TurnStreamEvent
 
 __all__ = [
@@ -182,6 +182,7 @@ def open_memory_sink(
     """
     if not isinstance(retractable, bool):
         raise TypeError(f"open_memory_sink: retractable must be a bool, got {retractable!r}")
+    check_interval("open_memory_sink", interval)
     sink: CoalescingSink[TurnStreamEvent] = CoalescingSink(
         retractable=retractable, interval=interval
     )

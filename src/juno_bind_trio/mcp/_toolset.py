@@ -104,6 +104,11 @@ class MCPToolset:
         infos: object = self._infos
         if not isinstance(infos, tuple) or not all(isinstance(i, MCPToolInfo) for i in infos):
             raise TypeError(f"MCPToolset: infos must be a tuple of MCPToolInfo, got {shown(infos)}")
+        client: object = self._client
+        if client is not None and not isinstance(client, mcp.Client):
+            raise TypeError(
+                f"MCPToolset: client must be an mcp.Client or None, got {shown(client)}"
+            )
         self._by_name = {info.name: info for info in self._infos}
         self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
         self._tools = tuple(self._tool(info) for info in self._infos)
@@ -452,6 +457,17 @@ def open_mcp_http(
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items())
     ):
         raise TypeError(f"{where}: headers must be None or a mapping of strings, got {headers!r}")
+    if given:
+        for name, value in given.items():
+            # What HTTP can carry: names in ASCII, values in Latin-1, neither
+            # with a line break (httpx would fail on the first request instead).
+            if not (name.isascii() and name.isprintable() and name) or not (
+                value.isprintable() and all(ord(c) < 256 for c in value)
+            ):
+                raise ValueError(
+                    f"{where}: header {name!r} cannot be sent over HTTP (names are printable "
+                    f"ASCII, values printable Latin-1), got {value!r}"
+                )
     options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
     http_client = None
     if headers:

@@ -282,7 +282,10 @@ class CircuitBreaker:
         if ep.state == "closed":
             ep.consecutive_failures = 0
         elif permit.probe and permit._episode == ep.episode and ep.state == "half_open":
-            ep.probes_in_flight -= 1
+            # Closing frees every probe slot, not just this one: another probe still
+            # in flight is now an ordinary call of a closed breaker, and a count
+            # left behind would say "probes in flight" of a breaker that has none.
+            ep.probes_in_flight = 0
             ep.state = "closed"
             ep.consecutive_failures = 0
         # A success from a call admitted before the breaker opened says nothing

@@ -50,6 +50,10 @@ def fake_openai_env(
     given: object = api_key
     if not isinstance(given, str) or not given:
         raise TypeError(f"fake_openai_env: api_key must be a non-empty str, got {api_key!r}")
+    if "\x00" in api_key:
+        raise ValueError(
+            "fake_openai_env: api_key cannot hold a NUL character (environment values)"
+        )
     try:
         running: str | None = sniffio.current_async_library()
     except sniffio.AsyncLibraryNotFoundError:

@@ -287,6 +287,12 @@ class StreamResponse:
 
 
 def _tool_calls(value: Iterable[object]) -> tuple[tuple[str, str, str], ...]:
+    given: object = value
+    if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+        raise TypeError(
+            "CompletionResponse: tool_calls must be an iterable of (id, name, arguments) "
+            f"string triples, got {given!r}"
+        )
     calls: list[tuple[str, str, str]] = []
     for call in value:
         match call:

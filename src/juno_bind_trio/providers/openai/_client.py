@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 
@@ -59,6 +60,16 @@ async def prime_openai_client(client: Any) -> None:
     client._platform = await anyio.to_thread.run_sync(get_platform)
 
 
+def _is_http_url(text: str) -> bool:
+    # Checked here: the SDK's HTTP client refuses the rest only when it builds
+    # the first request, with an error of its own naming nothing of ours.
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return False
+    return text.isprintable() and parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
 @asynccontextmanager
 async def open_openai_client(
     *,
@@ -94,6 +105,8 @@ async def open_openai_client(
     for name, text in (("base_url", base_url), ("api_key", api_key)):
         if text is not None and not isinstance(text, str):
             raise TypeError(f"open_openai_client: {name} must be a str or None, got {shown(text)}")
+    if base_url is not None and not _is_http_url(base_url):
+        raise ValueError(f"open_openai_client: base_url must be an http(s) URL, got {base_url!r}")
     for name, value in limits:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(
