@@ -94,6 +94,13 @@ def soak(session: nox.Session) -> None:
 
 
 @nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the core modules (tools/mutation.py); CPU heavy, outside CI."""
+    session.install("-e", ".[test]")
+    session.run("python", "tools/mutation.py", *session.posargs)
+
+
+@nox.session
 def soak_store(session: nox.Session) -> None:
     """The run store's big crash tests: 50 SIGKILLed runs per store, and 8 workers
     draining 500 runs on PostgreSQL while a tenth are killed. Needs

@@ -108,3 +108,21 @@ def test_every_failed_emit_is_counted() -> None:
     assert len(sink.attempts) == 3
     stream.finish("succeeded")
     assert stream.text == "abc"
+
+
+def test_the_default_hold_limit_is_256() -> None:
+    view = TurnTextView("t1")
+    view.apply(t(0, 0, "a"))
+    for seq in range(2, 258):  # 256 early events: the default limit, still held
+        view.apply(t(0, seq, "x"))
+    assert (view.held, view.resync_needed) == (256, False)
+    view.apply(t(0, 258, "x"))
+    assert view.resync_needed
+
+
+def test_finalize_replaces_text_that_was_already_read() -> None:
+    view = TurnTextView("t1")
+    view.apply(t(0, 0, "streamed"))
+    assert view.text == "streamed"  # read once: the joined text is cached
+    view.finalize("the persisted answer")
+    assert view.text == "the persisted answer"

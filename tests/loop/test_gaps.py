@@ -16,7 +16,13 @@ import anyio
 import pytest
 from loop_scripts import Host, Turn, answers, call
 
-from juno_bind_trio.loop import LoopEvent, ModelTurnResult, RunStats, StatusEvent
+from juno_bind_trio.loop import (
+    AssistantMessageEvent,
+    LoopEvent,
+    ModelTurnResult,
+    RunStats,
+    StatusEvent,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -224,3 +230,30 @@ async def test_run_stats_after_a_model_call_that_was_cancelled() -> None:
         tool_seconds=1.0,
         tool_calls=1,
     )
+
+
+async def test_a_turn_without_content_sends_no_assistant_message_event() -> None:
+    send, receive = anyio.create_memory_object_stream[LoopEvent](math.inf)
+    host = Host([Turn(calls=[call("a")]), Turn(content="done")])
+    with send, receive:
+        await host.loop(events=send).run()
+        send.close()
+        messages = [e async for e in receive if isinstance(e, AssistantMessageEvent)]
+    assert messages == [AssistantMessageEvent(2, "done", False)]
+
+
+async def test_a_turn_emitting_with_no_events_channel_drops_nothing() -> None:
+    host = Host([Turn(calls=[call("a")]), Turn(content="done")])
+    # ScriptedModel reports progress through turn.emit on every turn.
+    loop = host.loop()
+    await loop.run()
+    assert (loop.statistics().events_sent, loop.statistics().events_dropped) == (0, 0)
+
+
+async def test_a_miswired_return_is_a_usage_error_even_when_every_error_is_fatal() -> None:
+    from juno_bind_trio import UsageError
+
+    host = Host([Turn(calls=[call("a", bad_return=True)])])
+    with pytest.raises(UsageError, match=r"run_tool_call must return a ToolCallOutcome"):
+        await host.loop(is_fatal_tool_error=lambda exc: True).run()
+    assert answers(host.state.messages)["a"]["kind"] == "interrupted"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 from typing import Any
 
 import anyio
@@ -25,7 +26,15 @@ from loop_scripts import Host, Turn, answers, call, kind_of
 
 from conftest import run_on
 from juno_bind_trio import UsageError
-from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
+from juno_bind_trio.loop import (
+    LoopEvent,
+    LoopState,
+    ModelTurn,
+    ModelTurnResult,
+    ToolCallOutcome,
+    ToolCallRejectedEvent,
+    ToolLoop,
+)
 from juno_bind_trio.run import INTERRUPTED_TOOL_CALL_MESSAGE, ToolCallLike, tool_call_id
 
 pytestmark = pytest.mark.anyio
@@ -415,3 +424,46 @@ def test_a_stray_cancelled_error_under_a_pending_cancel_is_absorbed_by_the_calle
         assert kind_of(found["b"]) == ("not_run" if serial else "interrupted")
 
     run_on("asyncio", main)
+
+
+@pytest.mark.parametrize("under_cancel", [False, True])
+async def test_a_bare_base_exception_from_a_serial_tool_is_raised_untouched(
+    under_cancel: bool,
+) -> None:
+    async def tool(tc: ToolCallLike) -> ToolCallOutcome:
+        try:
+            await anyio.sleep(2)
+        except anyio.get_cancelled_exc_class():
+            raise HostBase("in cleanup") from None
+        raise HostBase("plain")
+
+    host, loop = loop_for(
+        [Turn(calls=[call("a"), call("b")], delay=0)], tool, runs_serially=lambda tc: True
+    )
+    with pytest.raises(HostBase) as info, anyio.move_on_after(1 if under_cancel else 10):
+        await loop.run()
+    assert str(info.value) == ("in cleanup" if under_cancel else "plain")
+    # Raised as it was: not re-raised from itself, not wrapped.
+    assert info.value.__cause__ is None
+    found = answers(host.state.messages)
+    assert (kind_of(found["a"]), kind_of(found["b"])) == ("interrupted", "not_run")
+
+
+async def test_a_serial_tool_cut_off_mid_failure_keeps_the_failure_as_the_cause() -> None:
+    send, receive = anyio.create_memory_object_stream[LoopEvent](math.inf)
+    _host, loop = loop_for(
+        [Turn(calls=[call("a")], delay=0)],
+        fan_out_then_fail,
+        runs_serially=lambda tc: True,
+        events=send,
+    )
+    with send, receive:
+        with anyio.move_on_after(1.5):
+            await loop.run()
+        send.close()
+        rejected = [e async for e in receive if isinstance(e, ToolCallRejectedEvent)]
+    (event,) = rejected
+    assert event.kind == "interrupted"
+    cause = event.error.__cause__
+    assert isinstance(cause, ExceptionGroup)
+    assert [type(e) for e in cause.exceptions] == [ValueError]

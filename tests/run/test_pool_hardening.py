@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import anyio
@@ -276,3 +277,45 @@ async def test_refused_and_interrupted_results_carry_their_own_call_id() -> None
         isinstance(r, outcome.Error) and isinstance(r.error, InterruptedToolCallError)
         for r in interrupted
     )
+
+
+def test_the_repeated_id_named_is_the_one_repeated() -> None:
+    calls = [call(0), call(1), call(2)]
+    calls[2]["id"] = "c1"
+    with pytest.raises(ValueError, match=r"ids must be unique, got 'c1' twice"):
+        ToolBatch(calls)
+    calls[2]["id"] = ""
+    with pytest.raises(ValueError, match=r"ids must be non-empty, got \{'id': ''"):
+        ToolBatch(calls)
+
+
+async def test_refusals_are_visible_in_the_statistics_while_the_batch_still_runs() -> None:
+    # Three calls to a (one worker) and a long call to b. The stop fires while a0
+    # runs; a1 and a2 are refused at their claims while b0 is still running.
+    stop = anyio.CancelScope()
+    batch: ToolBatch[None] = ToolBatch([call(0, "a"), call(1, "a"), call(2, "a"), call(3, "b")])
+    seen: list[Any] = []
+
+    async def tool(c: ToolCallLike) -> None:
+        if c["id"] == "c3":  # type: ignore[index]
+            await anyio.sleep(1.5)
+            seen.append((batch.statistics(), batch.states))
+            await anyio.sleep(1.5)
+            return
+        await anyio.sleep(1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(batch.run, tool, stop=stop, per_tool_limit=1))
+        await anyio.sleep(0.5)
+        stop.cancel()
+    ((stats, states),) = seen
+    assert states == ("finished", "refused", "refused", "running")
+    assert (stats.refused, stats.queued, stats.in_flight) == (2, 0, 1)
+
+
+def test_a_batch_is_compared_and_hashed_by_identity() -> None:
+    # A batch is a stateful object: two batches of the same calls are two batches.
+    first: ToolBatch[None] = ToolBatch([call(0)])
+    second: ToolBatch[None] = ToolBatch([call(0)])
+    assert first != second
+    assert len({first, second}) == 2

@@ -15,7 +15,14 @@ from typing import Any
 import anyio
 import attrs
 
-from juno_bind_trio.loop import LoopResult, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
+from juno_bind_trio.loop import (
+    LoopResult,
+    ModelTurn,
+    ModelTurnResult,
+    RunStats,
+    ToolCallOutcome,
+    ToolLoop,
+)
 from juno_bind_trio.run import EffectResumability, ToolCallLike, tool_call_id, tool_call_name
 from juno_bind_trio.store import RunStore, open_durable_run
 from juno_bind_trio.transcript import heal_transcript
@@ -95,6 +102,9 @@ async def drive(
             spoken = sum(1 for m in turn.messages if m["role"] == "assistant")
             return script[spoken]
 
+        if run.answered:
+            await run.finish("completed")
+            return LoopResult(reason="completed", iterations=0, stats=RunStats())
         await run.finish_open_turn(run_tool_call)
         loop = ToolLoop(
             state=run.state,

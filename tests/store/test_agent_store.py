@@ -183,3 +183,17 @@ async def test_a_sub_agent_run_is_stored_with_its_lineage(store: RunStore) -> No
     assert children[0].chain.depth == 1
     assert [link.agent for link in children[0].chain.links] == ["planner", "reader"]
     assert children[0].status == "completed"
+
+
+async def test_an_agent_resume_of_an_answered_run_completes_it(store: RunStore) -> None:
+    await store.create_run("o1", messages=[{"role": "user", "content": "go"}])
+    lease = await store.claim_run("o1", owner="w1", ttl=30)
+    answered = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "Done."}]
+    await store.save_transcript(lease, answered, iteration=1)
+
+    async def never(turn: ModelTurn) -> ModelTurnResult:
+        raise AssertionError("the model must not be asked again")
+
+    result = await Agent(never, store=store, store_owner="w1").resume("o1")
+    assert (result.output, result.reason) == ("Done.", "completed")
+    assert (await store.get_run("o1")).status == "completed"

@@ -313,3 +313,19 @@ async def test_open_durable_run_refuses_bad_arguments(store: RunStore) -> None:
         async with open_durable_run(store, "r1", owner="w", lease_ttl=-1):
             pass
     assert SCRIPT  # the shared script is not mutated by any test
+
+
+async def test_a_run_whose_answer_was_saved_but_not_its_status_is_just_completed(
+    store: RunStore,
+) -> None:
+    """SIGKILL between the last save and the release: the model is not asked again."""
+    await store.create_run("r1", messages=USER)
+    lease = await store.claim_run("r1", owner="w1", ttl=30)
+    answered = [*USER, {"role": "assistant", "content": "all sent"}]
+    await store.save_transcript(lease, answered, iteration=1)
+    world = World()
+    result = await drive(store, "r1", world, script=())  # the model must not be called
+    assert result.reason == "completed"
+    loaded = await store.load("r1")
+    assert (loaded.record.status, loaded.messages) == ("completed", answered)
+    assert world.effects == []

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from juno_bind_trio.loop import LoopResult
+from juno_bind_trio.loop import LoopResult, RunStats
 from juno_bind_trio.run import EffectResumability
 
 from ._durable import open_durable_run
@@ -96,6 +96,15 @@ async def run_durably(
         ) as run:
             core.state = run.state
             core.chain = run.chain
+            if run.answered:  # it had ended; a crash lost only its status
+                await run.finish("completed")
+                last = run.state.messages[-1].get("content")
+                return LoopResult(
+                    reason="completed",
+                    iterations=0,
+                    stats=RunStats(),
+                    content=last if isinstance(last, str) else None,
+                )
             await run.finish_open_turn(core.dispatch)
             loop = core.build_loop()
             loop = core.loop = attrs.evolve(

@@ -250,6 +250,22 @@ class DurableRun:
         return self._iteration
 
     @property
+    def answered(self) -> bool:
+        """Whether the run had already ended with the model's answer.
+
+        True when the transcript ends with an assistant message that called
+        no tool and no turn is open: the last iteration was saved, and only
+        the run's status was lost (the worker died between that save and
+        [finish][juno_bind_trio.store.DurableRun.finish]). Finish it as
+        ``"completed"`` instead of asking the model again.
+        """
+        messages = self.state.messages
+        if self._loaded.pending_turn is not None or not messages:
+            return False
+        last = messages[-1]
+        return last.get("role") == "assistant" and not last.get("tool_calls")
+
+    @property
     def open_turn(self) -> dict[str, Any] | None:
         """The assistant message whose calls a crash left unanswered, until
         [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn] answers them."""
