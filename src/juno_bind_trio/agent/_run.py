@@ -32,6 +32,7 @@ import anyio
 import attrs
 import pydantic_core
 
+from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import cancelled_now
 from juno_bind_trio._errors import (
     StructuredOutputError,
@@ -465,6 +466,9 @@ class _RunCore(Generic[OutputT]):
             asked = turn
             if rejected is not None:
                 assert rejected.problem is not None
+                _tracing.run_event(
+                    "juno.output.retry", {"juno.output.problem": rejected.problem[:500]}
+                )
                 asked = ModelTurn(
                     iteration=turn.iteration,
                     turn_id=turn.turn_id,
@@ -550,20 +554,24 @@ class _RunCore(Generic[OutputT]):
                 counter.running += 1
         try:
             self._collect_tools()
-            async with self.settings.model() as model:
-                self.model = model
-                if self.settings.store is not None:
-                    from juno_bind_trio.store._agent import default_owner, run_durably
+            # The run's span is current for the whole run: the loop's tool spans and
+            # the model's chat spans parent under it, and a sub-agent run started in
+            # a tool parents under that tool call's span.
+            with _tracing.agent_span(self.settings.name or "agent", self.run_id):
+                async with self.settings.model() as model:
+                    self.model = model
+                    if self.settings.store is not None:
+                        from juno_bind_trio.store._agent import default_owner, run_durably
 
-                    result = await run_durably(
-                        self,
-                        resume=self.resuming,
-                        owner=self.settings.store_owner or default_owner(),
-                        lease_ttl=self.settings.lease_ttl,
-                    )
-                else:
-                    loop = self.loop = self.build_loop()
-                    result = await loop.run()
+                        result = await run_durably(
+                            self,
+                            resume=self.resuming,
+                            owner=self.settings.store_owner or default_owner(),
+                            lease_ttl=self.settings.lease_ttl,
+                        )
+                    else:
+                        loop = self.loop = self.build_loop()
+                        result = await loop.run()
         finally:
             if counter is not None:
                 counter.running -= 1

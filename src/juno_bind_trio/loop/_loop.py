@@ -53,6 +53,7 @@ import attrs
 import outcome
 import trio
 
+from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import (
     cancelled_now,
     checkpoint_if_cancelled,
@@ -314,6 +315,7 @@ class _OpenBatch:
         "pooled",
         "running",
         "running_raised",
+        "spans",
     )
 
     def __init__(
@@ -332,6 +334,9 @@ class _OpenBatch:
         # Positions (in `calls`) of the pooled calls, aligned with `batch.calls`.
         self.pooled: list[int] = []
         self.batch: ToolBatch[ToolCallOutcome] | None = None
+        # The calls' execute_tool spans; None while no tracer provider is installed.
+        found = _tracing.tracer()
+        self.spans: _tracing.ToolSpans | None = None if found is None else _tracing.ToolSpans(found)
 
 
 @final
@@ -582,12 +587,17 @@ class ToolLoop:
             # shielded tool or port ran across the cancel), the caller gets the
             # cancellation, not a result that reads as "stopped" or "completed".
             await checkpoint_if_cancelled()
-        except BaseException:
+        except BaseException as exc:
             # Synchronous, no checkpoint: this must finish before the
             # cancellation (or error) leaves, or a caller's `finally` reads a
             # transcript the provider would reject on the next call.
             self._answer_open_calls()
             self._close_owned_sink()
+            if cancelled_now():
+                _tracing.logger.info("run %s: cancelled (hard cancel)", self._run_id)
+                _tracing.run_event("juno.run.cancelled", {"juno.run.id": self._run_id})
+            elif not isinstance(exc, Exception):
+                _tracing.logger.info("run %s: ended by %s", self._run_id, type(exc).__name__)
             raise
         self._close_owned_sink()
         return result
@@ -890,10 +900,28 @@ class ToolLoop:
 
     async def _call_tool(self, call: ToolCallLike) -> ToolCallOutcome:
         """``run_tool_call``, with what it returned checked where the loop can still say so."""
+        open_batch = self._open
+        spans = None if open_batch is None else open_batch.spans
+        if spans is not None:
+            # Current for this call only, detached in this task: a pool worker's
+            # next call parents under the batch's context, never this span.
+            call_id = tool_call_id(call)
+            token = spans.start(call_id, tool_call_name(call), tool_call_arguments(call))
+            try:
+                return await self._call_tool_untraced(call)
+            finally:
+                spans.stop(call_id, token)
+        # Untraced, inline: no second coroutine per call when no tracer is installed.
         pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
         if not inspect.isawaitable(pending):
             # Settled as a value, not raised: raised, it would become the tool
             # message the model reads. _settle raises the UsageError instead.
+            return cast("ToolCallOutcome", _NotAwaitable(pending))
+        return cast("ToolCallOutcome", await pending)
+
+    async def _call_tool_untraced(self, call: ToolCallLike) -> ToolCallOutcome:
+        pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
+        if not inspect.isawaitable(pending):
             return cast("ToolCallOutcome", _NotAwaitable(pending))
         return cast("ToolCallOutcome", await pending)
 
@@ -915,6 +943,14 @@ class ToolLoop:
             if isinstance(value, ToolCallOutcome) and value.tool_message["tool_call_id"] == call_id:
                 open_batch.answers[index] = value.tool_message
                 self._tool_calls += 1
+                if open_batch.spans is not None:
+                    open_batch.spans.settle(
+                        call_id,
+                        open_batch.names[index],
+                        "finished",
+                        None,
+                        value.tool_message.get("content"),
+                    )
                 return value
             # The host's run_tool_call is miswired: a UsageError for the host,
             # never a tool message for the model. The call did run, and what it
@@ -930,6 +966,16 @@ class ToolLoop:
         text = tool_error_text(error)
         open_batch.answers[index] = tool_failure_message(call_id, text, kind_for_error(error))
         self._tool_calls += 1
+        if open_batch.spans is not None:
+            kind = kind_for_error(error)
+            state = kind if kind in ("not_run", "interrupted") else "failed"
+            open_batch.spans.settle(
+                call_id,
+                open_batch.names[index],
+                state,
+                kind or type(error).__qualname__,
+                text,
+            )
         if isinstance(error, AbortedToolCallError):
             self._tool_calls_not_run += 1
         elif isinstance(error, InterruptedToolCallError):
@@ -1057,6 +1103,9 @@ class ToolLoop:
     def _result(
         self, reason: LoopEndReason, suspensions: tuple[SuspendDirective, ...] = ()
     ) -> LoopResult:
+        if reason == "stopped":
+            _tracing.logger.info("run %s: soft stop", self._run_id)
+            _tracing.run_event("juno.run.stopped", {"juno.run.id": self._run_id})
         return LoopResult(
             reason=reason,
             iterations=self._iteration,

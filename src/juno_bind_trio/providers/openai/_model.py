@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import attrs
 
+from juno_bind_trio import _tracing
 from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
@@ -60,6 +61,26 @@ Classifier: TypeAlias = Callable[[Exception, Candidate, RouteCursor], Classified
 
 
 OnRoute: TypeAlias = Callable[[RouteResult[ModelTurnResult]], None]
+
+
+def _log_route(result: RouteResult[ModelTurnResult]) -> None:
+    # Route decisions at INFO (never WARNING: a fallback that answered is a success).
+    log = _tracing.logger
+    if not log.isEnabledFor(20):  # logging.INFO
+        return
+    for record in result.attempts:
+        if record.action is None:
+            continue
+        error = record.error
+        log.info(
+            "route: %s from %s failed (%s): %s%s",
+            record.cursor.model,
+            record.candidate.provider,
+            type(error).__qualname__,
+            record.action.name.lower(),
+            f" ({record.adjusted})" if record.adjusted else "",
+        )
+    log.info("route: %s after %d attempt(s)", result.status, len(result.attempts))
 
 
 def _check_plan(given: RoutePlan) -> RoutePlan:
@@ -215,6 +236,15 @@ class OpenAIChatModel:
         text_stream: TurnTextStream | None = None,
     ) -> AttemptFn[ModelTurnResult]:
         """The attempt function for one turn, for a caller driving ``execute_route_plan`` itself."""
+        return self._attempt_function(messages, tools, text_stream, None)
+
+    def _attempt_function(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        text_stream: TurnTextStream | None,
+        spans: _tracing.AttemptSpans | None,
+    ) -> AttemptFn[ModelTurnResult]:
         if text_stream is not None and not isinstance(text_stream, TurnTextStream):
             raise TypeError(
                 "OpenAIChatModel.attempt_function: text_stream must be a TurnTextStream or None, "
@@ -231,6 +261,10 @@ class OpenAIChatModel:
             options = self._request_options
             if candidate.options:
                 options = {**options, **candidate.options}
+            if spans is not None:
+                return await self._traced_attempt(
+                    spans, candidate, cursor, messages, tools, text_stream, options
+                )
             try:
                 value = await stream_chat_completion(
                     self._clients[candidate.provider],
@@ -250,6 +284,67 @@ class OpenAIChatModel:
 
         return attempt
 
+    async def _traced_attempt(
+        self,
+        spans: _tracing.AttemptSpans,
+        candidate: Candidate,
+        cursor: RouteCursor,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        text_stream: TurnTextStream | None,
+        options: Mapping[str, Any],
+    ) -> AttemptSuccess[ModelTurnResult] | AttemptFailure:
+        # The same attempt as the untraced path, with its chat span around it.
+        resets = text_stream.reset_count if text_stream is not None else 0
+        span = spans.start(
+            provider=candidate.provider,
+            model=cursor.model,
+            attempt=cursor.attempt,
+            messages=messages,
+        )
+        try:
+            value = await stream_chat_completion(
+                self._clients[candidate.provider],
+                model=cursor.model,
+                messages=messages,
+                tools=tools,
+                text_stream=text_stream,
+                time_to_first_token=self._time_to_first_token,
+                inter_chunk_timeout=self._inter_chunk_timeout,
+                request_options=options,
+            )
+        except Exception as exc:
+            produced = text_stream.produced_output if text_stream is not None else False
+            try:
+                failure = AttemptFailure(
+                    self._classify(exc, candidate, cursor), produced_output=produced
+                )
+            except BaseException as raised:
+                spans.raised(span, raised)
+                raise
+            verdict = failure.error
+            spans.failed(
+                span,
+                error_type=type(verdict.cause).__qualname__,
+                reason=verdict.reason,
+                verdict=verdict.action.name.lower(),
+                produced_output=produced,
+                resets=(text_stream.reset_count if text_stream is not None else 0) - resets,
+            )
+            return failure
+        except BaseException as exc:
+            spans.raised(span, exc)
+            raise
+        spans.succeeded(
+            span,
+            content=value.content,
+            tool_calls=value.tool_calls,
+            input_tokens=value.input_tokens,
+            output_tokens=value.output_tokens,
+            resets=(text_stream.reset_count if text_stream is not None else 0) - resets,
+        )
+        return AttemptSuccess(value)
+
     async def route(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -258,8 +353,19 @@ class OpenAIChatModel:
         text_stream: TurnTextStream | None = None,
     ) -> RouteResult[ModelTurnResult]:
         """Route one turn over the plan and return the whole result, failed or not."""
-        attempt = self.attempt_function(messages, tools=tools, text_stream=text_stream)
-        result = await execute_route_plan(self._plan, attempt, breaker=self._breaker)
+        found = _tracing.tracer()
+        spans = None if found is None else _tracing.AttemptSpans(found)
+        attempt = self._attempt_function(messages, tools, text_stream, spans)
+        try:
+            result = await execute_route_plan(self._plan, attempt, breaker=self._breaker)
+        except BaseException:
+            if spans is not None:
+                spans.abandon()
+            raise
+        if spans is not None:
+            spans.settle(result.attempts)
+        if len(result.attempts) > 1 or not result.ok:
+            _log_route(result)
         self._last_route = result
         if self._on_route is not None:
             self._on_route(result)

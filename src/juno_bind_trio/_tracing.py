@@ -1,0 +1,331 @@
+"""OpenTelemetry spans and the ``juno_bind_trio`` logger: the package's one instrumentation seam.
+
+Spans follow the OpenTelemetry semantic conventions for generative AI:
+
+* ``invoke_agent {name}``: one per [`Agent`][juno_bind_trio.agent.Agent] run;
+* ``chat {model}``: one per model attempt (so a fallback turn has several);
+* ``execute_tool {name}``: one per tool call, including calls that never ran.
+
+Only ``opentelemetry-api`` is used, and only when it is importable. Until a
+host installs a real tracer provider (an SDK one), ``tracer()`` answers
+``None`` and every call site skips its tracing work after one cheap check:
+the API's proxy and no-op providers are recognised by type, and the tracer of
+a real provider is cached against that provider.
+
+Context: spans are made current with the API's context (contextvars). Every
+tool span is attached for the duration of that one call and detached in a
+``finally`` in the same task, so a pool worker that claims a second call sees
+the batch's context again, never the previous call's span, on either backend.
+A sub-agent run started inside a tool therefore parents under that tool's span.
+
+Message content (prompts, completions, tool arguments and results) is off by
+default; set ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` to
+record it, as the conventions propose.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+try:
+    from opentelemetry import context as _otel_context
+    from opentelemetry import trace as _otel_trace
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Status, StatusCode
+
+    _HAVE_API = True
+except ImportError:  # pragma: no cover - the API is an optional dependency
+    _HAVE_API = False
+
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "logger",
+]
+
+logger: Final = logging.getLogger("juno_bind_trio")
+"""The package's logger: route decisions and cancellations at INFO, never WARNING on success."""
+
+CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""Set to ``true`` to record message content on spans (off by default)."""
+
+_SCOPE: Final = "juno_bind_trio"
+_cached_provider: object = None
+_cached_tracer: Tracer | None = None
+# A provider used instead of the global one (tests install one per test here,
+# since the API lets the global provider be set only once per process).
+_provider_override: Any = None
+
+
+def tracer() -> Tracer | None:
+    """The package's tracer, or ``None`` when no real tracer provider is installed."""
+    if not _HAVE_API:  # pragma: no cover - the API is an optional dependency
+        return None
+    global _cached_provider, _cached_tracer
+    provider = _provider_override or _otel_trace.get_tracer_provider()
+    if provider is _cached_provider:
+        return _cached_tracer
+    if isinstance(provider, (ProxyTracerProvider, NoOpTracerProvider)):
+        found: Tracer | None = None
+    else:
+        found = provider.get_tracer(_SCOPE)
+    _cached_provider, _cached_tracer = provider, found
+    return found
+
+
+def capture_content() -> bool:
+    """Whether message content goes on spans (the conventions' opt-in variable)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _as_json(value: object) -> str:
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def set_error(span: Span, error_type: str, description: str | None = None) -> None:
+    """Mark *span* failed: the conventions' ``error.type`` and an ERROR status."""
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR, description))
+
+
+# --- the run span ---------------------------------------------------------------------------
+
+
+@contextmanager
+def agent_span(name: str, run_id: str) -> Iterator[Span | None]:
+    """``invoke_agent {name}``, current for the body; ``None`` when tracing is off.
+
+    An exception leaving the body marks the span failed (a cancellation as
+    ``error.type = "cancelled"``) and is re-raised unchanged.
+    """
+    found = tracer()
+    if found is None:
+        yield None
+        return
+    span = found.start_span(
+        f"invoke_agent {name}",
+        kind=_otel_trace.SpanKind.INTERNAL,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.conversation.id": run_id,
+        },
+    )
+    token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+    try:
+        yield span
+    except BaseException as exc:
+        if isinstance(exc, Exception):
+            set_error(span, type(exc).__qualname__, str(exc) or None)
+        else:
+            set_error(span, "cancelled" if _is_cancel(exc) else type(exc).__qualname__)
+        raise
+    finally:
+        _otel_context.detach(token)
+        span.end()
+
+
+def _is_cancel(exc: BaseException) -> bool:
+    # trio.Cancelled, asyncio.CancelledError, or a group of them.
+    name = type(exc).__name__
+    if name in ("Cancelled", "CancelledError"):
+        return True
+    inner = getattr(exc, "exceptions", None)
+    return isinstance(inner, tuple) and bool(inner) and all(_is_cancel(e) for e in inner)
+
+
+def run_event(name: str, attributes: Mapping[str, str | int] | None = None) -> None:
+    """An event on the current span (the run's, where the loop calls it); no-op when off."""
+    if tracer() is None:
+        return
+    _otel_trace.get_current_span().add_event(name, attributes=dict(attributes or {}))
+
+
+# --- model attempts ---------------------------------------------------------------------------
+
+
+class AttemptSpans:
+    """A turn's ``chat`` spans, one per attempt, ended once routing decided what came next.
+
+    The route executor decides the action after the attempt function has
+    returned, so a failed attempt's span stays open (its end time already
+    taken) until ``settle()`` writes the action on it.
+    """
+
+    __slots__ = ("_ended", "_open", "_tracer")
+
+    def __init__(self, found: Tracer) -> None:
+        self._tracer = found
+        self._open: list[tuple[Span, int]] = []  # (span, end time in ns) per returned attempt
+        self._ended: list[bool] = []
+
+    def start(self, *, provider: str, model: str, attempt: int, messages: object) -> Span:
+        span = self._tracer.start_span(
+            f"chat {model}",
+            kind=_otel_trace.SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.request.model": model,
+                "juno.route.attempt": attempt,
+            },
+        )
+        if capture_content():
+            span.set_attribute("gen_ai.input.messages", _as_json(messages))
+        return span
+
+    def succeeded(
+        self,
+        span: Span,
+        *,
+        content: str | None,
+        tool_calls: Sequence[object],
+        input_tokens: int,
+        output_tokens: int,
+        resets: int,
+    ) -> None:
+        if resets:
+            span.add_event("juno.text_stream.reset", {"juno.text_stream.resets": resets})
+        span.set_attribute(
+            "gen_ai.response.finish_reasons", ("tool_calls",) if tool_calls else ("stop",)
+        )
+        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+        if capture_content():
+            span.set_attribute(
+                "gen_ai.output.messages",
+                _as_json([{"role": "assistant", "content": content, "tool_calls": tool_calls}]),
+            )
+        self._open.append((span, time.time_ns()))
+
+    def failed(
+        self,
+        span: Span,
+        *,
+        error_type: str,
+        reason: str,
+        verdict: str,
+        produced_output: bool,
+        resets: int,
+    ) -> None:
+        if resets:
+            span.add_event("juno.text_stream.reset", {"juno.text_stream.resets": resets})
+        span.set_attribute("juno.route.verdict", verdict)
+        span.set_attribute("juno.route.produced_output", produced_output)
+        set_error(span, error_type, reason or None)
+        self._open.append((span, time.time_ns()))
+
+    @staticmethod
+    def raised(span: Span, exc: BaseException) -> None:
+        """The attempt raised (a cancellation, or an unclassified error): end it now."""
+        cancelled = not isinstance(exc, Exception) and _is_cancel(exc)
+        set_error(span, "cancelled" if cancelled else type(exc).__qualname__)
+        span.end()
+
+    def settle(self, attempts: Sequence[Any]) -> None:
+        """Write routing's action on each returned attempt and end its span.
+
+        *attempts* is the route's trail
+        ([`AttemptRecord`][juno_bind_trio.routing.AttemptRecord]s, in order), one per
+        attempt that returned.
+        """
+        for (span, ended), record in zip(self._open, attempts, strict=False):
+            action = record.action
+            if action is not None:
+                span.set_attribute("juno.route.action", action.name.lower())
+                span.add_event(
+                    "juno.route.decision",
+                    {"juno.route.action": action.name.lower()}
+                    | ({"juno.route.adjusted": record.adjusted} if record.adjusted else {}),
+                )
+            if record.adjusted:
+                span.set_attribute("juno.route.adjusted", record.adjusted)
+            span.end(end_time=ended)
+        for span, ended in self._open[len(attempts) :]:
+            span.end(end_time=ended)
+        self._open.clear()
+
+    def abandon(self) -> None:
+        """The route raised: end whatever is still open, as it stands."""
+        for span, ended in self._open:
+            span.end(end_time=ended)
+        self._open.clear()
+
+
+# --- tool calls -------------------------------------------------------------------------------
+
+
+class ToolSpans:
+    """One batch's ``execute_tool`` spans, keyed by call id.
+
+    ``start()`` opens a call's span and makes it current; the loop's
+    ``finally`` detaches it in the same task (taking the call's end time), and
+    the span is ended when the loop settles the call's answer, with its end
+    state: ``finished``, ``failed`` (with its kind), ``interrupted`` or
+    ``not_run``. A call that never started gets a span of its own then.
+    """
+
+    __slots__ = ("_open", "_tracer")
+
+    def __init__(self, found: Tracer) -> None:
+        self._tracer = found
+        self._open: dict[str, tuple[Span, int | None]] = {}
+
+    def start(self, call_id: str, name: str, arguments: str) -> object:
+        span = self._tracer.start_span(
+            f"execute_tool {name}",
+            kind=_otel_trace.SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": call_id,
+            },
+        )
+        if capture_content():
+            span.set_attribute("gen_ai.tool.call.arguments", arguments)
+        self._open[call_id] = (span, None)
+        return _otel_context.attach(_otel_trace.set_span_in_context(span))
+
+    def stop(self, call_id: str, token: object) -> None:
+        """The call's task left it (however): detach its context, keep its end time."""
+        _otel_context.detach(token)  # type: ignore[arg-type]
+        held = self._open.get(call_id)
+        if held is not None:
+            self._open[call_id] = (held[0], time.time_ns())
+
+    def settle(
+        self, call_id: str, name: str, state: str, kind: str | None, content: object
+    ) -> None:
+        """End the call's span with its end state (making one for a call that never ran)."""
+        held = self._open.pop(call_id, None)
+        if held is None:
+            span = self._tracer.start_span(
+                f"execute_tool {name}",
+                kind=_otel_trace.SpanKind.INTERNAL,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": call_id,
+                },
+            )
+            ended: int | None = None
+        else:
+            span, ended = held
+        span.set_attribute("juno.tool.end_state", state)
+        if kind is not None:
+            span.set_attribute("juno.tool.failure_kind", kind)
+        if state in ("failed", "interrupted"):
+            set_error(span, kind or state)
+        if capture_content() and content is not None:
+            span.set_attribute("gen_ai.tool.call.result", _as_json(content))
+        span.end(end_time=ended)
