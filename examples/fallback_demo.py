@@ -34,9 +34,10 @@ import functools
 import json
 import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
 import anyio
@@ -572,6 +573,41 @@ def _only_interrupts(error: BaseException) -> bool:
     return False
 
 
+async def stop_on_ctrl_c(run: Callable[[], Awaitable[int]]) -> int:
+    """Run *run* in a scope that Ctrl-C cancels: the package's own way to stop a run.
+
+    Left to the event loop, Ctrl-C is a KeyboardInterrupt on trio and a bare
+    task.cancel() on asyncio; a cancel scope means the same on both, and the
+    run's cancellation guarantees then hold however the demo is stopped.
+    """
+    interrupted = False
+    result = 0
+    failed: EndpointFailed | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        try:
+            result = await run()
+        except EndpointFailed as exc:
+            # Raised after the group, as itself: inside it, it would reach main()
+            # wrapped in an exception group.
+            failed = exc
+        tg.cancel_scope.cancel()
+    if interrupted:
+        raise KeyboardInterrupt
+    if failed is not None:
+        raise failed
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
@@ -609,7 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             pace = FAST_PACE if args.fast else PACE
             run = functools.partial(demo, out, live=out.isatty(), pace=pace)
-        return anyio.run(run, backend=args.backend)
+        return anyio.run(stop_on_ctrl_c, run, backend=args.backend)
     except EndpointFailed as failed:
         out.flush()
         print(failed, file=sys.stderr)
