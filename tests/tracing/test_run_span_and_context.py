@@ -107,8 +107,9 @@ def _tool_calls(*calls: tuple[str, str, dict[str, Any]]) -> StreamResponse:
 
 
 async def test_a_bare_tool_loop_run_is_one_run_span_with_its_cancel(
-    exporter: InMemorySpanExporter,
+    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="juno_bind_trio")
     # A fallback turn (503, then a 409 with no retries left, then the answer),
     # then a batch that a hard cancel cuts: no Agent anywhere.
     script: dict[str, list[FakeResponse]] = {
@@ -162,6 +163,17 @@ async def test_a_bare_tool_loop_run_is_one_run_span_with_its_cancel(
                 tg.start_soon(cancel_once_slow_runs)
                 await loop.run()
     assert scope.cancelled_caught
+    # The route's decisions and the cancel, each at INFO.
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "juno_bind_trio"] == [
+        (logging.INFO, "route: big from provider-a failed (InternalServerError): next_candidate"),
+        (
+            logging.INFO,
+            "route: big from provider-b failed (ConflictError): "
+            "next_candidate (retry_budget_spent)",
+        ),
+        (logging.INFO, "route: succeeded after 3 attempt(s)"),
+        (logging.INFO, "run bare-run: cancelled (hard cancel)"),
+    ]
     spans = exporter.get_finished_spans()
     assert span_tree(spans) == [
         (
@@ -374,3 +386,33 @@ async def test_a_loop_inside_a_tool_gets_its_own_run_span_under_that_call(
     (inner,) = named(spans, "invoke_agent")
     assert (outer.attributes or {})["gen_ai.conversation.id"] == result.run_id
     assert (inner.attributes or {})["gen_ai.conversation.id"] == f"{result.run_id}-inner"
+
+
+async def test_a_bare_tool_loop_that_succeeds_logs_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Tracing off (no provider): the logger speaks for itself. A run whose every
+    # attempt answered at once, with a tool batch, says nothing at any level.
+    caplog.set_level(logging.DEBUG)
+    script: dict[str, list[FakeResponse]] = {
+        "m": [_tool_calls(("a1", "add", {"x": 1})), StreamResponse.of_text("Sum: 2.")]
+    }
+
+    async def run_tool(call: ToolCallLike) -> ToolCallOutcome:
+        return ToolCallOutcome.from_content(tool_call_id(call), "2")
+
+    async with (
+        open_fake_openai_server(script) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        loop = ToolLoop(
+            state=LoopState(messages=[{"role": "user", "content": "1 + 1?"}]),
+            max_iterations=3,
+            call_model=OpenAIChatModel(
+                plan=RoutePlan([RouteStage("m", [Candidate("p")])]), clients={"p": client}
+            ),
+            run_tool_call=run_tool,
+        )
+        result = await loop.run()
+    assert (result.reason, result.content) == ("completed", "Sum: 2.")
+    assert [r for r in caplog.records if r.name.startswith("juno_bind_trio")] == []
