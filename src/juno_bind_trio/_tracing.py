@@ -219,16 +219,29 @@ class AttemptSpans:
         self._tracer = found
         self._open: list[tuple[Span, int]] = []  # (span, end time in ns) per returned attempt
 
-    def start(self, *, provider: str, model: str, attempt: int, messages: object) -> Span:
+    def start(
+        self,
+        *,
+        provider: str,
+        model: str,
+        attempt: int,
+        messages: object,
+        server: tuple[str, int] | None = None,
+    ) -> Span:
+        # gen_ai.provider.name is the API spoken (the conventions' well-known
+        # value for the OpenAI API); which of the plan's endpoints answered is
+        # juno.route.provider, and where it is, server.address / server.port.
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": model,
+            "juno.route.provider": provider,
+            "juno.route.attempt": attempt,
+        }
+        if server is not None:
+            attributes["server.address"], attributes["server.port"] = server
         span = self._tracer.start_span(
-            f"chat {model}",
-            kind=_otel_trace.SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider,
-                "gen_ai.request.model": model,
-                "juno.route.attempt": attempt,
-            },
+            f"chat {model}", kind=_otel_trace.SpanKind.CLIENT, attributes=attributes
         )
         if capture_content():
             span.set_attribute("gen_ai.input.messages", _as_json(messages))

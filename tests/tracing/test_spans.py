@@ -91,7 +91,10 @@ async def test_a_fallback_turn_is_one_run_with_three_attempts(
     for span, provider in ((first, "provider-a"), (second, "provider-b"), (third, "provider-a")):
         assert span.attributes is not None
         assert span.attributes["gen_ai.operation.name"] == "chat"
-        assert span.attributes["gen_ai.provider.name"] == provider
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert span.attributes["juno.route.provider"] == provider
+        assert span.attributes["server.address"] == "127.0.0.1"
+        assert isinstance(span.attributes["server.port"], int)
     assert first.attributes is not None
     assert second.attributes is not None
     assert first.attributes["gen_ai.request.model"] == "big"

@@ -315,6 +315,7 @@ class OpenAIChatModel:
             model=cursor.model,
             attempt=cursor.attempt,
             messages=messages,
+            server=_server_of(self._clients[candidate.provider]),
         )
         with _tracing.current(span):
             try:
@@ -386,3 +387,12 @@ class OpenAIChatModel:
         """
         result = await self.route(turn.messages, tools=turn.tools, text_stream=turn.text_stream)
         return result.unwrap()
+
+
+def _server_of(client: openai.AsyncOpenAI) -> tuple[str, int] | None:
+    """The host and port *client* sends to, for a span's ``server.*`` attributes."""
+    url = client.base_url
+    if not url.host:
+        return None
+    port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
+    return url.host, port
