@@ -16,7 +16,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Generic, Literal, cast, final
 
 import anyio
-import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
@@ -84,7 +83,7 @@ def _model_source(
         chat: OpenAIChatModel = model
         if extra:
             # The host's own options stay; the output type's format is added.
-            chat = attrs.evolve(model, request_options={**model._request_options, **extra})
+            chat = model.with_request_options(**extra)
 
         @asynccontextmanager
         async def given_model() -> AsyncIterator[ModelFn]:
