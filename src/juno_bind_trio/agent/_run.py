@@ -286,7 +286,7 @@ class _RunCore(Generic[OutputT]):
         self,
         settings: RunSettings,
         *,
-        prompt: str,
+        prompt: str | list[dict[str, Any]],
         deps: object,
         message_history: list[dict[str, Any]],
         stop: StopSignal | None,
