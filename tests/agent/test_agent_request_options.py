@@ -94,3 +94,31 @@ def test_a_plain_text_agent_may_ask_for_a_json_object() -> None:
     # With output_type=str the agent sets no format, so the host may.
     agent = Agent("openai:m", request_options={"response_format": {"type": "json_object"}})
     assert agent.output_type is str
+
+
+async def test_the_hosts_model_shows_the_route_of_the_agents_turn() -> None:
+    async with (
+        open_fake_openai_server([StreamResponse.of_text('{"name": "Oslo"}')]) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        plan = RoutePlan([RouteStage("m", [Candidate("fake")])])
+        model = OpenAIChatModel(plan=plan, clients={"fake": client})
+        await Agent(model, output_type=City).run("Where?")
+    # The agent routed through a model derived with its output format; the
+    # host's own model still reports that turn's route.
+    assert model.last_route is not None
+    assert model.last_route.ok
+    assert [a.cursor.model for a in model.last_route.attempts] == ["m"]
+
+
+def test_a_candidate_format_that_would_replace_the_output_types_is_refused() -> None:
+    import openai
+
+    client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
+    plan = RoutePlan(
+        [RouteStage("m", [Candidate("fake", options={"response_format": {"type": "text"}})])]
+    )
+    model = OpenAIChatModel(plan=plan, clients={"fake": client})
+    with pytest.raises(ValueError, match=r"^Agent: the plan's candidate 'fake' for 'm' sets"):
+        Agent(model, output_type=City)
+    assert Agent(model).output_type is str  # plain text: the candidate's format is the host's

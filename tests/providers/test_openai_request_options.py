@@ -58,8 +58,11 @@ async def test_the_derived_model_sends_its_options_and_the_original_does_not() -
     assert original["temperature"] == 0.5
     assert model.request_options == {"temperature": 0.5}
     assert json_model.request_options == {"temperature": 0, "response_format": JSON_FORMAT}
-    # Each model keeps its own trail.
-    assert model.last_route is not json_model.last_route
+    # One trail: the most recent turn of either model.
+    assert model.last_route is json_model.last_route
+    assert model.last_route is not None
+    assert model.last_route.value is not None
+    assert model.last_route.value.content == "plain"
 
 
 async def test_a_candidates_options_still_win_for_its_attempts() -> None:

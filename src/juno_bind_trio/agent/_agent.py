@@ -114,6 +114,17 @@ def _model_source(
         return open_string_model, model
     if isinstance(model, OpenAIChatModel):
         chat: OpenAIChatModel = model
+        if response_format is not None:
+            # A candidate's options win over the model's for its attempts: one
+            # with its own format would silently replace the output type's.
+            for stage in model.plan.stages:
+                for candidate in stage.candidates:
+                    if "response_format" in candidate.options:
+                        raise ValueError(
+                            f"{owner}: the plan's candidate {candidate.provider!r} for "
+                            f"{stage.model!r} sets response_format in its options, which "
+                            "output_type sets; remove it there"
+                        )
         if extra:
             # The host's own options stay; the output type's format is added.
             chat = model.with_request_options(**extra)

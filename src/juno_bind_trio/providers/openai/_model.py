@@ -211,7 +211,11 @@ class OpenAIChatModel:
     _on_route: OnRoute | None = attrs.field(
         default=None, alias="on_route", validator=_check_callable("on_route", optional=True)
     )
-    _last_route: RouteResult[ModelTurnResult] | None = attrs.field(default=None, init=False)
+    # One cell shared with every model derived by with_request_options: an
+    # Agent derives its own, and the host reads last_route on the one it built.
+    _last_route: list[RouteResult[ModelTurnResult] | None] = attrs.field(
+        factory=lambda: [None], init=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self._breaker is not None and not isinstance(self._breaker, CircuitBreaker):
@@ -269,8 +273,9 @@ class OpenAIChatModel:
         key given here wins); a candidate's ``options`` still win over both
         for that candidate's attempts. Everything else is shared with this
         model: the plan, the clients (still yours to close), the circuit
-        breaker, the timeouts, the classifier and ``on_route``. This model
-        is unchanged, and the new one has its own ``last_route``.
+        breaker, the timeouts, the classifier, ``on_route`` and
+        ``last_route`` (the most recent turn of either). This model's
+        options are unchanged.
 
         The arguments the package sets itself (``model``, ``messages``,
         ``tools``, ``stream``, ``n``) raise ``ValueError``: pass tools
@@ -278,7 +283,7 @@ class OpenAIChatModel:
         """
         owner = "OpenAIChatModel.with_request_options"
         added = _checked_options(owner, options)
-        return OpenAIChatModel(
+        derived = OpenAIChatModel(
             plan=self._plan,
             clients=self._clients,
             breaker=self._breaker,
@@ -288,11 +293,18 @@ class OpenAIChatModel:
             classify=self._classify,
             on_route=self._on_route,
         )
+        derived._last_route = self._last_route
+        return derived
 
     @property
     def last_route(self) -> RouteResult[ModelTurnResult] | None:
-        """The most recent turn's route result (its attempt trail), or ``None`` before any."""
-        return self._last_route
+        """The most recent turn's route result (its attempt trail), or ``None`` before any.
+
+        Shared with the models derived from this one by
+        [with_request_options][juno_bind_trio.providers.openai.OpenAIChatModel.with_request_options]
+        (an ``Agent`` with an ``output_type`` derives one): the most recent turn of any of them.
+        """
+        return self._last_route[0]
 
     def attempt_function(
         self,
@@ -438,7 +450,7 @@ class OpenAIChatModel:
             spans.settle(result.attempts)
         if len(result.attempts) > 1 or not result.ok:
             _log_route(result)
-        self._last_route = result
+        self._last_route[0] = result
         if self._on_route is not None:
             self._on_route(result)
         return result
