@@ -119,6 +119,7 @@ async def open_live_view(
     tool_seconds: float = 3.0,
     store: str | os.PathLike[str] | None = None,
     max_kept_runs: int = 64,
+    max_kept_events: int = 4096,
 ) -> AsyncIterator[tuple[LiveRuns, Starlette]]:
     """The fake provider, the agent, its runs and the app, for as long as the block runs.
 
@@ -143,7 +144,8 @@ async def open_live_view(
         agent = Agent(
             model, tools=make_tools(tool_seconds), instructions="Use the tools.", store=store
         )
-        runs = LiveRuns(agent, max_kept_runs=max_kept_runs)  # reads back from the agent's store
+        # With a store, runs no longer in memory are read back from the agent's store.
+        runs = LiveRuns(agent, max_kept_runs=max_kept_runs, max_kept_events=max_kept_events)
         yield runs, create_app(runs, page=str(STATIC_DIR / "live-view.html"))
 
 

@@ -539,6 +539,23 @@ async def test_a_runs_event_log_is_bounded_and_a_late_reader_is_resynced() -> No
     assert (ended["status"], ended["reason"], ended["lastEventId"]) == ("ended", "completed", 9)
 
 
+async def test_a_reader_that_keeps_up_gets_every_event_through_a_small_window() -> None:
+    # The run's last three events come at once: a window of three holds them.
+    agent = ScriptedAgent(SCRIPT)
+    runs = LiveRuns(agent, max_kept_events=3)
+    app = create_app(runs)
+    async with runs.running():
+        client = Client(app)
+        run_id = await start(client)
+        frames = await read_all(client, run_id)
+        run = runs.get(run_id)
+        assert run is not None
+        assert run.kept_events == 3
+    assert [int(f["id"]) for f in frames] == list(range(1, 10))
+    assert all(json.loads(f["data"])["kind"] != "resync" for f in frames)
+    assert texts_of(frames)["t1"].text == FINAL
+
+
 async def test_a_reader_inside_the_kept_window_is_not_resynced() -> None:
     agent = ScriptedAgent(SCRIPT)
     runs = LiveRuns(agent, max_kept_events=4)

@@ -218,7 +218,7 @@ class LiveRun:
 
     async def wait_for_more(self, last_event_id: int) -> None:
         """Return once there is an event after *last_event_id*, or the run has ended."""
-        while len(self._events) <= last_event_id and not self.ended:
+        while self.last_event_id <= last_event_id and not self.ended:
             await self._changed.wait()
 
     def snapshot(self) -> dict[str, Any]:
