@@ -280,7 +280,7 @@ def test_construction_takes_the_agents_store_or_refuses_a_bad_one(tmp_path: Path
     assert LiveRuns(WithStore())._store_spec == tmp_path / "runs.db"
     assert LiveRuns(_NoAgent())._store_spec is None
     with pytest.raises(TypeError, match="LiveRuns: store must be"):
-        LiveRuns(_NoAgent(), store=42)
+        LiveRuns(_NoAgent(), store=42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="LiveRuns: store must be"):
         LiveRuns(_NoAgent(), store="")
     assert isinstance(SqliteRunStore(tmp_path / "x.db"), RunStore)

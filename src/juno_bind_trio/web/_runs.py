@@ -464,10 +464,13 @@ def _check_source(_self: object, _attr: object, value: Any) -> None:
         raise TypeError(f"LiveRuns: agent must have an open_run() method (an Agent), got {value!r}")
 
 
-def _check_store(value: object) -> RunStore | str | os.PathLike[str] | None:
-    if value is None or isinstance(value, RunStore):
+def _check_store(
+    value: RunStore | str | os.PathLike[str] | None,
+) -> RunStore | str | os.PathLike[str] | None:
+    given: object = value
+    if given is None or isinstance(given, RunStore):
         return value
-    if isinstance(value, str | os.PathLike) and os.fspath(value) != "":
+    if isinstance(given, str | os.PathLike) and os.fspath(given) != "":
         return value
     raise TypeError(
         f"LiveRuns: store must be a RunStore, a SQLite file path or None, got {value!r}"
