@@ -208,6 +208,13 @@ with RunDeadline(600) as parent:
     "how-to/embed-in-anyio-or-asyncio.md": """
 assert sent and sent[-1]["text"] == "Hello from the model."
 """,
+    "how-to/reask-within-a-turn.md": """
+assert result.reason == "completed" and len(asked) == 2
+assert asked[1][:1] == asked[0] and asked[1][1]["content"] == "Lisbon, I think."
+""",
+    "how-to/request-options.md": """
+assert "response_format" not in model.request_options and json_request["stream"] is True
+""",
 }
 
 
