@@ -389,6 +389,12 @@ class Agent(Generic[DepsT, OutputT]):
         return self._settings.tools
 
     @property
+    def store(self) -> StoreSpec | None:
+        """The run store the agent keeps its runs in (a path or a RunStore), or ``None``."""
+        store: StoreSpec | None = self._settings.store
+        return store
+
+    @property
     def output_type(self) -> type[OutputT]:
         """What ``AgentResult.output`` holds."""
         return cast("type[OutputT]", self._output_type)
