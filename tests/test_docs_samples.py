@@ -34,6 +34,10 @@ FENCE = re.compile(r"^```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
 # Stand-ins for the host application's own functions that a page calls
 # (storage, logging, a provider call), and checks run after the page.
 HOST_CODE: dict[str, str] = {
+    "how-to/serve-a-run-to-a-browser.md": """
+import pathlib, tempfile
+db_path = pathlib.Path(tempfile.mkdtemp()) / "runs.db"
+""",
     "how-to/heal-a-transcript.md": """
 import logging
 log = logging.getLogger("docs")
