@@ -13,7 +13,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, cast, final
+from typing import Any, Final, Protocol, cast, final
 
 from juno_bind_trio._errors import (
     LeaseLostError,
@@ -646,27 +646,71 @@ def _lease_params(now: float, lease: Lease) -> list[Any]:
     return [lease.run_id, lease.owner, lease.token, now]
 
 
+_SAVE_TURN_SQL: Final = (
+    (
+        "w{n}",
+        "UPDATE juno_runs AS r SET pending_turn = ?, pending_iteration = ?, updated_at = ? "
+        f"WHERE {_LEASE_HOLDS} RETURNING 1",
+    ),
+)
+
+_SAVE_TRANSCRIPT_SQL: Final = (
+    (
+        "w{n}",
+        "UPDATE juno_runs AS r SET messages = ?, iteration = ?, pending_turn = NULL, "
+        f"pending_iteration = NULL, updated_at = ? WHERE {_LEASE_HOLDS} "
+        "AND (r.pending_iteration IS NULL OR r.pending_iteration <= ?) RETURNING 1",
+    ),
+)
+
+_START_CALL_SQL: Final = (
+    (
+        "r{n}",
+        f"SELECT r.run_id, {_PG_CALL_POSITION} AS position FROM juno_runs AS r "
+        f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
+        "FOR UPDATE OF r",
+    ),
+    (
+        "w{n}",
+        f"INSERT INTO juno_receipts ({_RECEIPT_COLUMNS}, position) "
+        "SELECT r{n}.run_id, ?, ?, ?, ?, ?, ?, 'started', NULL, ?, r{n}.position FROM r{n} "
+        "WHERE r{n}.position IS NOT NULL "
+        "ON CONFLICT (run_id, iteration, tool_call_id) DO UPDATE SET state = 'started', "
+        "updated_at = EXCLUDED.updated_at WHERE juno_receipts.state NOT IN "
+        "('succeeded', 'failed') AND juno_receipts.args_hash = EXCLUDED.args_hash "
+        "RETURNING 1",
+    ),
+)
+
+_SETTLE_CALL_SQL: Final = (
+    (
+        "r{n}",
+        "SELECT r.run_id FROM juno_runs AS r "
+        f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
+        "AND EXISTS (SELECT 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> "
+        "'tool_calls') AS t(call) WHERE t.call ->> 'id' = ?) FOR UPDATE OF r",
+    ),
+    (
+        "w{n}",
+        "UPDATE juno_receipts SET state = ?, message = ?, updated_at = ? "
+        "WHERE run_id = (SELECT run_id FROM r{n}) AND iteration = ? AND tool_call_id = ? "
+        "AND state NOT IN ('succeeded', 'failed') RETURNING 1",
+    ),
+)
+
+
 def save_turn_write(
     dialect: Dialect, now: float, lease: Lease, *, iteration: int, assistant: str
 ) -> Write:
-    guarded = [
-        (
-            "w{n}",
-            "UPDATE juno_runs AS r SET pending_turn = ?, pending_iteration = ?, updated_at = ? "
-            f"WHERE {_LEASE_HOLDS} RETURNING 1",
-        )
-    ]
+    checked = functools.partial(
+        save_turn, dialect=dialect, now=now, lease=lease, iteration=iteration, assistant=assistant
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=True)
     return Write(
         lease.run_id,
-        functools.partial(
-            save_turn,
-            dialect=dialect,
-            now=now,
-            lease=lease,
-            iteration=iteration,
-            assistant=assistant,
-        ),
-        guarded=guarded if dialect.guarded else None,
+        checked,
+        guarded=_SAVE_TURN_SQL,
         params=[assistant, iteration, now, *_lease_params(now, lease)],
         result=None,
         touches_run=True,
@@ -676,25 +720,20 @@ def save_turn_write(
 def save_transcript_write(
     dialect: Dialect, now: float, lease: Lease, *, messages: str, iteration: int
 ) -> Write:
-    guarded = [
-        (
-            "w{n}",
-            "UPDATE juno_runs AS r SET messages = ?, iteration = ?, pending_turn = NULL, "
-            f"pending_iteration = NULL, updated_at = ? WHERE {_LEASE_HOLDS} "
-            "AND (r.pending_iteration IS NULL OR r.pending_iteration <= ?) RETURNING 1",
-        )
-    ]
+    checked = functools.partial(
+        save_transcript,
+        dialect=dialect,
+        now=now,
+        lease=lease,
+        messages=messages,
+        iteration=iteration,
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=True)
     return Write(
         lease.run_id,
-        functools.partial(
-            save_transcript,
-            dialect=dialect,
-            now=now,
-            lease=lease,
-            messages=messages,
-            iteration=iteration,
-        ),
-        guarded=guarded if dialect.guarded else None,
+        checked,
+        guarded=_SAVE_TRANSCRIPT_SQL,
         params=[messages, iteration, now, *_lease_params(now, lease), iteration],
         result=None,
         touches_run=True,
@@ -710,25 +749,18 @@ def start_call_write(
     key: ToolCallReceiptKey,
     resumability: str,
 ) -> Write:
+    checked = functools.partial(
+        start_call,
+        dialect=dialect,
+        now=now,
+        lease=lease,
+        iteration=iteration,
+        key=key,
+        resumability=resumability,
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=False)
     key_text = tool_call_receipt_key_string(key)
-    guarded = [
-        (
-            "r{n}",
-            f"SELECT r.run_id, {_PG_CALL_POSITION} AS position FROM juno_runs AS r "
-            f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
-            "FOR UPDATE OF r",
-        ),
-        (
-            "w{n}",
-            f"INSERT INTO juno_receipts ({_RECEIPT_COLUMNS}, position) "
-            "SELECT r{n}.run_id, ?, ?, ?, ?, ?, ?, 'started', NULL, ?, r{n}.position FROM r{n} "
-            "WHERE r{n}.position IS NOT NULL "
-            "ON CONFLICT (run_id, iteration, tool_call_id) DO UPDATE SET state = 'started', "
-            "updated_at = EXCLUDED.updated_at WHERE juno_receipts.state NOT IN "
-            "('succeeded', 'failed') AND juno_receipts.args_hash = EXCLUDED.args_hash "
-            "RETURNING 1",
-        ),
-    ]
     params = [
         key.tool_call_id,
         *_lease_params(now, lease),
@@ -755,16 +787,8 @@ def start_call_write(
     )
     return Write(
         lease.run_id,
-        functools.partial(
-            start_call,
-            dialect=dialect,
-            now=now,
-            lease=lease,
-            iteration=iteration,
-            key=key,
-            resumability=resumability,
-        ),
-        guarded=guarded if dialect.guarded else None,
+        checked,
+        guarded=_START_CALL_SQL,
         params=params,
         result=record,
         touches_run=False,
@@ -781,22 +805,19 @@ def settle_call_write(
     state: str,
     message: Mapping[str, Any] | None,
 ) -> Write:
+    checked = functools.partial(
+        settle_call,
+        dialect=dialect,
+        now=now,
+        lease=lease,
+        iteration=iteration,
+        tool_call_id=tool_call_id,
+        state=state,
+        message=message,
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=False)
     text = None if message is None else dumps("settle_call: message", dict(message))
-    guarded = [
-        (
-            "r{n}",
-            "SELECT r.run_id FROM juno_runs AS r "
-            f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
-            "AND EXISTS (SELECT 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> "
-            "'tool_calls') AS t(call) WHERE t.call ->> 'id' = ?) FOR UPDATE OF r",
-        ),
-        (
-            "w{n}",
-            "UPDATE juno_receipts SET state = ?, message = ?, updated_at = ? "
-            "WHERE run_id = (SELECT run_id FROM r{n}) AND iteration = ? AND tool_call_id = ? "
-            "AND state NOT IN ('succeeded', 'failed') RETURNING 1",
-        ),
-    ]
     params = [
         *_lease_params(now, lease),
         iteration,
@@ -809,17 +830,8 @@ def settle_call_write(
     ]
     return Write(
         lease.run_id,
-        functools.partial(
-            settle_call,
-            dialect=dialect,
-            now=now,
-            lease=lease,
-            iteration=iteration,
-            tool_call_id=tool_call_id,
-            state=state,
-            message=message,
-        ),
-        guarded=guarded if dialect.guarded else None,
+        checked,
+        guarded=_SETTLE_CALL_SQL,
         params=params,
         result=None,
         touches_run=False,

@@ -22,8 +22,8 @@ Group commit
 
 The writes a loop iteration makes (the open turn, the receipts, the
 transcript) go through one *write lane* per store. A writer that finds the
-lane idle leads: it lets the tasks already runnable reach the lane (two
-scheduler turns, shielded), takes every write queued by then, and applies them
+lane idle leads: it lets the tasks already runnable reach the lane (a
+scheduler turn or two, shielded), takes every write queued by then, and applies them
 in **one** worker-thread hop and one commit; writes that arrive while that
 commit is under way wait, and the first of them to run leads the next. Each
 write keeps its own lease check and its own outcome (a write refused for a
@@ -46,6 +46,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import outcome
+import sniffio
 
 from juno_bind_trio._errors import StoreError, UsageError
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
@@ -318,13 +319,15 @@ class ThreadedRunStore:
         flight = self._flight = anyio.Event()
         taken: list[_Queued] = []
         try:
-            # Two scheduler turns, shielded, so writers already runnable (a batch's
-            # calls starting together, results arriving together) join this commit:
-            # a writer woken in the same turn as the leader may run after it in the
-            # next (trio orders a turn's tasks at random), and it is in the queue
-            # by the one after.
+            # Scheduler turns, shielded, so writers already runnable (a batch's calls
+            # starting together, results arriving together) join this commit. One
+            # on asyncio, whose ready queue is first in, first out. Two on trio: it
+            # orders each turn's tasks at random, so a writer woken in the same turn
+            # as the leader may run after it in the next, and is queued by the one
+            # after.
             await anyio.lowlevel.cancel_shielded_checkpoint()
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+            if sniffio.current_async_library() == "trio":
+                await anyio.lowlevel.cancel_shielded_checkpoint()
             taken = list(self._queue)  # the leader's own write is among them
             self._queue.clear()
             for item in taken:
