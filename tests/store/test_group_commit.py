@@ -9,6 +9,7 @@ they need to be: queued behind it, or carried by it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,20 +18,24 @@ import anyio
 import anyio.lowlevel
 import outcome
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from conftest import run_on
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.run import tool_call_id
 from juno_bind_trio.store import (
     LeaseLostError,
     PostgresRunStore,
     RunStore,
+    SqliteRunStore,
     StoreDataError,
     StoreError,
     _core,
     open_durable_run,
 )
 
-from .store_helpers import FakeClock, raw_execute
+from .store_helpers import FakeClock, postgres_dsn, raw_execute
 from .test_store import TURN, USER, answer, key, started_run
 
 pytestmark = pytest.mark.anyio
@@ -388,3 +393,98 @@ async def test_postgres_writes_each_group_in_one_statement(store: RunStore) -> N
         await settle(store, lease, "c1")()
     await store.save_transcript(lease, [*USER, TURN, answer("c1"), answer("c2")], iteration=1)
     assert decided == [True] * 5 + [False, True]
+
+
+# --- a property: a group leaves what the same writes one by one leave ------------------
+
+_CALLS = ("c1", "c2", "c9")  # c9: a call the open turn never made
+_LEASES = ("held", "taken", "expired")
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> list[tuple[str, str, str, str]]:
+    """(run, lease, call, action) writes, each (run, call) at most once, so their
+    order cannot matter; 'settle' writes go to calls started beforehand."""
+    writes: list[tuple[str, str, str, str]] = []
+    for run in ("r0", "r1", "r2"):
+        lease = draw(st.sampled_from(_LEASES))
+        for call in draw(st.lists(st.sampled_from(_CALLS), unique=True, max_size=3)):
+            writes.append((run, lease, call, draw(st.sampled_from(("start", "settle")))))
+    return draw(st.permutations(writes))
+
+
+async def _apply(
+    make: Callable[[FakeClock], RunStore],
+    writes: list[tuple[str, str, str, str]],
+    *,
+    together: bool,
+) -> tuple[list[str], list[Any], list[int]]:
+    clock = FakeClock()
+    async with make(clock) as store:
+        leases: dict[str, Any] = {}
+        for run in ("r0", "r1", "r2"):
+            policy = next((w[1] for w in writes if w[0] == run), "held")
+            lease = await started_run(store, run)
+            await store.save_turn(lease, iteration=1, assistant=TURN)
+            for call_id in ("c1", "c2"):  # started already, so a settle has a receipt
+                if (run, policy, call_id, "settle") in writes:
+                    await start(store, lease, call_id, run)()
+            leases[run] = (lease, policy)
+        for run, (lease, policy) in leases.items():
+            if policy == "held":
+                leases[run] = (await store.renew_lease(lease, ttl=100), policy)
+        clock.advance(31)  # the others' leases expire
+        for run, (_, policy) in leases.items():
+            if policy == "taken":
+                await store.claim_run(run, owner="w2", ttl=30)
+        lane = Lane(store)
+        box: dict[int, Any] = {}
+
+        def write(i: int) -> Callable[[], Awaitable[Any]]:
+            run, _, call_id, action = writes[i]
+            lease = leases[run][0]
+            if action == "start":
+                return start(store, lease, call_id, run)
+            return settle(store, lease, call_id)
+
+        if together:
+            async with anyio.create_task_group() as tg:
+                for i in range(len(writes)):
+                    tg.start_soon(capture, box, i, write(i))
+        else:
+            for i in range(len(writes)):
+                await capture(box, i, write(i))
+        kinds = [
+            "ok" if isinstance(box[i], outcome.Value) else type(box[i].error).__name__
+            for i in range(len(writes))
+        ]
+        state = [
+            [(r.tool_call_id, r.state, r.message) for r in await store.receipts(run)]
+            for run in ("r0", "r1", "r2")
+        ]
+        return kinds, state, [len(group) for group in lane.groups]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(writes=scenarios())
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_group_leaves_what_the_same_writes_one_by_one_leave(
+    kind: str, backend: str, tmp_path_factory: pytest.TempPathFactory, writes: Any
+) -> None:
+    if kind == "postgres":
+        dsn = postgres_dsn()
+
+        def make(clock: FakeClock) -> RunStore:
+            postgres_dsn()  # emptied for each store
+            return PostgresRunStore(dsn, clock=clock)
+    else:
+
+        def make(clock: FakeClock) -> RunStore:
+            return SqliteRunStore(tmp_path_factory.mktemp("group") / "runs.db", clock=clock)
+
+    grouped = run_on(backend, functools.partial(_apply, make, writes, together=True))
+    alone = run_on(backend, functools.partial(_apply, make, writes, together=False))
+    assert grouped[:2] == alone[:2]
+    assert alone[2] == [1] * len(writes)
+    if writes:
+        assert grouped[2] == [len(writes)]  # all of them, in one commit
