@@ -24,6 +24,7 @@ import anyio.lowlevel
 import pytest
 from loop_scripts import Host, Turn, answers, call, kind_of
 
+from cancel_helpers import fan_out_then_fail
 from conftest import run_on
 from juno_bind_trio import UsageError
 from juno_bind_trio.loop import (
@@ -180,24 +181,6 @@ async def test_a_tool_error_reaches_the_model_with_its_type() -> None:
 
 
 # --- C: one failure, never a group ------------------------------------------------------
-
-
-async def fan_out_then_fail(tc: ToolCallLike) -> ToolCallOutcome:
-    async def fails() -> None:
-        await anyio.sleep(1)
-        raise ValueError("part failed")
-
-    async def cleans_up() -> None:
-        try:
-            await anyio.sleep(10)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(2)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(fails)
-        tg.start_soon(cleans_up)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @pytest.mark.parametrize("serial", [False, True])

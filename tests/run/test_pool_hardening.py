@@ -21,6 +21,7 @@ import anyio.lowlevel
 import outcome
 import pytest
 
+from cancel_helpers import fan_out_then_fail
 from conftest import run_on
 from juno_bind_trio.run import (
     INTERRUPTED_TOOL_CALL_MESSAGE,
@@ -115,25 +116,6 @@ def test_a_native_task_cancel_is_still_the_runs_cancellation() -> None:
 
 
 # --- C: one failure, never a group; a cancel absorbed by its own scope ----------------
-
-
-async def fan_out_then_fail(c: ToolCallLike) -> None:
-    """One part fails while another is in shielded cleanup when the caller's cancel fires."""
-
-    async def fails() -> None:
-        await anyio.sleep(1)
-        raise ValueError("part failed")
-
-    async def cleans_up() -> None:
-        try:
-            await anyio.sleep(10)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(2)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(fails)
-        tg.start_soon(cleans_up)
 
 
 async def test_a_failing_fan_out_under_the_callers_deadline_is_absorbed_by_it() -> None:

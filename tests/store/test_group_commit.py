@@ -85,7 +85,7 @@ async def until(condition: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held")
 
 
-async def capture(box: dict[str, Any], name: str, fn: Callable[[], Awaitable[Any]]) -> None:
+async def capture(box: dict[Any, Any], name: object, fn: Callable[[], Awaitable[Any]]) -> None:
     box[name] = await outcome.acapture(fn)
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Final, Generic, Literal, NoReturn, Protocol, TypeVar, cast, final
+from typing import Final, Generic, Literal, NoReturn, TypeVar, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -82,45 +82,10 @@ cancel arrived first; nothing happened). Or ``"running"`` → ``"interrupted"``
 DEFAULT_PER_TOOL_LIMIT: Final = 5
 """Workers per tool when the caller does not say: the TypeScript package's five."""
 
-# The hot path settles one outcome.Value per call. outcome's attrs-generated
-# frozen __init__ goes through object.__setattr__ per field; filling the two
-# slots directly builds the identical object for well under half the cost, and
-# the pool's budget is 1.3x a bare worker pool whose whole per-call work is one
-# checkpoint. Checked once at import: if outcome ever changes its layout, the
-# ordinary constructor is used instead.
-_new: Final = object.__new__
+# Bound once: the hot path settles one outcome per call, through outcome's
+# public constructors (never through its slot layout, which is outcome's own).
 _Value: Final = outcome.Value
 _Error: Final = outcome.Error
-
-
-class _ValueMaker(Protocol):
-    def __call__(self, value: T, /) -> outcome.Value[T]: ...
-
-
-def _value_via_constructor(value: T) -> outcome.Value[T]:
-    return _Value(value)
-
-
-def _fast_value_maker() -> _ValueMaker:
-    try:
-        set_value = _Value.__dict__["value"].__set__
-        set_unwrapped = outcome.Outcome.__dict__["_unwrapped"].__set__
-    except (KeyError, AttributeError):  # pragma: no cover - depends on outcome's internals
-        return _value_via_constructor
-
-    def make(value: T) -> outcome.Value[T]:
-        made = cast("outcome.Value[T]", _new(_Value))
-        set_value(made, value)
-        set_unwrapped(made, False)
-        return made
-
-    probe = make(probe_value := object())
-    if probe != _Value(probe_value) or probe.unwrap() is not probe_value:  # pragma: no cover
-        return _value_via_constructor
-    return make
-
-
-_make_value: Final = _fast_value_maker()
 
 
 @attrs.frozen
@@ -391,7 +356,7 @@ class ToolBatch(Generic[T]):
         calls = self._calls
         states = self._states
         results = self._results
-        make_value = _make_value
+        make_value = _Value
         for index in claims:
             # The hard-cancel check: a cancel can land without this task having
             # seen it (delivered at the previous tool's last checkpoint and
