@@ -265,7 +265,7 @@ class RunSettings:
     static_tools: Mapping[str, Tool]
     static_tool_dicts: tuple[dict[str, Any], ...]
     tool_dict: Callable[[Tool], dict[str, Any]]
-    instructions: str | None
+    instructions: str | Callable[[Any], str] | None
     output: OutputSpec
     max_iterations: int
     per_tool_limit: int
@@ -286,7 +286,7 @@ class _RunCore(Generic[OutputT]):
         self,
         settings: RunSettings,
         *,
-        prompt: str,
+        prompt: str | list[dict[str, Any]],
         deps: object,
         message_history: list[dict[str, Any]],
         stop: StopSignal | None,
@@ -310,12 +310,19 @@ class _RunCore(Generic[OutputT]):
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
-        if settings.instructions is not None and not (
+        instructions = settings.instructions
+        if callable(instructions):
+            instructions = instructions(deps)
+            if not isinstance(instructions, str):
+                raise TypeError(
+                    f"Agent: instructions(deps) must return a str, got {instructions!r}"
+                )
+        if instructions is not None and not (
             messages
             and messages[0].get("role") == "system"
-            and messages[0].get("content") == settings.instructions
+            and messages[0].get("content") == instructions
         ):
-            messages.insert(0, {"role": "system", "content": settings.instructions})
+            messages.insert(0, {"role": "system", "content": instructions})
         messages.append({"role": "user", "content": prompt})
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
@@ -470,17 +477,12 @@ class _RunCore(Generic[OutputT]):
                 _tracing.run_event(
                     "juno.output.retry", {"juno.output.problem": rejected.problem[:500]}
                 )
-                asked = ModelTurn(
-                    iteration=turn.iteration,
-                    turn_id=turn.turn_id,
-                    messages=[
-                        *turn.messages,
+                # Only the answer that validates enters the transcript.
+                asked = turn.with_extra_messages(
+                    [
                         {"role": "assistant", "content": rejected.result.content},
                         {"role": "user", "content": _reask(rejected.problem)},
-                    ],
-                    tools=turn.tools,
-                    text_stream=turn.text_stream,
-                    emit=turn._emit,
+                    ]
                 )
             result: object = await model(asked)
             if not isinstance(result, ModelTurnResult) or result.tool_calls:
