@@ -75,6 +75,9 @@ async def test_a_durable_run_is_saved_at_every_iteration(store: RunStore) -> Non
     assert sorted(world.effects) == ["c1", "c3", "c4"]
     with pytest.raises(ValueError, match="ended 'completed'"):
         await drive(store, "r1", world)
+    # The refused open gave its claim back and left the status as it was.
+    after = await store.get_run("r1")
+    assert (after.status, after.lease_owner) == ("completed", None)
 
 
 # Every point, at each call of the scripted run; the tool that honours its
@@ -405,13 +408,16 @@ async def test_a_stored_transcript_healing_cannot_read_is_a_corrupted_row(
         async with open_durable_run(store, "r1", owner="w1"):
             raise AssertionError("a corrupted run must not be handed out")
     assert info.value.run_id == "r1"
+    # The claim made to open it is given back: the run is not left leased to w1.
+    refused = await store.get_run("r1")
+    assert (refused.lease_owner, refused.status) == (None, "running")
 
     # A worker records it failed and moves on (it used to claim it again, forever).
     async def handle(run: Any) -> None:
         raise AssertionError("a corrupted run must not be handled")
 
-    assert await serve_runs(store, handle, owner="w2", stop_when_idle=True) == 1
-    assert (await store.get_run("r2")).status == "failed"
+    assert await serve_runs(store, handle, owner="w2", stop_when_idle=True) == 2
+    assert [(await store.get_run(r)).status for r in ("r1", "r2")] == ["failed", "failed"]
     for run_id in ("r1", "r2"):  # nothing was overwritten
         stored = raw_query(store, "SELECT messages FROM juno_runs WHERE run_id = ?", (run_id,))
         assert stored == [(text,)]

@@ -71,7 +71,7 @@ from juno_bind_trio.run import (
     tool_call_id,
     tool_call_name,
 )
-from juno_bind_trio.transcript import HealChange, heal_transcript
+from juno_bind_trio.transcript import HealChange, HealResult, heal_transcript
 
 from ._records import RESUMABLE_STATUSES, Lease, ReceiptRecord, RunStatus, StoredRun
 from ._store import RunStore
@@ -550,6 +550,35 @@ async def _release_on_exit(store: RunStore, run: DurableRun, status: RunStatus) 
         await store.release(run.lease, status=status)
 
 
+
+class _EndedRun(Exception):
+    """The run ended for good; carries its status so a claim here can be given back as it was."""
+
+    def __init__(self, message: str, status: RunStatus) -> None:
+        super().__init__(message)
+        self.status: RunStatus = status
+
+
+async def _load_for_resume(store: RunStore, run_id: str) -> tuple[StoredRun, HealResult]:
+    loaded = await store.load(run_id)
+    if loaded.record.status not in RESUMABLE_STATUSES:
+        raise _EndedRun(
+            f"open_durable_run: run {run_id!r} ended {loaded.record.status!r}; "
+            "there is nothing to resume",
+            loaded.record.status,
+        )
+    try:
+        healed = heal_transcript(loaded.messages)
+    except TranscriptError as exc:
+        # A stored transcript healing cannot read is a corrupted row, like one that
+        # does not parse: it names the run, and a worker records the run failed
+        # instead of claiming it again and again.
+        raise StoreDataError(
+            f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is corrupted",
+            run_id,
+        ) from None
+    return loaded, healed
+
 def _check_seconds(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"open_durable_run: {what} must be a positive number, got {value!r}")
@@ -588,8 +617,10 @@ async def open_durable_run(
     worker's ``claim_next`` takes it at once. A lost lease writes nothing.
 
     :raises RunLeasedError: another worker holds the run.
-    :raises StoreDataError: the stored run cannot be read; nothing is written.
-    :raises ValueError: the run already ended for good (``"completed"``, ...).
+    :raises StoreDataError: the stored run cannot be read; nothing is written
+        but giving back the lease this call took.
+    :raises ValueError: the run already ended for good (``"completed"``, ...);
+        the lease this call took is given back and the status left as it was.
     """
     given: object = store
     if not isinstance(given, RunStore):
@@ -614,26 +645,25 @@ async def open_durable_run(
     ):
         if fn is not None and not callable(fn):
             raise TypeError(f"open_durable_run: {name} must be callable or None, got {fn!r}")
+    claimed_here = lease is None
     if lease is None:
         lease = await store.claim_run(run_id, owner=owner, ttl=ttl)
     elif lease.run_id != run_id:
         raise ValueError(f"open_durable_run: the lease is on {lease.run_id!r}, not {run_id!r}")
-    loaded = await store.load(run_id)
-    if loaded.record.status not in RESUMABLE_STATUSES:
-        raise ValueError(
-            f"open_durable_run: run {run_id!r} ended {loaded.record.status!r}; "
-            "there is nothing to resume"
-        )
     try:
-        healed = heal_transcript(loaded.messages)
-    except TranscriptError as exc:
-        # A stored transcript healing cannot read is a corrupted row, like one that
-        # does not parse: it names the run, and a worker records the run failed
-        # instead of claiming it again and again.
-        raise StoreDataError(
-            f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is corrupted",
-            run_id,
-        ) from None
+        loaded, healed = await _load_for_resume(store, run_id)
+    except BaseException as exc:
+        if claimed_here:
+            # Claimed here and not handed out: give the lease back (shielded, as on
+            # any way out) so the run does not sit leased to a worker that refused
+            # it until the lease expires. Its status stays what it was; nothing
+            # else is written.
+            status = exc.status if isinstance(exc, _EndedRun) else "running"
+            with anyio.CancelScope(shield=True), suppress(Exception):
+                await store.release(lease, status=status)
+        if isinstance(exc, _EndedRun):
+            raise ValueError(str(exc)) from None
+        raise
     run = DurableRun(
         store=store,
         lease=lease,
