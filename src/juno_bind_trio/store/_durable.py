@@ -550,25 +550,14 @@ async def _release_on_exit(store: RunStore, run: DurableRun, status: RunStatus) 
         await store.release(run.lease, status=status)
 
 
-
-class _EndedRun(Exception):
-    """The run ended for good; carries its status so a claim here can be given back as it was."""
-
-    def __init__(self, message: str, status: RunStatus) -> None:
-        super().__init__(message)
-        self.status: RunStatus = status
-
-
-async def _load_for_resume(store: RunStore, run_id: str) -> tuple[StoredRun, HealResult]:
-    loaded = await store.load(run_id)
+def _heal_for_resume(loaded: StoredRun, run_id: str) -> HealResult:
     if loaded.record.status not in RESUMABLE_STATUSES:
-        raise _EndedRun(
+        raise ValueError(
             f"open_durable_run: run {run_id!r} ended {loaded.record.status!r}; "
-            "there is nothing to resume",
-            loaded.record.status,
+            "there is nothing to resume"
         )
     try:
-        healed = heal_transcript(loaded.messages)
+        return heal_transcript(loaded.messages)
     except TranscriptError as exc:
         # A stored transcript healing cannot read is a corrupted row, like one that
         # does not parse: it names the run, and a worker records the run failed
@@ -577,7 +566,7 @@ async def _load_for_resume(store: RunStore, run_id: str) -> tuple[StoredRun, Hea
             f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is corrupted",
             run_id,
         ) from None
-    return loaded, healed
+
 
 def _check_seconds(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -650,19 +639,19 @@ async def open_durable_run(
         lease = await store.claim_run(run_id, owner=owner, ttl=ttl)
     elif lease.run_id != run_id:
         raise ValueError(f"open_durable_run: the lease is on {lease.run_id!r}, not {run_id!r}")
+    loaded: StoredRun | None = None
     try:
-        loaded, healed = await _load_for_resume(store, run_id)
-    except BaseException as exc:
+        loaded = await store.load(run_id)
+        healed = _heal_for_resume(loaded, run_id)
+    except BaseException:
         if claimed_here:
             # Claimed here and not handed out: give the lease back (shielded, as on
             # any way out) so the run does not sit leased to a worker that refused
             # it until the lease expires. Its status stays what it was; nothing
             # else is written.
-            status = exc.status if isinstance(exc, _EndedRun) else "running"
+            status: RunStatus = "running" if loaded is None else loaded.record.status
             with anyio.CancelScope(shield=True), suppress(Exception):
                 await store.release(lease, status=status)
-        if isinstance(exc, _EndedRun):
-            raise ValueError(str(exc)) from None
         raise
     run = DurableRun(
         store=store,
