@@ -35,6 +35,7 @@ from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolCallArgumentsError as ToolCallArgumentsError
 from ._errors import ToolCallAssemblyError as ToolCallAssemblyError
 from ._errors import ToolCallError as ToolCallError
+from ._errors import ToolCallHistoryError as ToolCallHistoryError
 from ._errors import ToolFailureError as ToolFailureError
 from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
@@ -84,6 +85,7 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallError",
+    "ToolCallHistoryError",
     "ToolFailureError",
     "TranscriptError",
     "TurnStreamUsageError",

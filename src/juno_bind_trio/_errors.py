@@ -7,6 +7,8 @@ Whose fault an error is shows in where it hangs:
     │   └── TurnStreamUsageError       observe() before begin_attempt()
     ├── WireFormatError (ValueError)   them: a peer sent an event this protocol cannot parse
     ├── TranscriptError (ValueError)   you: a message heal_transcript cannot read (names its index)
+    ├── ToolCallHistoryError (ValueError)  a transcript the Chat Completions API would refuse
+    │                                  (juno_bind_trio.testing; names the index and the id)
     ├── SchemaError (ValueError)       you: a tool schema that is invalid or cannot be expressed
     │                                  in the target dialect (names the JSON pointer)
     ├── ToolCallError                  a tool call the harness refused or lost (a *result*
@@ -86,6 +88,7 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallError",
+    "ToolCallHistoryError",
     "ToolFailureError",
     "TranscriptError",
     "TurnStreamUsageError",
@@ -467,6 +470,37 @@ class TranscriptError(JunoBindError, ValueError):
 
     def __reduce__(self) -> tuple[type[TranscriptError], tuple[str, int]]:
         return (type(self), (str(self), self.index))
+
+
+class ToolCallHistoryError(JunoBindError, ValueError):
+    """A transcript whose tool-call history OpenAI's Chat Completions API refuses.
+
+    Raised by [check_tool_call_history][juno_bind_trio.testing.check_tool_call_history].
+    ``index`` is the message at fault (for calls left unanswered, the assistant
+    message that made them), ``tool_call_id`` the id concerned when there is
+    one, and ``param`` what the API's error body names (``"messages.[3].role"``).
+    """
+
+    index: int
+    tool_call_id: str | None
+    param: str
+
+    def __init__(
+        self, message: str, *, index: int, tool_call_id: str | None = None, param: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.index = index
+        self.tool_call_id = tool_call_id
+        self.param = param
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_history_error, (str(self), self.index, self.tool_call_id, self.param))
+
+
+def _rebuild_history_error(
+    message: str, index: int, tool_call_id: str | None, param: str
+) -> ToolCallHistoryError:
+    return ToolCallHistoryError(message, index=index, tool_call_id=tool_call_id, param=param)
 
 
 class SchemaError(JunoBindError, ValueError):

@@ -2,7 +2,9 @@
 
 Spans follow the OpenTelemetry semantic conventions for generative AI:
 
-* ``invoke_agent {name}``: one per [`Agent`][juno_bind_trio.agent.Agent] run;
+* ``invoke_agent``: one per run, of a [`ToolLoop`][juno_bind_trio.loop.ToolLoop]
+  or of an [`Agent`][juno_bind_trio.agent.Agent] (then ``invoke_agent {name}``,
+  one span: the Agent's loop records on the span its Agent opened);
 * ``chat {model}``: one per model attempt (so a fallback turn has several);
 * ``execute_tool {name}``: one per tool call, including calls that never ran.
 
@@ -12,11 +14,14 @@ host installs a real tracer provider (an SDK one), ``tracer()`` answers
 the API's proxy and no-op providers are recognised by type, and the tracer of
 a real provider is cached against that provider.
 
-Context: spans are made current with the API's context (contextvars). Every
-tool span is attached for the duration of that one call and detached in a
-``finally`` in the same task, so a pool worker that claims a second call sees
-the batch's context again, never the previous call's span, on either backend.
-A sub-agent run started inside a tool therefore parents under that tool's span.
+Context: spans are made current with the API's context (contextvars), each
+attached and detached in a ``finally`` in one task, so nothing stays current
+past its span on either backend. The run span is current for the run; a chat
+span for its attempt, while the stream is consumed too (so a host's HTTP
+client spans, or spans a provider makes, nest under that attempt); a tool span
+for that one call, so a pool worker that claims a second call sees the
+batch's context again, never the previous call's span. A sub-agent run
+started inside a tool therefore parents under that tool's span.
 
 Message content (prompts, completions, tool arguments and results) is off by
 default; set ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` to
@@ -31,6 +36,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -92,46 +98,91 @@ def _as_json(value: object) -> str:
         return repr(value)
 
 
-def set_error(span: Span, error_type: str, description: str | None = None) -> None:
-    """Mark *span* failed: the conventions' ``error.type`` and an ERROR status."""
-    span.set_attribute("error.type", error_type)
-    span.set_status(Status(StatusCode.ERROR, description))
+def _end(
+    span: Span,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    error: str | None = None,
+    description: str | None = None,
+    end_time: int | None = None,
+    end: bool = True,
+) -> None:
+    """Write *attributes* on *span*, mark it failed when *error* is given, and end it.
+
+    A failure is the conventions' ``error.type`` attribute with an ERROR status.
+    With ``end=False`` the span stays open (its owner ends it later).
+    """
+    if attributes:
+        span.set_attributes(attributes)
+    if error is not None:
+        span.set_attribute("error.type", error)
+        span.set_status(Status(StatusCode.ERROR, description))
+    if end:
+        span.end(end_time=end_time)
+
+
+def _error_of(exc: BaseException) -> tuple[str, str | None]:
+    """``(error.type, description)`` for what left a span: a cancellation is ``cancelled``."""
+    if isinstance(exc, Exception):
+        return type(exc).__qualname__, str(exc) or None
+    return ("cancelled" if _is_cancel(exc) else type(exc).__qualname__), None
+
+
+@contextmanager
+def current(span: Span) -> Iterator[None]:
+    """*span* is the current span for the body, and is not once the body is left."""
+    token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+    try:
+        yield
+    finally:
+        _otel_context.detach(token)
 
 
 # --- the run span ---------------------------------------------------------------------------
 
+# The run whose span is open in this context, and that span: a loop that runs for
+# a run which already has its span (the Agent's) records on it, never opens a second.
+_RUN: ContextVar[tuple[str, Span] | None] = ContextVar("juno_bind_trio.run_span", default=None)
+
 
 @contextmanager
-def agent_span(name: str, run_id: str) -> Iterator[Span | None]:
-    """``invoke_agent {name}``, current for the body; ``None`` when tracing is off.
+def run_span(run_id: str, *, agent: str | None = None) -> Iterator[Span | None]:
+    """The run's ``invoke_agent`` span, current for the body; ``None`` when tracing is off.
 
-    An exception leaving the body marks the span failed (a cancellation as
-    ``error.type = "cancelled"``) and is re-raised unchanged.
+    If this context already holds the span of run *run_id* (an Agent opened
+    it around its loop), that span is yielded as it is and stays its opener's
+    to end. Otherwise a span starts, named ``invoke_agent {agent}`` (plain
+    ``invoke_agent`` for a loop with no agent); an exception leaving the body
+    marks it failed (a cancellation as ``error.type = "cancelled"``) and is
+    re-raised unchanged.
     """
     found = tracer()
     if found is None:
         yield None
         return
+    held = _RUN.get()
+    if held is not None and held[0] == run_id:
+        yield held[1]
+        return
+    attributes: dict[str, str] = {"gen_ai.operation.name": "invoke_agent"}
+    if agent is not None:
+        attributes["gen_ai.agent.name"] = agent
+    attributes["gen_ai.conversation.id"] = run_id
     span = found.start_span(
-        f"invoke_agent {name}",
+        "invoke_agent" if agent is None else f"invoke_agent {agent}",
         kind=_otel_trace.SpanKind.INTERNAL,
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": name,
-            "gen_ai.conversation.id": run_id,
-        },
+        attributes=attributes,
     )
-    token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+    marker = _RUN.set((run_id, span))
     try:
-        yield span
+        with current(span):
+            yield span
     except BaseException as exc:
-        if isinstance(exc, Exception):
-            set_error(span, type(exc).__qualname__, str(exc) or None)
-        else:
-            set_error(span, "cancelled" if _is_cancel(exc) else type(exc).__qualname__)
+        error, description = _error_of(exc)
+        _end(span, error=error, description=description, end=False)
         raise
     finally:
-        _otel_context.detach(token)
+        _RUN.reset(marker)
         span.end()
 
 
@@ -145,10 +196,10 @@ def _is_cancel(exc: BaseException) -> bool:
 
 
 def run_event(name: str, attributes: Mapping[str, str | int] | None = None) -> None:
-    """An event on the current span (the run's, where the loop calls it); no-op when off."""
-    if tracer() is None:
-        return
-    _otel_trace.get_current_span().add_event(name, attributes=dict(attributes or {}))
+    """An event on the span of the run this context is in; a no-op when there is none."""
+    held = _RUN.get()
+    if held is not None:
+        held[1].add_event(name, attributes=dict(attributes or {}))
 
 
 # --- model attempts ---------------------------------------------------------------------------
@@ -158,16 +209,15 @@ class AttemptSpans:
     """A turn's ``chat`` spans, one per attempt, ended once routing decided what came next.
 
     The route executor decides the action after the attempt function has
-    returned, so a failed attempt's span stays open (its end time already
+    returned, so a returned attempt's span stays open (its end time already
     taken) until ``settle()`` writes the action on it.
     """
 
-    __slots__ = ("_ended", "_open", "_tracer")
+    __slots__ = ("_open", "_tracer")
 
     def __init__(self, found: Tracer) -> None:
         self._tracer = found
         self._open: list[tuple[Span, int]] = []  # (span, end time in ns) per returned attempt
-        self._ended: list[bool] = []
 
     def start(self, *, provider: str, model: str, attempt: int, messages: object) -> Span:
         span = self._tracer.start_span(
@@ -194,19 +244,16 @@ class AttemptSpans:
         output_tokens: int,
         resets: int,
     ) -> None:
-        if resets:
-            span.add_event("juno.text_stream.reset", {"juno.text_stream.resets": resets})
-        span.set_attribute(
-            "gen_ai.response.finish_reasons", ("tool_calls",) if tool_calls else ("stop",)
-        )
-        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+        attributes: dict[str, Any] = {
+            "gen_ai.response.finish_reasons": ("tool_calls",) if tool_calls else ("stop",),
+            "gen_ai.usage.input_tokens": input_tokens,
+            "gen_ai.usage.output_tokens": output_tokens,
+        }
         if capture_content():
-            span.set_attribute(
-                "gen_ai.output.messages",
-                _as_json([{"role": "assistant", "content": content, "tool_calls": tool_calls}]),
+            attributes["gen_ai.output.messages"] = _as_json(
+                [{"role": "assistant", "content": content, "tool_calls": tool_calls}]
             )
-        self._open.append((span, time.time_ns()))
+        self._returned(span, resets, attributes)
 
     def failed(
         self,
@@ -218,19 +265,27 @@ class AttemptSpans:
         produced_output: bool,
         resets: int,
     ) -> None:
+        attributes = {"juno.route.verdict": verdict, "juno.route.produced_output": produced_output}
+        self._returned(span, resets, attributes, error_type, reason or None)
+
+    def _returned(
+        self,
+        span: Span,
+        resets: int,
+        attributes: Mapping[str, Any],
+        error: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        # The attempt returned: its end time is now, its span ends in settle().
         if resets:
             span.add_event("juno.text_stream.reset", {"juno.text_stream.resets": resets})
-        span.set_attribute("juno.route.verdict", verdict)
-        span.set_attribute("juno.route.produced_output", produced_output)
-        set_error(span, error_type, reason or None)
+        _end(span, attributes, error=error, description=description, end=False)
         self._open.append((span, time.time_ns()))
 
     @staticmethod
     def raised(span: Span, exc: BaseException) -> None:
         """The attempt raised (a cancellation, or an unclassified error): end it now."""
-        cancelled = not isinstance(exc, Exception) and _is_cancel(exc)
-        set_error(span, "cancelled" if cancelled else type(exc).__qualname__)
-        span.end()
+        _end(span, error=_error_of(exc)[0])
 
     def settle(self, attempts: Sequence[Any]) -> None:
         """Write routing's action on each returned attempt and end its span.
@@ -239,27 +294,26 @@ class AttemptSpans:
         ([`AttemptRecord`][juno_bind_trio.routing.AttemptRecord]s, in order), one per
         attempt that returned.
         """
-        for (span, ended), record in zip(self._open, attempts, strict=False):
+        opened = self._open
+        for (span, ended), record in zip(opened, attempts, strict=False):
             action = record.action
+            attributes: dict[str, str] = {}
             if action is not None:
-                span.set_attribute("juno.route.action", action.name.lower())
-                span.add_event(
-                    "juno.route.decision",
-                    {"juno.route.action": action.name.lower()}
-                    | ({"juno.route.adjusted": record.adjusted} if record.adjusted else {}),
-                )
-            if record.adjusted:
-                span.set_attribute("juno.route.adjusted", record.adjusted)
-            span.end(end_time=ended)
-        for span, ended in self._open[len(attempts) :]:
-            span.end(end_time=ended)
-        self._open.clear()
+                attributes["juno.route.action"] = action.name.lower()
+                span.add_event("juno.route.decision", attributes | _adjusted(record))
+            _end(span, attributes | _adjusted(record), end_time=ended)
+        self._open = opened[len(attempts) :]
+        self.abandon()
 
     def abandon(self) -> None:
-        """The route raised: end whatever is still open, as it stands."""
+        """End whatever is still open (the route raised), as it stands."""
         for span, ended in self._open:
-            span.end(end_time=ended)
-        self._open.clear()
+            _end(span, end_time=ended)
+        self._open = []
+
+
+def _adjusted(record: Any) -> dict[str, str]:
+    return {"juno.route.adjusted": record.adjusted} if record.adjusted else {}
 
 
 # --- tool calls -------------------------------------------------------------------------------
@@ -281,8 +335,8 @@ class ToolSpans:
         self._tracer = found
         self._open: dict[str, tuple[Span, int | None]] = {}
 
-    def start(self, call_id: str, name: str, arguments: str) -> object:
-        span = self._tracer.start_span(
+    def _span(self, call_id: str, name: str) -> Span:
+        return self._tracer.start_span(
             f"execute_tool {name}",
             kind=_otel_trace.SpanKind.INTERNAL,
             attributes={
@@ -291,6 +345,9 @@ class ToolSpans:
                 "gen_ai.tool.call.id": call_id,
             },
         )
+
+    def start(self, call_id: str, name: str, arguments: str) -> object:
+        span = self._span(call_id, name)
         if capture_content():
             span.set_attribute("gen_ai.tool.call.arguments", arguments)
         self._open[call_id] = (span, None)
@@ -308,24 +365,11 @@ class ToolSpans:
     ) -> None:
         """End the call's span with its end state (making one for a call that never ran)."""
         held = self._open.pop(call_id, None)
-        if held is None:
-            span = self._tracer.start_span(
-                f"execute_tool {name}",
-                kind=_otel_trace.SpanKind.INTERNAL,
-                attributes={
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": name,
-                    "gen_ai.tool.call.id": call_id,
-                },
-            )
-            ended: int | None = None
-        else:
-            span, ended = held
-        span.set_attribute("juno.tool.end_state", state)
+        span, ended = (self._span(call_id, name), None) if held is None else held
+        attributes: dict[str, str] = {"juno.tool.end_state": state}
         if kind is not None:
-            span.set_attribute("juno.tool.failure_kind", kind)
-        if state in ("failed", "interrupted"):
-            set_error(span, kind or state)
+            attributes["juno.tool.failure_kind"] = kind
         if capture_content() and content is not None:
-            span.set_attribute("gen_ai.tool.call.result", _as_json(content))
-        span.end(end_time=ended)
+            attributes["gen_ai.tool.call.result"] = _as_json(content)
+        failed = state in ("failed", "interrupted")
+        _end(span, attributes, error=(kind or state) if failed else None, end_time=ended)

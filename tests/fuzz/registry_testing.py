@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from fuzz_support import Entry
+from typing import Any
+
+import hypothesis.strategies as st
+from fuzz_support import JUNK, Call, Entry, call
+from registry_transcript import message
 
 from juno_bind_trio.testing import (
     CloseBeforeResponse,
@@ -20,13 +24,40 @@ from juno_bind_trio.testing import (
     StreamResponse,
     TextDelta,
     ToolCallDelta,
+    ToolCallHistoryError,
     Usage,
+    check_tool_call_history,
     fake_openai_env,
     open_fake_openai_server,
     serve_fake_openai,
 )
 
+HISTORY_CALLS = st.builds(call, st.one_of(st.lists(message(), max_size=10), JUNK))
+
+
+def accepted(arguments: Call, result: Any) -> None:
+    # What the checker accepts, healing leaves as it is (beyond an empty tool_calls
+    # list, which healing keeps and the checker refuses): the two read one rule.
+    from juno_bind_trio.transcript import heal_transcript
+
+    assert result is None
+    assert heal_transcript(arguments.args[0]).changes == ()
+
+
+def names_the_message(arguments: Call, error: BaseException) -> None:
+    assert isinstance(error, ToolCallHistoryError)
+    assert 0 <= error.index < len(arguments.args[0])
+    assert f"messages[{error.index}]" in str(error)
+
+
 ENTRIES = [
+    Entry(
+        check_tool_call_history,
+        args=HISTORY_CALLS,
+        raises=(ToolCallHistoryError,),
+        check=accepted,
+        check_error=names_the_message,
+    ),
     Entry(CloseBeforeResponse),
     Entry(CompletionResponse),
     Entry(Disconnect),

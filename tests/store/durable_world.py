@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import attrs
+import openai
 
 from juno_bind_trio.loop import (
     LoopResult,
@@ -23,8 +24,15 @@ from juno_bind_trio.loop import (
     ToolCallOutcome,
     ToolLoop,
 )
+from juno_bind_trio.providers.openai._client import prime_openai_client
 from juno_bind_trio.run import EffectResumability, ToolCallLike, tool_call_id, tool_call_name
 from juno_bind_trio.store import RunStore, open_durable_run
+from juno_bind_trio.testing import (
+    CompletionResponse,
+    RecordedRequest,
+    check_tool_call_history,
+    open_fake_openai_server,
+)
 from juno_bind_trio.transcript import heal_transcript
 
 
@@ -122,10 +130,23 @@ async def drive(
 
 def check_history(messages: list[dict[str, Any]]) -> None:
     """The tool-call history a provider demands: every call answered once, right after it."""
+    check_tool_call_history(messages)  # the rules the real API refuses a request for
     assert heal_transcript(messages).changes == ()
-    for index, message in enumerate(messages):
-        if message["role"] == "assistant" and message.get("tool_calls"):
-            ids = [c["id"] for c in message["tool_calls"]]
-            answers = messages[index + 1 : index + 1 + len(ids)]
-            assert sorted(a["tool_call_id"] for a in answers) == sorted(ids)
-            assert all(a["role"] == "tool" for a in answers)
+
+
+async def provider_accepts(*transcripts: list[dict[str, Any]]) -> None:
+    """Send each transcript, as the next request of its run, to the fake server (which
+    validates tool-call history as the real API does) through the real SDK: each is answered."""
+
+    def answer(request: RecordedRequest) -> CompletionResponse:
+        return CompletionResponse(content=f"accepted #{request.index}")
+
+    async with (
+        open_fake_openai_server(answer) as server,
+        openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as client,
+    ):
+        await prime_openai_client(client)
+        for index, messages in enumerate(transcripts):
+            completion = await client.chat.completions.create(model="m", messages=messages)  # type: ignore[arg-type]
+            assert completion.choices[0].message.content == f"accepted #{index}"
+        assert len(server.requests) == len(transcripts)

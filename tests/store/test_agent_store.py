@@ -18,7 +18,7 @@ from juno_bind_trio.store import (
 )
 from juno_bind_trio.testing import CrashingStore, CrashPoint, run_until_crash
 
-from .durable_world import call, check_history
+from .durable_world import call, check_history, provider_accepts
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +113,7 @@ async def test_an_agent_resumes_a_crashed_run_with_no_effect_twice(
     result = await again.resume("o1")
     assert result.output == "Charged and told."
     check_history(result.messages)
+    await provider_accepts(result.messages)
     assert (await store.load("o1")).messages == result.messages
     assert len(shop.ledger) <= 1  # one key, whatever happened: charged at most once
     assert shop.emails.count("c3") <= 1

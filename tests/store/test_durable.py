@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import anyio
+import openai
 import pytest
 
 from juno_bind_trio import INTERRUPTED_TOOL_CALL_MESSAGE
@@ -20,9 +21,15 @@ from juno_bind_trio.store import (
     tool_call_idempotency_key,
     tool_call_receipt_key,
 )
-from juno_bind_trio.testing import CrashingStore, CrashPoint, SimulatedCrash, run_until_crash
+from juno_bind_trio.testing import (
+    CrashingStore,
+    CrashPoint,
+    SimulatedCrash,
+    ToolCallHistoryError,
+    run_until_crash,
+)
 
-from .durable_world import SCRIPT, World, call, check_history, drive
+from .durable_world import SCRIPT, World, call, check_history, drive, provider_accepts
 from .store_helpers import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -112,6 +119,7 @@ async def test_a_crash_at_any_point_resumes_with_no_effect_twice(
     final = await store.load("r1")
     assert final.record.status == "completed"
     check_history(final.messages)
+    await provider_accepts(final.messages)
     # Every non-repeatable effect at most once; no finished call ran again.
     assert len(world.effects) == len(set(world.effects))
     ran_again = world.effects[len(effects_before) :] + world.reads[len(reads_before) :]
@@ -226,6 +234,7 @@ async def test_a_worker_that_lost_its_lease_stops_softly_and_writes_nothing(
     assert (await drive(store, "r1", world, owner="w2")).reason == "completed"
     assert world.effects.count("c1") == 1
     check_history((await store.load("r1")).messages)
+    await provider_accepts((await store.load("r1")).messages)
 
 
 async def test_a_hard_cancel_records_the_interruption_and_hands_the_run_back(
@@ -329,3 +338,19 @@ async def test_a_run_whose_answer_was_saved_but_not_its_status_is_just_completed
     loaded = await store.load("r1")
     assert (loaded.record.status, loaded.messages) == ("completed", answered)
     assert world.effects == []
+
+
+async def test_the_provider_check_of_these_tests_refuses_a_cut_short_history(
+    store: RunStore,
+) -> None:
+    # The final-transcript checks above are live: the same run with one answer lost is
+    # refused by the checker and, through the real SDK, by the validating server.
+    await store.create_run("r1", messages=USER)
+    assert (await drive(store, "r1", World())).reason == "completed"
+    messages = (await store.load("r1")).messages
+    lost = next(i for i, m in enumerate(messages) if m.get("tool_call_id") == "c3")
+    cut = messages[:lost] + messages[lost + 1 :]
+    with pytest.raises(ToolCallHistoryError, match="did not have response messages: c3"):
+        check_history(cut)
+    with pytest.raises(openai.BadRequestError, match="did not have response messages: c3"):
+        await provider_accepts(messages, cut)

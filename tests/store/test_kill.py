@@ -26,7 +26,7 @@ import pytest
 
 from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
 
-from .durable_world import check_history
+from .durable_world import check_history, provider_accepts
 from .store_helpers import postgres_dsn
 
 WORKER = str(Path(__file__).with_name("kill_worker.py"))
@@ -141,6 +141,8 @@ def test_a_worker_killed_anywhere_is_resumed_with_no_effect_twice(
         check_history(messages)
         for call_id in SENDS:  # every non-repeatable effect at most once
             assert seen[run_id, call_id, "send"] <= 1, f"seed {SEED}: {run_id}/{call_id} twice"
+    # Each final transcript is what the run would send next: a validating server takes it.
+    anyio.run(provider_accepts, *(final[run_id][1] for run_id in run_ids))
     # Kills must land mid-run, or this tests nothing; some may come after the end.
     assert cut_short >= (len(run_ids) // 2 if SOAK else 1), (
         f"seed {SEED}: only {cut_short} kills landed mid-run"
@@ -184,4 +186,5 @@ def test_many_workers_drain_the_runs_while_some_are_killed(tmp_path: Path) -> No
     assert twice == [], f"seed {SEED}: non-repeatable effects repeated: {twice[:5]}"
     for _, messages in final.values():
         check_history(messages)
+    anyio.run(provider_accepts, *(messages for _, messages in final.values()))
     print(f"\n{runs} runs, {workers} workers, {kills} kills: {runs / elapsed:.1f} runs/s")

@@ -554,10 +554,11 @@ class _RunCore(Generic[OutputT]):
                 counter.running += 1
         try:
             self._collect_tools()
-            # The run's span is current for the whole run: the loop's tool spans and
+            # The run's span is current for the whole run: the loop records on it
+            # (it opens none of its own for this run id), the loop's tool spans and
             # the model's chat spans parent under it, and a sub-agent run started in
             # a tool parents under that tool call's span.
-            with _tracing.agent_span(self.settings.name or "agent", self.run_id):
+            with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
                 async with self.settings.model() as model:
                     self.model = model
                     if self.settings.store is not None:

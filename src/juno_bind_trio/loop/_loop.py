@@ -583,6 +583,13 @@ class ToolLoop:
         if self._started:
             raise UsageError("ToolLoop.run: a loop runs once; build a new ToolLoop for another run")
         self._started = True
+        if _tracing.tracer() is None:
+            return await self._run()
+        # The run's invoke_agent span (or the one its Agent opened), current for the run.
+        with _tracing.run_span(self._run_id):
+            return await self._run()
+
+    async def _run(self) -> LoopResult:
         try:
             result = await self._loop()
             # A hard cancel outranks every soft ending: with both pending (a

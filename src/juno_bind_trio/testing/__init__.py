@@ -4,12 +4,16 @@ Point the real ``openai.AsyncOpenAI`` at
 [`open_fake_openai_server()`][juno_bind_trio.testing.open_fake_openai_server] and script what each
 request gets: text, reasoning and tool-call deltas, usage, and the faults a provider really produces
 (refused connections, error statuses, a connection dropped mid-stream, an error event, a malformed
-chunk, a body that ends without ``[DONE]``, stalls). Every delay runs on the event
+chunk, a body that ends without ``[DONE]``, stalls). Like the real API it refuses a request
+whose tool-call history is broken
+([check_tool_call_history][juno_bind_trio.testing.check_tool_call_history] is the same check,
+for a transcript in hand). Every delay runs on the event
 loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
 """
 
 from juno_bind_trio._errors import SimulatedCrash as SimulatedCrash
+from juno_bind_trio._errors import ToolCallHistoryError as ToolCallHistoryError
 from juno_bind_trio._public import publish as _publish
 
 from ._crash import CRASH_POINTS as CRASH_POINTS
@@ -17,6 +21,7 @@ from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
 from ._environment import fake_openai_env as fake_openai_env
+from ._history import check_tool_call_history as check_tool_call_history
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -62,7 +67,9 @@ __all__ = [
     "StreamResponse",
     "TextDelta",
     "ToolCallDelta",
+    "ToolCallHistoryError",
     "Usage",
+    "check_tool_call_history",
     "fake_openai_env",
     "open_fake_openai_server",
     "run_until_crash",

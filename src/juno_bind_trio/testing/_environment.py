@@ -29,7 +29,7 @@ _VARIABLES: Final = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
 
 @contextmanager
 def fake_openai_env(
-    script: Script = None, *, api_key: str = "fake-key"
+    script: Script = None, *, api_key: str = "fake-key", validate_history: bool = True
 ) -> Iterator[FakeOpenAIServer]:
     """Serve *script* from a thread and set ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` to reach it.
 
@@ -45,7 +45,8 @@ def fake_openai_env(
     [open_fake_openai_server][juno_bind_trio.testing.open_fake_openai_server]
     inside async tests, where it shares the test's (virtual) clock. The
     environment is the process's: do not use this from tests that run in
-    parallel threads.
+    parallel threads. *validate_history*: see
+    [open_fake_openai_server][juno_bind_trio.testing.open_fake_openai_server].
     """
     given: object = api_key
     if not isinstance(given, str) or not given:
@@ -53,6 +54,10 @@ def fake_openai_env(
     if "\x00" in api_key:
         raise ValueError(
             "fake_openai_env: api_key cannot hold a NUL character (environment values)"
+        )
+    if not isinstance(validate_history, bool):
+        raise TypeError(
+            f"fake_openai_env: validate_history must be a bool, got {validate_history!r}"
         )
     try:
         running: str | None = sniffio.current_async_library()
@@ -68,7 +73,9 @@ def fake_openai_env(
     saved = {name: os.environ.get(name) for name in _VARIABLES}
     with (
         anyio.from_thread.start_blocking_portal(backend="trio") as portal,
-        portal.wrap_async_context_manager(open_fake_openai_server(script)) as server,
+        portal.wrap_async_context_manager(
+            open_fake_openai_server(script, validate_history=validate_history)
+        ) as server,
     ):
         os.environ["OPENAI_BASE_URL"] = server.base_url
         os.environ["OPENAI_API_KEY"] = api_key

@@ -362,6 +362,8 @@ class ErrorResponse:
     """An HTTP error with an OpenAI-shaped JSON body ``{"error": {...}}``.
 
     * *code*: the error's ``code`` (``"context_length_exceeded"``, …).
+    * *param*: the error's ``param``, the request field at fault
+      (``"messages.[3].role"``); ``null`` when not given, as the API sends it.
     * *retry_after*: sent as the ``retry-after`` header (seconds).
     * *delay*: seconds before the status line.
     """
@@ -369,6 +371,7 @@ class ErrorResponse:
     status: int = attrs.field(converter=_check_status)
     message: str | None = None
     code: str | None = attrs.field(default=None, kw_only=True)
+    param: str | None = attrs.field(default=None, kw_only=True)
     retry_after: float | None = attrs.field(
         default=None, converter=_check_retry_after, kw_only=True
     )
@@ -385,6 +388,7 @@ class ErrorResponse:
         error = {
             "message": self.message or f"fake server: scripted {self.status}",
             "type": _ERROR_TYPES.get(self.status, "server_error"),
+            "param": self.param,
             "code": self.code,
         }
         return json.dumps({"error": error}).encode()

@@ -30,6 +30,7 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Final, NoReturn, TypeAlias, final
 
 import anyio
@@ -39,6 +40,7 @@ import h11
 from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskStatus
 
+from ._history import find_fault
 from ._script import (
     FAKE_RESPONSE_TYPES,
     CloseBeforeResponse,
@@ -177,6 +179,35 @@ def _compile_script(
     return {None: deque(_check_response(r, "open_fake_openai_server") for r in script)}, None
 
 
+def _refuse_history(body: dict[str, Any]) -> ErrorResponse | None:
+    """The 400 the real API answers a request whose ``messages`` it refuses, or ``None``."""
+    messages = body.get("messages")
+    if messages is None:
+        return ErrorResponse(
+            400,
+            "Missing required parameter: 'messages'.",
+            param="messages",
+            code="missing_required_parameter",
+        )
+    if not isinstance(messages, list):
+        return ErrorResponse(
+            400,
+            "Invalid type for 'messages': expected an array of objects.",
+            param="messages",
+            code="invalid_type",
+        )
+    fault = find_fault(messages)
+    if fault is None:
+        return None
+    return ErrorResponse(400, fault.message, param=fault.param, code=fault.code)
+
+
+def _check_validate(where: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: validate_history must be a bool, got {value!r}")
+    return value
+
+
 async def _sleep(seconds: float) -> None:
     if math.isinf(seconds):
         await anyio.sleep_forever()
@@ -205,6 +236,14 @@ class FakeOpenAIServer:
     _respond: Callable[[RecordedRequest], FakeResponse] | None = attrs.field(
         default=None, alias="respond"
     )
+    validate_history: bool = attrs.field(default=True, kw_only=True)
+    """Whether a request whose tool-call history the real API would refuse gets its 400.
+
+    On by default, like the real API (see
+    [check_tool_call_history][juno_bind_trio.testing.check_tool_call_history]).
+    A refused request is recorded, answered with the 400, and takes nothing
+    from the script. May be switched off and on while the server runs.
+    """
     _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     @property
@@ -285,8 +324,13 @@ class FakeOpenAIServer:
     def _pick(self, record: RecordedRequest) -> FakeResponse:
         if record.method != "POST" or record.target.split("?")[0] != _CHAT_PATH:
             return ErrorResponse(404, f"fake server: no route for {record.method} {record.target}")
-        if not isinstance(record.json, dict):
+        body = record.json
+        if not isinstance(body, dict):
             return ErrorResponse(400, "fake server: the request body is not a JSON object")
+        if self.validate_history:
+            refusal = _refuse_history(body)
+            if refusal is not None:
+                return refusal
         if self._respond is not None:
             return _check_response(self._respond(record), "open_fake_openai_server script")
         key = record.model if record.model in self._queues else None
@@ -437,13 +481,16 @@ class FakeOpenAIServer:
 async def serve_fake_openai(
     script: Script = None,
     *,
+    validate_history: bool = True,
     task_status: TaskStatus[FakeOpenAIServer] = TASK_STATUS_IGNORED,
 ) -> NoReturn:
     """Run a fake server until cancelled; ``await task_group.start(serve_fake_openai, script)``.
 
     Reports the [`FakeOpenAIServer`][juno_bind_trio.testing.FakeOpenAIServer] through *task_status*
-    once it is listening on 127.0.0.1 at an ephemeral port.
+    once it is listening on 127.0.0.1 at an ephemeral port. *validate_history*: see
+    [open_fake_openai_server][juno_bind_trio.testing.open_fake_openai_server].
     """
+    _check_validate("serve_fake_openai", validate_history)
     queues, respond = _compile_script(script)
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
     # A bound socket that never listens: the kernel refuses every connection to
@@ -459,6 +506,7 @@ async def serve_fake_openai(
                 refused_port=refusing.getsockname()[1],
                 queues=queues,
                 respond=respond,
+                validate_history=validate_history,
             )
             task_status.started(server)
             await listener.serve(server._serve_connection)
@@ -466,13 +514,24 @@ async def serve_fake_openai(
 
 
 @asynccontextmanager
-async def open_fake_openai_server(script: Script = None) -> AsyncIterator[FakeOpenAIServer]:
+async def open_fake_openai_server(
+    script: Script = None, *, validate_history: bool = True
+) -> AsyncIterator[FakeOpenAIServer]:
     """Start a fake OpenAI-compatible server for the body of an ``async with``.
 
     ``async with open_fake_openai_server([StreamResponse.of_text("hi")]) as server:``
     The server runs in a task group of its own inside the caller's task;
     leaving the block cancels it and closes every connection.
+
+    Like the real API, the server refuses a request whose ``messages`` break
+    the tool-call history rules (an answer to no call, a call left
+    unanswered, an answer given twice, a bad ``role``: see
+    [check_tool_call_history][juno_bind_trio.testing.check_tool_call_history])
+    with a 400 in the API's error shape, before the script is consulted.
+    ``validate_history=False`` switches that off, for a test that means to
+    send a broken transcript and script what the provider answers it.
     """
+    _check_validate("open_fake_openai_server", validate_history)
     # Whatever the body raised is re-raised bare, outside the task group: a
     # test that expects ``openai.RateLimitError`` should not have to dig it out
     # of an exception group only because the server happens to run as a task.
@@ -485,7 +544,9 @@ async def open_fake_openai_server(script: Script = None) -> AsyncIterator[FakeOp
     failure: BaseException | None = None
     stop = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
-        server: FakeOpenAIServer = await tg.start(_serve_until_stopped, stop, script)
+        server: FakeOpenAIServer = await tg.start(
+            partial(_serve_until_stopped, stop, script, validate_history=validate_history)
+        )
         try:
             yield server
         except BaseException as exc:
@@ -500,7 +561,8 @@ async def _serve_until_stopped(
     stop: anyio.CancelScope,
     script: Script,
     *,
+    validate_history: bool,
     task_status: TaskStatus[FakeOpenAIServer] = TASK_STATUS_IGNORED,
 ) -> None:
     with stop:
-        await serve_fake_openai(script, task_status=task_status)
+        await serve_fake_openai(script, validate_history=validate_history, task_status=task_status)

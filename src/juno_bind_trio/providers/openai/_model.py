@@ -294,7 +294,9 @@ class OpenAIChatModel:
         text_stream: TurnTextStream | None,
         options: Mapping[str, Any],
     ) -> AttemptSuccess[ModelTurnResult] | AttemptFailure:
-        # The same attempt as the untraced path, with its chat span around it.
+        # The same attempt as the untraced path, with its chat span around it,
+        # current while the attempt runs (the stream is consumed in this task):
+        # spans of a host's HTTP client instrumentation nest under the attempt.
         resets = text_stream.reset_count if text_stream is not None else 0
         span = spans.start(
             provider=candidate.provider,
@@ -302,39 +304,40 @@ class OpenAIChatModel:
             attempt=cursor.attempt,
             messages=messages,
         )
-        try:
-            value = await stream_chat_completion(
-                self._clients[candidate.provider],
-                model=cursor.model,
-                messages=messages,
-                tools=tools,
-                text_stream=text_stream,
-                time_to_first_token=self._time_to_first_token,
-                inter_chunk_timeout=self._inter_chunk_timeout,
-                request_options=options,
-            )
-        except Exception as exc:
-            produced = text_stream.produced_output if text_stream is not None else False
+        with _tracing.current(span):
             try:
-                failure = AttemptFailure(
-                    self._classify(exc, candidate, cursor), produced_output=produced
+                value = await stream_chat_completion(
+                    self._clients[candidate.provider],
+                    model=cursor.model,
+                    messages=messages,
+                    tools=tools,
+                    text_stream=text_stream,
+                    time_to_first_token=self._time_to_first_token,
+                    inter_chunk_timeout=self._inter_chunk_timeout,
+                    request_options=options,
                 )
-            except BaseException as raised:
-                spans.raised(span, raised)
+            except Exception as exc:
+                produced = text_stream.produced_output if text_stream is not None else False
+                try:
+                    failure = AttemptFailure(
+                        self._classify(exc, candidate, cursor), produced_output=produced
+                    )
+                except BaseException as raised:
+                    spans.raised(span, raised)
+                    raise
+                verdict = failure.error
+                spans.failed(
+                    span,
+                    error_type=type(verdict.cause).__qualname__,
+                    reason=verdict.reason,
+                    verdict=verdict.action.name.lower(),
+                    produced_output=produced,
+                    resets=(text_stream.reset_count if text_stream is not None else 0) - resets,
+                )
+                return failure
+            except BaseException as exc:
+                spans.raised(span, exc)
                 raise
-            verdict = failure.error
-            spans.failed(
-                span,
-                error_type=type(verdict.cause).__qualname__,
-                reason=verdict.reason,
-                verdict=verdict.action.name.lower(),
-                produced_output=produced,
-                resets=(text_stream.reset_count if text_stream is not None else 0) - resets,
-            )
-            return failure
-        except BaseException as exc:
-            spans.raised(span, exc)
-            raise
         spans.succeeded(
             span,
             content=value.content,
