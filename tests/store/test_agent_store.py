@@ -198,3 +198,55 @@ async def test_an_agent_resume_of_an_answered_run_completes_it(store: RunStore) 
     result = await Agent(never, store=store, store_owner="w1").resume("o1")
     assert (result.output, result.reason) == ("Done.", "completed")
     assert (await store.get_run("o1")).status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("point", "n", "ran_after_resume"),
+    [
+        # Iteration 1 settled, its save was lost: the resume answers it from receipts,
+        # and the loop's first turn is the run's iteration 2.
+        ("before_save", 1, {"c3": 2}),
+        # The second answer was recorded, nothing of it started: the resume runs
+        # iteration 2's call itself, before the loop.
+        ("after_model_answer", 2, {"c3": 2}),
+        # Nothing of iteration 1 started: all of it runs on resume, as iteration 1.
+        ("after_model_answer", 1, {"c1": 1, "c2": 1, "c3": 2}),
+    ],
+)
+async def test_a_resumed_run_keeps_counting_its_iterations(
+    store: RunStore, point: CrashPoint, n: int, ran_after_resume: dict[str, int]
+) -> None:
+    seen: dict[str, int] = {}
+
+    @tool(repeatable=False)
+    async def charge(ctx: RunContext[None], eur: int) -> str:
+        """Charge."""
+        seen[ctx.tool_call_id] = ctx.iteration
+        return "charged"
+
+    @tool(repeatable=False)
+    async def email(ctx: RunContext[None], to: str) -> str:
+        """Email."""
+        seen[ctx.tool_call_id] = ctx.iteration
+        return "sent"
+
+    @tool
+    async def look(ctx: RunContext[None], page: int) -> str:
+        """Look."""
+        seen[ctx.tool_call_id] = ctx.iteration
+        return "page"
+
+    tools = [charge, email, look]
+    crashing = CrashingStore(store, point, n)
+    first = Agent(model, tools=tools, store=crashing, store_owner="w1")
+    assert await run_until_crash(lambda: first.run("go", run_id="o1"))
+    seen.clear()
+    result = await Agent(model, tools=tools, store=store, store_owner="w1").resume("o1")
+    assert result.output == "Charged and told."
+    assert seen == ran_after_resume
+    # The tool saw the iteration its receipt is stored under, and the run's count
+    # went on to 3 (the final answer), not back to 1.
+    stored = {r.tool_call_id: r.iteration for r in await store.receipts("o1")}
+    assert {call_id: stored[call_id] for call_id in seen} == seen
+    assert stored == {"c1": 1, "c2": 1, "c3": 2}
+    assert (await store.get_run("o1")).iteration == 3

@@ -354,3 +354,30 @@ async def test_the_provider_check_of_these_tests_refuses_a_cut_short_history(
         check_history(cut)
     with pytest.raises(openai.BadRequestError, match="did not have response messages: c3"):
         await provider_accepts(messages, cut)
+
+
+async def test_a_resumed_run_says_which_iteration_its_open_turn_is(store: RunStore) -> None:
+    await store.create_run("r1", messages=USER)
+    world = World()
+    # The second model answer was recorded (iteration 2), none of its calls started.
+    assert await run_until_crash(
+        lambda: drive(CrashingStore(store, "after_model_answer", 2), "r1", world)
+    )
+    async with open_durable_run(store, "r1", owner="w1", resumability=world.resumability) as run:
+        assert (run.iteration, run.open_turn_iteration) == (1, 2)
+
+        async def tool(tool_call: Any) -> Any:
+            from juno_bind_trio.loop import ToolCallOutcome
+
+            return ToolCallOutcome(
+                tool_message={"role": "tool", "tool_call_id": tool_call["id"], "content": "ok"}
+            )
+
+        await run.finish_open_turn(tool)
+        assert (run.iteration, run.open_turn_iteration) == (2, None)
+        await run.finish("stopped")
+    receipts = await store.receipts("r1")
+    assert {r.tool_call_id: r.iteration for r in receipts if r.iteration == 2} == {
+        "c3": 2,
+        "c4": 2,
+    }

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -20,9 +21,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span, StatusCode
-from tracing_helpers import EXPORTER, PROVIDER, named, span_tree
+from tracing_helpers import PROVIDER, fallback_model, installed_exporter, named, span_tree
 
-from juno_bind_trio import _tracing
 from juno_bind_trio.agent import Agent, RunContext, tool
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
@@ -45,11 +45,7 @@ HOST = PROVIDER.get_tracer("host")
 @pytest.fixture
 def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     """The in-memory exporter, empty, with the SDK provider installed for this test."""
-    monkeypatch.delenv(_tracing.CAPTURE_CONTENT_ENV, raising=False)
-    EXPORTER.clear()
-    monkeypatch.setattr(_tracing, "_provider_override", PROVIDER)
-    yield EXPORTER
-    EXPORTER.clear()
+    yield from installed_exporter(monkeypatch)
 
 
 def span_id(span: Span | ReadableSpan) -> int:
@@ -102,13 +98,30 @@ class HostHTTP(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+@asynccontextmanager
+async def instrumented_model(
+    script: Mapping[str, list[FakeResponse]], *models: str
+) -> AsyncIterator[tuple[OpenAIChatModel, HostHTTP]]:
+    """A model routing *models* in order on provider ``p``, whose client's HTTP is instrumented."""
+    http = HostHTTP()
+    async with (
+        open_fake_openai_server(script) as server,
+        open_openai_client(
+            base_url=server.base_url, api_key="k", http_client=httpx2.AsyncClient(transport=http)
+        ) as client,
+    ):
+        plan = RoutePlan([RouteStage(m, [Candidate("p")]) for m in models], max_retries=0)
+        yield OpenAIChatModel(plan=plan, clients={"p": client}), http
+
+
 def _tool_calls(*calls: tuple[str, str, dict[str, Any]]) -> StreamResponse:
     return StreamResponse.of_tool_calls(*((i, n, json.dumps(a)) for i, n, a in calls))
 
 
 async def test_a_bare_tool_loop_run_is_one_run_span_with_its_cancel(
-    exporter: InMemorySpanExporter,
+    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="juno_bind_trio")
     # A fallback turn (503, then a 409 with no retries left, then the answer),
     # then a batch that a hard cancel cuts: no Agent anywhere.
     script: dict[str, list[FakeResponse]] = {
@@ -130,19 +143,7 @@ async def test_a_bare_tool_loop_run_is_one_run_span_with_its_cancel(
             await anyio.sleep(100)
         return ToolCallOutcome.from_content(tool_call_id(call), "ok")
 
-    async with (
-        open_fake_openai_server(script) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client_a,
-        open_openai_client(base_url=server.base_url, api_key="k") as client_b,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("big", [Candidate("provider-a"), Candidate("provider-b")]),
-                RouteStage("small", [Candidate("provider-a")]),
-            ],
-            max_retries=0,
-        )
-        model = OpenAIChatModel(plan=plan, clients={"provider-a": client_a, "provider-b": client_b})
+    async with fallback_model(script) as (model, _server):
         loop = ToolLoop(
             state=LoopState(messages=[{"role": "user", "content": "go"}]),
             max_iterations=3,
@@ -162,6 +163,17 @@ async def test_a_bare_tool_loop_run_is_one_run_span_with_its_cancel(
                 tg.start_soon(cancel_once_slow_runs)
                 await loop.run()
     assert scope.cancelled_caught
+    # The route's decisions and the cancel, each at INFO.
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "juno_bind_trio"] == [
+        (logging.INFO, "route: big from provider-a failed (InternalServerError): next_candidate"),
+        (
+            logging.INFO,
+            "route: big from provider-b failed (ConflictError): "
+            "next_candidate (retry_budget_spent)",
+        ),
+        (logging.INFO, "route: succeeded after 3 attempt(s)"),
+        (logging.INFO, "run bare-run: cancelled (hard cancel)"),
+    ]
     spans = exporter.get_finished_spans()
     assert span_tree(spans) == [
         (
@@ -257,21 +269,11 @@ async def test_host_spans_nest_under_the_attempt_and_tools_under_the_run(
         inside[tool_call_id(call)] = span_id(trace.get_current_span())
         return ToolCallOutcome.from_content(tool_call_id(call), "ok")
 
-    http = HostHTTP()
-    async with (
-        open_fake_openai_server(script) as server,
-        open_openai_client(
-            base_url=server.base_url, api_key="k", http_client=httpx2.AsyncClient(transport=http)
-        ) as client,
-    ):
-        plan = RoutePlan(
-            [RouteStage("big", [Candidate("p")]), RouteStage("small", [Candidate("p")])],
-            max_retries=0,
-        )
+    async with instrumented_model(script, "big", "small") as (model, http):
         loop = ToolLoop(
             state=LoopState(messages=[{"role": "user", "content": "go"}]),
             max_iterations=3,
-            call_model=OpenAIChatModel(plan=plan, clients={"p": client}),
+            call_model=model,
             run_tool_call=run_tool,
             per_tool_limit=2,  # two workers, each claiming several calls in turn
         )
@@ -307,17 +309,10 @@ async def test_host_spans_nest_under_the_attempt_and_tools_under_the_run(
 async def test_a_cancelled_attempt_leaves_the_host_context_as_it_was(
     exporter: InMemorySpanExporter,
 ) -> None:
-    script = {"m": [StreamResponse([TextDelta("Partial "), Pause(100), TextDelta("never")])]}
-    http = HostHTTP()
-    async with (
-        open_fake_openai_server(script) as server,
-        open_openai_client(
-            base_url=server.base_url, api_key="k", http_client=httpx2.AsyncClient(transport=http)
-        ) as client,
-    ):
-        model = OpenAIChatModel(
-            plan=RoutePlan([RouteStage("m", [Candidate("p")])]), clients={"p": client}
-        )
+    script: dict[str, list[FakeResponse]] = {
+        "m": [StreamResponse([TextDelta("Partial "), Pause(100), TextDelta("never")])]
+    }
+    async with instrumented_model(script, "m") as (model, http):
         with HOST.start_as_current_span("host request") as host:
             with anyio.move_on_after(10) as scope:
                 await model.route([{"role": "user", "content": "hi"}])
@@ -374,3 +369,33 @@ async def test_a_loop_inside_a_tool_gets_its_own_run_span_under_that_call(
     (inner,) = named(spans, "invoke_agent")
     assert (outer.attributes or {})["gen_ai.conversation.id"] == result.run_id
     assert (inner.attributes or {})["gen_ai.conversation.id"] == f"{result.run_id}-inner"
+
+
+async def test_a_bare_tool_loop_that_succeeds_logs_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Tracing off (no provider): the logger speaks for itself. A run whose every
+    # attempt answered at once, with a tool batch, says nothing at any level.
+    caplog.set_level(logging.DEBUG)
+    script: dict[str, list[FakeResponse]] = {
+        "m": [_tool_calls(("a1", "add", {"x": 1})), StreamResponse.of_text("Sum: 2.")]
+    }
+
+    async def run_tool(call: ToolCallLike) -> ToolCallOutcome:
+        return ToolCallOutcome.from_content(tool_call_id(call), "2")
+
+    async with (
+        open_fake_openai_server(script) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        loop = ToolLoop(
+            state=LoopState(messages=[{"role": "user", "content": "1 + 1?"}]),
+            max_iterations=3,
+            call_model=OpenAIChatModel(
+                plan=RoutePlan([RouteStage("m", [Candidate("p")])]), clients={"p": client}
+            ),
+            run_tool_call=run_tool,
+        )
+        result = await loop.run()
+    assert (result.reason, result.content) == ("completed", "Sum: 2.")
+    assert [r for r in caplog.records if r.name.startswith("juno_bind_trio")] == []

@@ -15,7 +15,15 @@ import pydantic
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from tracing_helpers import EXPORTER, PROVIDER, Say, ScriptedModel, call, named, span_tree
+from tracing_helpers import (
+    Say,
+    ScriptedModel,
+    call,
+    fallback_model,
+    installed_exporter,
+    named,
+    span_tree,
+)
 
 from juno_bind_trio import _tracing
 from juno_bind_trio.agent import Agent, RunContext, tool
@@ -35,11 +43,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     """The in-memory exporter, empty, with the SDK provider installed for this test."""
-    monkeypatch.delenv(_tracing.CAPTURE_CONTENT_ENV, raising=False)
-    EXPORTER.clear()
-    monkeypatch.setattr(_tracing, "_provider_override", PROVIDER)
-    yield EXPORTER
-    EXPORTER.clear()
+    yield from installed_exporter(monkeypatch)
 
 
 @tool
@@ -57,19 +61,7 @@ async def _fallback_run(script_small: list[FakeResponse]) -> tuple[object, list[
         "big": [ErrorResponse(503), ErrorResponse(409)],
         "small": script_small,
     }
-    async with (
-        open_fake_openai_server(script) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client_a,
-        open_openai_client(base_url=server.base_url, api_key="k") as client_b,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("big", [Candidate("provider-a"), Candidate("provider-b")]),
-                RouteStage("small", [Candidate("provider-a")]),
-            ],
-            max_retries=0,
-        )
-        model = OpenAIChatModel(plan=plan, clients={"provider-a": client_a, "provider-b": client_b})
+    async with fallback_model(script) as (model, server):
         result = await Agent(model, name="forecaster").run("Weather?")
         return result, [r.json["model"] for r in server.requests]
 

@@ -9,20 +9,39 @@ run is traced.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import attrs
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from juno_bind_trio import _tracing
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
+from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
+from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
+from juno_bind_trio.testing import FakeOpenAIServer, FakeResponse, open_fake_openai_server
 
 EXPORTER = InMemorySpanExporter()
 PROVIDER = TracerProvider()
 PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
+
+
+def installed_exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """The body of each test module's ``exporter`` fixture.
+
+    The in-memory exporter, empty, with the SDK provider installed for one
+    test and message content capture off.
+    """
+    monkeypatch.delenv(_tracing.CAPTURE_CONTENT_ENV, raising=False)
+    EXPORTER.clear()
+    monkeypatch.setattr(_tracing, "_provider_override", PROVIDER)
+    yield EXPORTER
+    EXPORTER.clear()
 
 
 def call(call_id: str, name: str, /, **kwargs: Any) -> dict[str, Any]:
@@ -51,6 +70,31 @@ class ScriptedModel:
             turn.text_stream.begin_attempt()
         await anyio.sleep(0.01)
         return ModelTurnResult(content=say.text, tool_calls=list(say.calls))
+
+
+@asynccontextmanager
+async def fallback_model(
+    script: Mapping[str, list[FakeResponse]], **client_options: Any
+) -> AsyncIterator[tuple[OpenAIChatModel, FakeOpenAIServer]]:
+    """A model routing ``big`` on provider-a then provider-b, then ``small`` on provider-a.
+
+    No same-endpoint retries; both providers are clients of one fake server
+    playing *script*; *client_options* go to both clients.
+    """
+    async with (
+        open_fake_openai_server(script) as server,
+        open_openai_client(base_url=server.base_url, api_key="k", **client_options) as client_a,
+        open_openai_client(base_url=server.base_url, api_key="k", **client_options) as client_b,
+    ):
+        plan = RoutePlan(
+            [
+                RouteStage("big", [Candidate("provider-a"), Candidate("provider-b")]),
+                RouteStage("small", [Candidate("provider-a")]),
+            ],
+            max_retries=0,
+        )
+        clients = {"provider-a": client_a, "provider-b": client_b}
+        yield OpenAIChatModel(plan=plan, clients=clients), server
 
 
 Tree = tuple[str, tuple[Any, ...]]

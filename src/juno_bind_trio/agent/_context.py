@@ -41,6 +41,10 @@ class RunContext(Generic[DepsT]):
     * *deps*: what the run was given as ``deps=`` (your database pool, an
       HTTP client, the user).
     * *run_id*, *tool_call_id*, *tool_name*, *iteration*: where this call is.
+      *iteration* is the run's model turn that asked for the call, from 1; a
+      run [resumed][juno_bind_trio.agent.Agent.resume] from a store keeps
+      counting where the stored run was, so it is the iteration the call's
+      receipt is stored under, in whichever process the call runs.
     * *idempotency_key*: stable across crashes and resumes, the same for the
       same run, call id and arguments (their
       [tool_call_args_hash][juno_bind_trio.run.tool_call_args_hash]): pass it

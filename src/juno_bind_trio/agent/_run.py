@@ -178,7 +178,7 @@ class _LoopEvents:
         if event.kind == "not_run" or event.kind == "interrupted":
             emit(
                 ToolCallEndedEvent(
-                    iteration=event.iteration,
+                    iteration=self._core.iteration_base + event.iteration,
                     tool_call_id=event.tool_call_id,
                     tool_name=event.tool_name,
                     status=event.kind,
@@ -305,7 +305,8 @@ class _RunCore(Generic[OutputT]):
         self.stop: StopSignal = self.own_stop if stop is None else _EitherStop(stop, self.own_stop)
         self.chain: ChainRef = root_chain(run_id, agent=settings.name)
         self.children: _Children = _Children()
-        self.iteration: int = 0
+        self.iteration: int = 0  # the run's count: a resumed run's continues its stored one
+        self.iteration_base: int = 0  # iterations the stored run had before this loop
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
@@ -407,7 +408,7 @@ class _RunCore(Generic[OutputT]):
 
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
-        self.iteration = turn.iteration
+        self.iteration = self.iteration_base + turn.iteration
         model = self.model
         assert model is not None
         output = self.settings.output
@@ -417,7 +418,7 @@ class _RunCore(Generic[OutputT]):
             result = await self._structured_turn(model, turn, output)
         if self.emit is not None and isinstance(result, ModelTurnResult):
             self.emit(
-                TurnEndedEvent(turn.iteration, turn.turn_id, result.content, len(result.tool_calls))
+                TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
             )
         return result
 

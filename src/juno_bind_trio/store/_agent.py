@@ -105,7 +105,14 @@ async def run_durably(
                     stats=RunStats(),
                     content=last if isinstance(last, str) else None,
                 )
+            # RunContext.iteration is the run's own count, as the store records it:
+            # the open turn's calls belong to its iteration, and the loop's turns
+            # continue after the iterations the stored run already had.
+            open_turn = run.open_turn_iteration
+            if open_turn is not None:
+                core.iteration = open_turn
             await run.finish_open_turn(core.dispatch)
+            core.iteration_base = run.iteration
             loop = core.build_loop()
             loop = core.loop = attrs.evolve(
                 loop,

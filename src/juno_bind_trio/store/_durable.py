@@ -250,6 +250,20 @@ class DurableRun:
         return self._iteration
 
     @property
+    def open_turn_iteration(self) -> int | None:
+        """The iteration of the turn a crash left open, which
+        [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn] answers;
+        ``None`` when no turn is open (or it was answered already).
+
+        Its calls' receipts are recorded under this iteration; a loop run after
+        it continues from [iteration][juno_bind_trio.store.DurableRun.iteration]
+        (its turn *k* is the run's iteration ``iteration + k``).
+        """
+        if self._loaded.pending_turn is None:
+            return None
+        return self._loaded.record.pending_iteration
+
+    @property
     def answered(self) -> bool:
         """Whether the run had already ended with the model's answer.
 

@@ -21,7 +21,7 @@ to get right:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import attrs
@@ -266,16 +266,7 @@ class OpenAIChatModel:
                     spans, candidate, cursor, messages, tools, text_stream, options
                 )
             try:
-                value = await stream_chat_completion(
-                    self._clients[candidate.provider],
-                    model=cursor.model,
-                    messages=messages,
-                    tools=tools,
-                    text_stream=text_stream,
-                    time_to_first_token=self._time_to_first_token,
-                    inter_chunk_timeout=self._inter_chunk_timeout,
-                    request_options=options,
-                )
+                value = await self._stream(candidate, cursor, messages, tools, text_stream, options)
             except Exception as exc:  # cancellation is a BaseException and passes
                 produced = text_stream.produced_output if text_stream is not None else False
                 verdict = self._classify(exc, candidate, cursor)
@@ -283,6 +274,27 @@ class OpenAIChatModel:
             return AttemptSuccess(value)
 
         return attempt
+
+    def _stream(
+        self,
+        candidate: Candidate,
+        cursor: RouteCursor,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        text_stream: TurnTextStream | None,
+        options: Mapping[str, Any],
+    ) -> Awaitable[ModelTurnResult]:
+        # One attempt's request and stream, traced or not.
+        return stream_chat_completion(
+            self._clients[candidate.provider],
+            model=cursor.model,
+            messages=messages,
+            tools=tools,
+            text_stream=text_stream,
+            time_to_first_token=self._time_to_first_token,
+            inter_chunk_timeout=self._inter_chunk_timeout,
+            request_options=options,
+        )
 
     async def _traced_attempt(
         self,
@@ -306,16 +318,7 @@ class OpenAIChatModel:
         )
         with _tracing.current(span):
             try:
-                value = await stream_chat_completion(
-                    self._clients[candidate.provider],
-                    model=cursor.model,
-                    messages=messages,
-                    tools=tools,
-                    text_stream=text_stream,
-                    time_to_first_token=self._time_to_first_token,
-                    inter_chunk_timeout=self._inter_chunk_timeout,
-                    request_options=options,
-                )
+                value = await self._stream(candidate, cursor, messages, tools, text_stream, options)
             except Exception as exc:
                 produced = text_stream.produced_output if text_stream is not None else False
                 try:
