@@ -105,6 +105,7 @@ def run_asyncio_cancelled_before(k: int, scenario: Scenario) -> Run:
 class _StepCounter(trio.abc.Instrument):
     cancel_before: int
     scope: trio.CancelScope
+    on_cancel: Callable[[], object] | None = None
     steps: int = 0
     fired: bool = False
     left: bool = False
@@ -114,14 +115,22 @@ class _StepCounter(trio.abc.Instrument):
             return
         self.steps += 1
         if self.steps == self.cancel_before:
+            if self.on_cancel is not None:
+                self.on_cancel()
             self.scope.cancel()
             self.fired = True
 
 
-def run_trio_cancelled_before(k: int, scenario: Scenario) -> Run:
-    """Run *scenario* in a cancel scope that is cancelled before the *k*-th task step."""
+def run_trio_cancelled_before(
+    k: int, scenario: Scenario, on_cancel: Callable[[], object] | None = None
+) -> Run:
+    """Run *scenario* in a cancel scope that is cancelled before the *k*-th task step.
+
+    *on_cancel* is called just before the scope is cancelled (to note the
+    moment in the scenario's log).
+    """
     scope = trio.CancelScope()
-    counter = _StepCounter(k, scope)
+    counter = _StepCounter(k, scope, on_cancel)
 
     async def main() -> None:
         with scope:
@@ -153,18 +162,24 @@ def sweep(
     start: int = 1,
     stride: int = 1,
     limit: int = 5_000,
+    on_trio_cancel: Callable[[], object] | None = None,
 ) -> list[Run]:
     """Cancel a fresh *scenario* before its k-th step for every k from *start*, *stride* apart.
 
     *check* is called after every run (the scenario keeps what it needs to
     inspect in its own closure). Stops at the first *k* the run never reached;
     fails if that takes more than *limit* steps (a scenario that never ends).
-    Returns every run, for the caller to assert on.
+    Returns every run, for the caller to assert on. *on_trio_cancel* is
+    called at the moment the scope is cancelled, on trio. (A ``task.cancel()``
+    has no such moment: it takes effect when the task next resumes, and other
+    tasks may run first.)
     """
-    run = run_trio_cancelled_before if backend == "trio" else run_asyncio_cancelled_before
     runs: list[Run] = []
     for k in range(start, limit, stride):
-        result = run(k, scenario)
+        if backend == "trio":
+            result = run_trio_cancelled_before(k, scenario, on_trio_cancel)
+        else:
+            result = run_asyncio_cancelled_before(k, scenario)
         if result.ending == "finished before k":
             return runs
         check(result)

@@ -17,7 +17,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
-from loop_scripts import Host, Log, Turn, answers, call, kind_of
+from loop_scripts import Host, Log, Turn, answers, assert_nothing_after_cancel, call, kind_of
 
 from juno_bind_trio.completion import TurnTextView, open_memory_sink
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome
@@ -88,6 +88,8 @@ class LoopScenario:
                     call("b", delay=2),
                     call("c", name="other", delay=1),
                     call("d", name="nested", parts=[0.5, 1.5]),
+                    # Finishes under its shield whatever the cancel says.
+                    call("e", name="shielded", shield=True, delay=1.5),
                 ],
                 deltas=["Let me ", "check."],
                 failed_attempts=1,
@@ -127,9 +129,15 @@ class LoopScenario:
             await loop.run()
             sink.close()
 
+    def note_cancel(self) -> None:
+        if self.host is not None:
+            self.host.log.note("cancel", anyio.current_time())
+
     def check(self, run: Run) -> None:
         assert self.host is not None
         check_loop_transcript(self.host.state, self.host.log)
+        # On trio the cancel has a moment (noted in the log): nothing starts after it.
+        assert_nothing_after_cancel(self.host.log)
 
 
 @pytest.mark.parametrize("serial_tool", [False, True], ids=["pooled", "nested-serial"])
@@ -137,7 +145,7 @@ def test_a_tool_loop_cancelled_at_every_step_always_ends_cancelled(
     backend: str, serial_tool: bool
 ) -> None:
     scenario = LoopScenario(serial_tool=serial_tool)
-    runs = sweep(backend, scenario, scenario.check)
+    runs = sweep(backend, scenario, scenario.check, on_trio_cancel=scenario.note_cancel)
     assert_always_cancelled(runs)
 
 
@@ -205,10 +213,16 @@ class RoutedModel:
                     watchdog.cancel()
                 if candidate.provider == "first" and cursor.model == "large":
                     raise Broken("connection reset mid-stream")
+                if candidate.provider == "second" and cursor.candidate_attempt == 1:
+                    raise Broken("429: slow down")
             except Broken as exc:
-                verdict = ClassifiedError(RouteAction.NEXT_CANDIDATE, exc)
+                if "429" in str(exc):
+                    # Retried on the same endpoint after the server's back-off.
+                    verdict = ClassifiedError(RouteAction.RETRY_SAME_ENDPOINT, exc, retry_after=0.5)
+                else:
+                    verdict = ClassifiedError(RouteAction.NEXT_CANDIDATE, exc)
                 return AttemptFailure(verdict, produced_output=False)
-            calls = [call("r1", delay=1), call("r2", delay=1)] if turn.iteration == 0 else []
+            calls = [call("r1", delay=1), call("r2", delay=1)] if turn.iteration == 1 else []
             return AttemptSuccess(
                 ModelTurnResult(content=None if calls else "answered", tool_calls=calls)
             )
