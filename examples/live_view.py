@@ -17,7 +17,9 @@ Starts a fault-injecting OpenAI-compatible server on 127.0.0.1 (from
    running call is cut off and answered ``interrupted``;
 4. let it run and the final answer streams in.
 
-Ctrl-C stops the server. ``--port 0`` picks a free port.
+Ctrl-C stops the server. ``--port 0`` picks a free port. ``--store runs.db``
+keeps every run in a SQLite run store: stop the server, start it again, and
+``/runs/<id>`` still answers with the run's final text and transcript.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import signal
 import sys
@@ -111,9 +114,17 @@ def make_tools(tool_seconds: float) -> list[Any]:
 
 @asynccontextmanager
 async def open_live_view(
-    *, pace: float = 1 / 30, tool_seconds: float = 3.0
+    *,
+    pace: float = 1 / 30,
+    tool_seconds: float = 3.0,
+    store: str | os.PathLike[str] | None = None,
+    max_kept_runs: int = 64,
+    max_kept_events: int = 4096,
 ) -> AsyncIterator[tuple[LiveRuns, Starlette]]:
-    """The fake provider, the agent, its runs and the app, for as long as the block runs."""
+    """The fake provider, the agent, its runs and the app, for as long as the block runs.
+
+    *store*: a SQLite file to keep the runs in (``None``: in memory only).
+    """
     plan = RoutePlan(
         [
             RouteStage("juno-large", [Candidate("primary")]),
@@ -130,18 +141,26 @@ async def open_live_view(
             time_to_first_token=10.0,
             inter_chunk_timeout=10.0,
         )
-        agent = Agent(model, tools=make_tools(tool_seconds), instructions="Use the tools.")
-        runs = LiveRuns(agent)
+        agent = Agent(
+            model, tools=make_tools(tool_seconds), instructions="Use the tools.", store=store
+        )
+        # With a store, runs no longer in memory are read back from the agent's store.
+        runs = LiveRuns(agent, max_kept_runs=max_kept_runs, max_kept_events=max_kept_events)
         yield runs, create_app(runs, page=str(STATIC_DIR / "live-view.html"))
 
 
 async def main(
-    *, port: int = 8000, pace: float = 1 / 30, tool_seconds: float = 3.0, out: TextIO = sys.stdout
+    *,
+    port: int = 8000,
+    pace: float = 1 / 30,
+    tool_seconds: float = 3.0,
+    store: str | None = None,
+    out: TextIO = sys.stdout,
 ) -> None:
     """Serve the page on 127.0.0.1:*port* until Ctrl-C (SIGINT) or SIGTERM."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
-            open_live_view(pace=pace, tool_seconds=tool_seconds) as (_runs, app),
+            open_live_view(pace=pace, tool_seconds=tool_seconds, store=store) as (_runs, app),
             anyio.create_task_group() as tasks,
         ):
             url = await tasks.start(functools.partial(serve, app, port=port))
@@ -160,10 +179,17 @@ def cli() -> None:
     parser.add_argument("--pace", type=float, default=1 / 30, help="seconds between tokens")
     parser.add_argument("--tool-seconds", type=float, default=3.0)
     parser.add_argument("--backend", choices=("trio", "asyncio"), default="trio")
+    parser.add_argument("--store", default=None, help="a SQLite file to keep the runs in")
     args = parser.parse_args()
     try:
         anyio.run(
-            functools.partial(main, port=args.port, pace=args.pace, tool_seconds=args.tool_seconds),
+            functools.partial(
+                main,
+                port=args.port,
+                pace=args.pace,
+                tool_seconds=args.tool_seconds,
+                store=args.store,
+            ),
             backend=args.backend,
         )
     except KeyboardInterrupt:

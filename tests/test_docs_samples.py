@@ -34,6 +34,10 @@ FENCE = re.compile(r"^```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
 # Stand-ins for the host application's own functions that a page calls
 # (storage, logging, a provider call), and checks run after the page.
 HOST_CODE: dict[str, str] = {
+    "how-to/serve-a-run-to-a-browser.md": """
+import pathlib, tempfile
+db_path = pathlib.Path(tempfile.mkdtemp()) / "runs.db"
+""",
     "how-to/heal-a-transcript.md": """
 import logging
 log = logging.getLogger("docs")
@@ -203,6 +207,13 @@ with RunDeadline(600) as parent:
 """,
     "how-to/embed-in-anyio-or-asyncio.md": """
 assert sent and sent[-1]["text"] == "Hello from the model."
+""",
+    "how-to/reask-within-a-turn.md": """
+assert result.reason == "completed" and len(asked) == 2
+assert asked[1][:1] == asked[0] and asked[1][1]["content"] == "Lisbon, I think."
+""",
+    "how-to/request-options.md": """
+assert "response_format" not in model.request_options and json_request["stream"] is True
 """,
 }
 

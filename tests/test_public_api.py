@@ -77,3 +77,36 @@ def test_exceptions_are_one_tree() -> None:
                 assert not issubclass(value, Exception)
                 continue
             assert issubclass(value, _errors.JunoBindError), value
+
+
+# The public members of the classes a host builds its own layer on. A member
+# added or removed here is a change of the public API: say so in the CHANGELOG.
+PINNED_MEMBERS = {
+    ("juno_bind_trio.loop", "ModelTurn"): {
+        "iteration",
+        "messages",
+        "report_progress",
+        "text_stream",
+        "tools",
+        "turn_id",
+        "with_extra_messages",
+    },
+    ("juno_bind_trio.providers.openai", "OpenAIChatModel"): {
+        "attempt_function",
+        "last_route",
+        "plan",
+        "request_options",
+        "route",
+        "with_request_options",
+    },
+}
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(PINNED_MEMBERS))
+def test_public_members_are_pinned(module: str, name: str) -> None:
+    cls = getattr(importlib.import_module(module), name)
+    members = {attr for attr in dir(cls) if not attr.startswith("_")}
+    if name == "ModelTurn":
+        # attrs fields without defaults are not class attributes.
+        members |= {field.name for field in cls.__attrs_attrs__ if not field.name.startswith("_")}
+    assert members == PINNED_MEMBERS[(module, name)]

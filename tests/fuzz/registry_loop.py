@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fuzz_support import Entry
+from typing import Any
+
+import hypothesis.strategies as st
+from fuzz_support import JUNK, Call, Entry, call
 
 from juno_bind_trio.loop import (
     AssistantMessageEvent,
@@ -23,7 +26,43 @@ from juno_bind_trio.loop import (
     ToolLoopStatistics,
 )
 
+
+def _a_turn() -> ModelTurn:
+    return ModelTurn(
+        iteration=1,
+        turn_id="r:1",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=(),
+        text_stream=None,
+        emit=lambda event: None,
+    )
+
+
+def _extras_appended(arguments: Call, result: Any) -> None:
+    assert isinstance(result, ModelTurn)
+    (given,) = arguments.args
+    assert result.messages[0] == {"role": "user", "content": "hi"}
+    assert len(result.messages) == 1 + len(given)
+
+
+_message = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "system", "developer", "tool"]) | JUNK,
+            "content": st.text(max_size=5) | JUNK,
+        },
+        optional={"tool_calls": JUNK, "name": JUNK},
+    ),
+    JUNK,
+)
+
 ENTRIES = [
+    Entry(
+        _a_turn().with_extra_messages,
+        args=(st.lists(_message, max_size=3) | JUNK).map(lambda messages: call(messages)),
+        check=_extras_appended,
+        label="loop.ModelTurn.with_extra_messages",
+    ),
     Entry(AssistantMessageEvent),
     Entry(Interrupt),
     Entry(InterruptReceivedEvent),

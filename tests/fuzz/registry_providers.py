@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import hypothesis.strategies as st
 import openai
-from fuzz_support import Entry
+from fuzz_support import JUNK, Call, Entry, call
 
 from juno_bind_trio.providers.openai import (
     OpenAIChatModel,
@@ -11,8 +14,32 @@ from juno_bind_trio.providers.openai import (
     prime_openai_client,
     stream_chat_completion,
 )
+from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
+
+
+def _a_model() -> OpenAIChatModel:
+    client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
+    plan = RoutePlan([RouteStage("m", [Candidate("fake")])])
+    return OpenAIChatModel(plan=plan, clients={"fake": client})
+
+
+def _options_kept(arguments: Call, result: Any) -> None:
+    assert isinstance(result, OpenAIChatModel)
+    assert dict(result.request_options) == dict(arguments.kwargs)
+
+
+_KEYS = st.one_of(
+    st.sampled_from(["model", "messages", "tools", "stream", "n", "temperature", ""]),
+    st.text(max_size=6),
+)
 
 ENTRIES = [
+    Entry(
+        _a_model().with_request_options,
+        args=st.dictionaries(_KEYS, JUNK, max_size=4).map(lambda options: call(**options)),
+        check=_options_kept,
+        label="providers.openai.OpenAIChatModel.with_request_options",
+    ),
     Entry(OpenAIChatModel),
     # The SDK refuses a client without credentials (no key, no OPENAI_API_KEY).
     Entry(

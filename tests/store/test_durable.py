@@ -17,7 +17,9 @@ from juno_bind_trio.run import ToolCallReceiptKey
 from juno_bind_trio.store import (
     RunLeasedError,
     RunStore,
+    StoreDataError,
     open_durable_run,
+    serve_runs,
     tool_call_idempotency_key,
     tool_call_receipt_key,
 )
@@ -30,7 +32,7 @@ from juno_bind_trio.testing import (
 )
 
 from .durable_world import SCRIPT, World, call, check_history, drive, provider_accepts
-from .store_helpers import FakeClock
+from .store_helpers import FakeClock, raw_execute, raw_query
 
 pytestmark = pytest.mark.anyio
 
@@ -381,3 +383,35 @@ async def test_a_resumed_run_says_which_iteration_its_open_turn_is(store: RunSto
         "c3": 2,
         "c4": 2,
     }
+
+
+UNREADABLE = [
+    # Each parses as JSON and every message has a role, but healing cannot read it.
+    [USER[0], {"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "a"}]}],
+    [USER[0], {"role": "tool", "content": "an answer naming no call"}],
+    [USER[0], {"role": "assistant", "tool_calls": "not a list"}],
+]
+
+
+@pytest.mark.parametrize("messages", UNREADABLE)
+async def test_a_stored_transcript_healing_cannot_read_is_a_corrupted_row(
+    store: RunStore, messages: list[Any]
+) -> None:
+    text = json.dumps(messages)
+    for run_id in ("r1", "r2"):
+        await store.create_run(run_id, messages=USER)
+        raw_execute(store, "UPDATE juno_runs SET messages = ? WHERE run_id = ?", (text, run_id))
+    with pytest.raises(StoreDataError, match=r"run 'r1'.*messages\[1\]") as info:
+        async with open_durable_run(store, "r1", owner="w1"):
+            raise AssertionError("a corrupted run must not be handed out")
+    assert info.value.run_id == "r1"
+
+    # A worker records it failed and moves on (it used to claim it again, forever).
+    async def handle(run: Any) -> None:
+        raise AssertionError("a corrupted run must not be handled")
+
+    assert await serve_runs(store, handle, owner="w2", stop_when_idle=True) == 1
+    assert (await store.get_run("r2")).status == "failed"
+    for run_id in ("r1", "r2"):  # nothing was overwritten
+        stored = raw_query(store, "SELECT messages FROM juno_runs WHERE run_id = ?", (run_id,))
+        assert stored == [(text,)]

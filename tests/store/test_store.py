@@ -253,6 +253,7 @@ async def test_a_call_started_again_must_have_the_same_arguments(store: RunStore
         ("messages", '[{"content": "no role"}]', r"messages\[0\]"),
         ("status", "exploded", "status 'exploded'"),
         ("chain", '{"links": []}', "lineage"),
+        ("iteration", -3, "not a non-negative integer"),
     ],
 )
 async def test_a_corrupted_row_names_the_run_and_nothing_is_overwritten(

@@ -63,11 +63,16 @@ def launched() -> Iterator[Any]:
             browser.close()
 
 
-@contextmanager
-def example_server(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def example_server(*args: str) -> Any:
     """``python examples/live_view.py --port 0 ARGS``; yields its URL and the process."""
+    return script_server(ROOT / "examples" / "live_view.py", "--port", "0", *args)
+
+
+@contextmanager
+def script_server(script: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``python SCRIPT ARGS``, which prints its URL first; yields the URL and the process."""
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "live_view.py"), "--port", "0", *args],
+        [sys.executable, str(script), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

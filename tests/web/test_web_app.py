@@ -253,11 +253,20 @@ async def test_run_ids_are_unguessable() -> None:
         client = Client(app)
         ids = {await start(client) for _ in range(8)}
     assert len(ids) == 8
+    tokens = set()
     for run_id in ids:
-        assert len(run_id) >= 24
-        assert set(run_id) <= set(
+        # 24 URL-safe characters of randomness (144 bits), then the owner's digest.
+        token, dot, tag = run_id.partition(".")
+        assert dot
+        assert len(token) == 24
+        assert len(tag) == 22
+        assert set(token + tag) <= set(
             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
         )
+        tokens.add(token)
+    assert len(tokens) == 8
+    # Same principal: the digest differs with the random part.
+    assert len({run_id.partition(".")[2] for run_id in ids}) == 8
 
 
 async def test_without_a_hook_only_loopback_clients_get_in() -> None:
@@ -427,3 +436,148 @@ def test_construction_refuses_wiring_mistakes() -> None:
         create_app(runs, authorize="yes")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match=r"enter `async with runs.running\(\):` first"):
         runs.start("hi", owner="local")
+
+
+class ResyncingReader:
+    """What the shipped client does with a stream, in Python: a resync restores every
+    turn from the snapshot it carries; text and reset events then apply in order.
+
+    Asserts as it goes that no event is lost (seqs follow on) or repeated."""
+
+    def __init__(self) -> None:
+        self.turns: dict[str, dict[str, Any]] = {}
+        self.resyncs = 0
+        self.shown: list[str] = []
+
+    def apply(self, event: dict[str, Any]) -> None:
+        kind = event["kind"]
+        if kind == "resync":
+            self.resyncs += 1
+            for turn in event["snapshot"]["turns"]:
+                restored = {"text": turn["text"], "final": turn["final"]}
+                if not turn["final"]:
+                    restored |= {"epoch": turn["epoch"], "last": turn["lastSeq"]}
+                self.turns[turn["turnId"]] = restored
+                self.shown.append(turn["text"])
+        elif kind in ("text", "reset"):
+            turn = self.turns.setdefault(
+                event["turnId"], {"text": "", "final": False, "epoch": 0, "last": -1}
+            )
+            if turn["final"]:
+                return
+            assert event["seq"] == turn["last"] + 1, (event, turn)  # nothing lost or repeated
+            turn["last"] = event["seq"]
+            if event["epoch"] >= turn["epoch"]:
+                turn["epoch"] = event["epoch"]
+                turn["text"] = "" if kind == "reset" else turn["text"] + event["text"]
+            self.shown.append(turn["text"])
+        elif kind == "turn_ended":
+            self.turns[event["turnId"]] = {"text": event["content"], "final": True}
+            self.shown.append(event["content"])
+
+
+async def test_a_runs_event_log_is_bounded_and_a_late_reader_is_resynced() -> None:
+    agent = ScriptedAgent(SCRIPT)
+    runs = LiveRuns(agent, max_kept_events=2)
+    app = create_app(runs)
+    async with runs.running():
+        client = Client(app)
+        run_id = await start(client)
+        first: list[dict[str, str]] = []
+        async with client.stream(f"/runs/{run_id}/events") as stream:
+            async for frame in stream.frames():
+                first.append(frame)
+                if len(first) == 2:  # "Let me " and "think": then the connection drops
+                    break
+        await anyio.sleep(0.035)  # three more events: the reset falls out of the window
+        run = runs.get(run_id)
+        assert run is not None
+        assert run.kept_events == 2
+        assert run.last_event_id == 5
+        assert run.snapshot()["status"] == "running"
+        rest = await read_all(client, run_id, last=int(first[-1]["id"]))
+        # At the end, still only the newest two events are kept.
+        assert run.snapshot()["status"] == "ended"
+        assert run.kept_events == 2
+        after_end = await read_all(client, run_id, last=1)
+    resync = json.loads(rest[0]["data"])
+    assert resync["kind"] == "resync"
+    # A resync carries the snapshot at its own id; the stream goes on after it.
+    # (A reader slower than the window again gets another resync, never a gap.)
+    previous = int(first[-1]["id"])
+    for frame in rest:
+        event = json.loads(frame["data"])
+        if event["kind"] == "resync":
+            assert int(frame["id"]) == event["snapshot"]["lastEventId"] > previous
+        else:
+            assert int(frame["id"]) == previous + 1
+        previous = int(frame["id"])
+    assert previous == 9
+    (mid_turn,) = resync["snapshot"]["turns"]
+    assert mid_turn == {
+        "turnId": "t1",
+        "text": "The answer is",
+        "final": False,
+        "epoch": 1,
+        "lastSeq": 4,
+    }
+    reader = ResyncingReader()
+    for frame in first + rest:
+        reader.apply(json.loads(frame["data"]))
+    assert reader.resyncs >= 1
+    assert reader.turns["t1"] == {"text": FINAL, "final": True}
+    # Every text shown is one the turn passed through.
+    passed = {"", "Let me ", "Let me think", "The answer", "The answer is", FINAL}
+    assert set(reader.shown) <= passed
+    late = ResyncingReader()
+    for frame in after_end:
+        late.apply(json.loads(frame["data"]))
+    assert late.turns["t1"] == {"text": FINAL, "final": True}
+    # The snapshot was taken after the run's last event: it is all there is to say.
+    (only,) = after_end
+    ended = json.loads(only["data"])["snapshot"]
+    assert (ended["status"], ended["reason"], ended["lastEventId"]) == ("ended", "completed", 9)
+
+
+async def test_a_reader_that_keeps_up_gets_every_event_through_a_small_window() -> None:
+    # The run's last three events come at once: a window of three holds them.
+    agent = ScriptedAgent(SCRIPT)
+    runs = LiveRuns(agent, max_kept_events=3)
+    app = create_app(runs)
+    async with runs.running():
+        client = Client(app)
+        run_id = await start(client)
+        frames = await read_all(client, run_id)
+        run = runs.get(run_id)
+        assert run is not None
+        assert run.kept_events == 3
+    assert [int(f["id"]) for f in frames] == list(range(1, 10))
+    assert all(json.loads(f["data"])["kind"] != "resync" for f in frames)
+    assert texts_of(frames)["t1"].text == FINAL
+
+
+async def test_a_reader_inside_the_kept_window_is_not_resynced() -> None:
+    agent = ScriptedAgent(SCRIPT)
+    runs = LiveRuns(agent, max_kept_events=4)
+    app = create_app(runs)
+    async with runs.running():
+        client = Client(app)
+        run_id = await start(client)
+        await read_all(client, run_id)
+        run = runs.get(run_id)
+        assert run is not None
+        oldest_kept = run.last_event_id - run.kept_events
+        frames = await read_all(client, run_id, last=oldest_kept)
+        resynced = await read_all(client, run_id, last=oldest_kept - 1)
+    assert [int(f["id"]) for f in frames] == list(range(oldest_kept + 1, run.last_event_id + 1))
+    assert all(json.loads(f["data"])["kind"] != "resync" for f in frames)
+    assert json.loads(resynced[0]["data"])["kind"] == "resync"
+
+
+def test_the_event_bound_is_checked() -> None:
+    agent = ScriptedAgent([])
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="max_kept_events must be a positive integer"):
+            LiveRuns(agent, max_kept_events=bad)
+    with pytest.raises(TypeError, match="max_kept_events must be a positive integer"):
+        LiveRuns(agent, max_kept_events=2.5)  # type: ignore[arg-type]

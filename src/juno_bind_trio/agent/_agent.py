@@ -13,15 +13,16 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Final, Generic, Literal, cast, final
+from typing import Any, Final, Generic, Literal, TypeAlias, cast, final
 
 import anyio
-import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
+from juno_bind_trio._validate import shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
+from juno_bind_trio.providers.openai._stream import RESERVED_REQUEST_OPTIONS
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
 from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
@@ -59,11 +60,42 @@ def _is_async_callable(value: object) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+def _request_options(
+    owner: str, given: object, response_format: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The agent's request options, checked, with the output type's format added."""
+    options: dict[str, Any] = {}
+    if given is not None:
+        if not isinstance(given, Mapping):
+            raise TypeError(f"{owner}: request_options must be a mapping or None, got {given!r}")
+        for key in given:
+            if not isinstance(key, str):
+                raise TypeError(f"{owner}: request_options keys must be strings, got {key!r}")
+        options = dict(given)
+        clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(options))
+        if clash:
+            raise ValueError(
+                f"{owner}: request_options must not set {clash!r}: the model, the messages, the "
+                "tools and the streaming of each request are the package's own"
+            )
+        if response_format is not None and "response_format" in options:
+            raise ValueError(
+                f"{owner}: request_options sets response_format, which output_type sets; "
+                "leave one out"
+            )
+    if response_format is not None:
+        options["response_format"] = response_format
+    return options
+
+
 def _model_source(
-    owner: str, model: object, response_format: Mapping[str, Any] | None
+    owner: str,
+    model: object,
+    response_format: Mapping[str, Any] | None,
+    request_options: object = None,
 ) -> tuple[ModelSource, str]:
     """How each run gets its model, and a short description of it for ``repr``."""
-    extra: dict[str, Any] = {} if response_format is None else {"response_format": response_format}
+    extra = _request_options(owner, request_options, response_format)
     if isinstance(model, str):
         name = model[len(_OPENAI_PREFIX) :] if model.startswith(_OPENAI_PREFIX) else ""
         if not name:
@@ -82,9 +114,20 @@ def _model_source(
         return open_string_model, model
     if isinstance(model, OpenAIChatModel):
         chat: OpenAIChatModel = model
+        if response_format is not None:
+            # A candidate's options win over the model's for its attempts: one
+            # with its own format would silently replace the output type's.
+            for stage in model.plan.stages:
+                for candidate in stage.candidates:
+                    if "response_format" in candidate.options:
+                        raise ValueError(
+                            f"{owner}: the plan's candidate {candidate.provider!r} for "
+                            f"{stage.model!r} sets response_format in its options, which "
+                            "output_type sets; remove it there"
+                        )
         if extra:
             # The host's own options stay; the output type's format is added.
-            chat = attrs.evolve(model, request_options={**model._request_options, **extra})
+            chat = model.with_request_options(**extra)
 
         @asynccontextmanager
         async def given_model() -> AsyncIterator[ModelFn]:
@@ -92,6 +135,11 @@ def _model_source(
 
         return given_model, repr(model)
     if callable(model):
+        if request_options is not None:
+            raise ValueError(
+                f"{owner}: request_options are sent by an OpenAI model ('openai:<name>' or an "
+                "OpenAIChatModel); a function model builds its own requests"
+            )
         if not _is_async_callable(model):
             raise TypeError(
                 f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async "
@@ -117,6 +165,30 @@ def _positive(owner: str, name: str, value: object, *, minimum: int = 1) -> int:
             f"{owner}: {name} must be {word}, got {value!r}"
         )
     return value
+
+
+Prompt: TypeAlias = str | Sequence[Mapping[str, Any]]
+"""What `Agent.run` takes as the user's message: text, or a list of content parts."""
+
+
+def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
+    """A text prompt, or a list of content parts (text, images) copied for the transcript."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence) or not prompt:
+        raise TypeError(
+            f"{owner}: prompt must be a str or a non-empty list of content parts "
+            f"({{'type': 'text', 'text': ...}}, {{'type': 'image_url', ...}}), got {shown(prompt)}"
+        )
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(prompt):
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise TypeError(
+                f"{owner}: prompt[{index}] must be a content part dict with a string 'type', "
+                f"got {shown(part)}"
+            )
+        parts.append(dict(part))
+    return parts
 
 
 @final
@@ -148,6 +220,13 @@ class Agent(Generic[DepsT, OutputT]):
     * *name*: the agent's name in run lineage (sub-agent cycle checks).
     * *max_iterations*: model calls per run; *per_tool_limit*: concurrent
       calls per tool name.
+    * *request_options*: extra ``chat.completions.create`` arguments for
+      every request of an OpenAI model (``temperature``, ``seed``,
+      ``extra_headers``, …), merged over an
+      [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel]'s
+      own. ``model``, ``messages``, ``tools``, ``stream`` and ``n`` are the
+      package's own and refused; so is ``response_format`` with an
+      *output_type* (which sets it), and any options with a function model.
     * *strict*: request OpenAI strict mode for every tool (and the output
       format); a tool that strict mode cannot express is refused here, with
       the JSON pointer of the part that cannot be.
@@ -188,6 +267,7 @@ class Agent(Generic[DepsT, OutputT]):
         text_sink: TurnStreamSink | None = None,
         chain_rule: ChainRule | None = None,
         max_output_retries: int = DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES,
+        request_options: Mapping[str, Any] | None = None,
         store: StoreSpec | None = None,
         store_owner: str | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
@@ -233,7 +313,7 @@ class Agent(Generic[DepsT, OutputT]):
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
         output = output_spec(owner, output_type, strict=strict)
-        source, described = _model_source(owner, model, output.response_format)
+        source, described = _model_source(owner, model, output.response_format, request_options)
         collected = collect_tools(owner, tools)
         dialect: SchemaDialect = schema_dialect
 
@@ -298,6 +378,12 @@ class Agent(Generic[DepsT, OutputT]):
         return self._settings.tools
 
     @property
+    def store(self) -> StoreSpec | None:
+        """The run store the agent keeps its runs in (a path or a RunStore), or ``None``."""
+        store: StoreSpec | None = self._settings.store
+        return store
+
+    @property
     def output_type(self) -> type[OutputT]:
         """What ``AgentResult.output`` holds."""
         return cast("type[OutputT]", self._output_type)
@@ -316,8 +402,7 @@ class Agent(Generic[DepsT, OutputT]):
         parent: object,
         pipe: _EventPipe | None,
     ) -> _RunCore[OutputT]:
-        if not isinstance(prompt, str):
-            raise TypeError(f"{owner}: prompt must be a str, got {prompt!r}")
+        prompt = _check_prompt(owner, prompt)
         history: list[dict[str, Any]] = []
         if message_history is not None:
             if isinstance(message_history, (str, bytes, Mapping)) or not isinstance(
@@ -365,7 +450,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         deps: DepsT | None = None,
         message_history: Sequence[Mapping[str, Any]] | None = None,
@@ -375,6 +460,10 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> AgentResult[OutputT]:
         """Run to the end: the model, the tools it asks for, again, until it answers.
 
+        * *prompt*: the user's message: text, or a list of content parts
+          in the chat completions form (``{"type": "text", "text": ...}``,
+          ``{"type": "image_url", "image_url": {"url": ...}}``) for a model
+          that reads images.
         * *deps*: handed to every tool as ``ctx.deps``.
         * *message_history*: an earlier ``AgentResult.messages`` to go on
           from; healed first (every tool call answered exactly once).
@@ -407,7 +496,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         backend: Literal["trio", "asyncio"] = "trio",
         deps: DepsT | None = None,
@@ -452,7 +541,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def open_run(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         deps: DepsT | None = None,
         message_history: Sequence[Mapping[str, Any]] | None = None,

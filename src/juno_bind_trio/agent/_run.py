@@ -286,7 +286,7 @@ class _RunCore(Generic[OutputT]):
         self,
         settings: RunSettings,
         *,
-        prompt: str,
+        prompt: str | list[dict[str, Any]],
         deps: object,
         message_history: list[dict[str, Any]],
         stop: StopSignal | None,
@@ -470,17 +470,12 @@ class _RunCore(Generic[OutputT]):
                 _tracing.run_event(
                     "juno.output.retry", {"juno.output.problem": rejected.problem[:500]}
                 )
-                asked = ModelTurn(
-                    iteration=turn.iteration,
-                    turn_id=turn.turn_id,
-                    messages=[
-                        *turn.messages,
+                # Only the answer that validates enters the transcript.
+                asked = turn.with_extra_messages(
+                    [
                         {"role": "assistant", "content": rejected.result.content},
                         {"role": "user", "content": _reask(rejected.problem)},
-                    ],
-                    tools=turn.tools,
-                    text_stream=turn.text_stream,
-                    emit=turn._emit,
+                    ]
                 )
             result: object = await model(asked)
             if not isinstance(result, ModelTurnResult) or result.tool_calls:

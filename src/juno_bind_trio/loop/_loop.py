@@ -750,6 +750,8 @@ class ToolLoop:
                 self._finish_text_stream(stream, iteration, "failed")
             self._model_seconds += anyio.current_time() - started
             raise
+        finally:
+            turn._end()  # committed or failed: no re-ask after this
         self._model_seconds += anyio.current_time() - started
         returned: object = result
         if not isinstance(returned, ModelTurnResult):

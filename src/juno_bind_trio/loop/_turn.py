@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
+
+from juno_bind_trio._errors import UsageError
+from juno_bind_trio._validate import shown
 
 from ._events import OutputProgressEvent
 
@@ -15,6 +18,49 @@ if TYPE_CHECKING:
     from ._events import LoopEvent
 
 __all__ = ["ModelTurn"]
+
+# Roles an extra message may have. A tool message answers a call the loop
+# made, and an assistant message's tool calls are calls the loop would have
+# to run: neither can be added behind the loop's back.
+_EXTRA_ROLES: Final = frozenset({"system", "developer", "user", "assistant"})
+
+
+def _check_extra(owner: str, index: int, message: object) -> dict[str, Any]:
+    where = f"{owner}: messages[{index}]"
+    if not isinstance(message, Mapping):
+        raise TypeError(f"{where} must be a chat message dict, got {shown(message)}")
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise TypeError(f"{where} must have a string 'role', got {shown(role)}")
+    if role not in _EXTRA_ROLES:
+        if role == "tool":
+            raise ValueError(
+                f"{where} is a tool message; tool messages answer the calls the loop runs, "
+                "so a turn's extra messages cannot hold one"
+            )
+        raise ValueError(
+            f"{where} has role {shown(role)}; expected one of {', '.join(sorted(_EXTRA_ROLES))}"
+        )
+    if message.get("tool_calls"):
+        raise ValueError(
+            f"{where} is an assistant message with tool_calls; only the loop makes tool calls "
+            "(return them in the ModelTurnResult instead)"
+        )
+    content = message.get("content")
+    if content is None:
+        if role != "assistant":
+            raise TypeError(f"{where} is a {role} message with no content")
+    elif not isinstance(content, str):
+        if not isinstance(content, list) or not all(isinstance(p, Mapping) for p in content):
+            raise TypeError(
+                f"{where}.content must be a string or a list of content-part dicts, "
+                f"got {shown(content)}"
+            )
+        content = [dict(part) for part in content]
+    copied = dict(message)
+    if content is not None:
+        copied["content"] = content
+    return copied
 
 
 @final
@@ -38,6 +84,8 @@ class ModelTurn:
     [`report_progress()`][juno_bind_trio.loop.ModelTurn.report_progress] sends an
     [`OutputProgressEvent`][juno_bind_trio.loop.OutputProgressEvent]; it is synchronous, cheap and
     never raises into the turn.
+    [`with_extra_messages()`][juno_bind_trio.loop.ModelTurn.with_extra_messages] makes the same
+    turn with more messages after the transcript, for a re-ask inside the turn.
     """
 
     iteration: int
@@ -46,6 +94,73 @@ class ModelTurn:
     tools: Sequence[Any]
     text_stream: TurnTextStream | None
     _emit: Callable[[LoopEvent], None] = attrs.field(alias="emit", repr=False)
+    # One cell shared by the turn and every turn derived from it: set by the
+    # loop when call_model has returned or raised.
+    _ended: list[bool] = attrs.field(factory=lambda: [False], init=False, repr=False)
+
+    def with_extra_messages(self, messages: Sequence[Mapping[str, Any]]) -> ModelTurn:
+        """This turn again, with *messages* after the transcript: a re-ask inside the turn.
+
+        A ``call_model`` port that does not accept the model's answer (it does
+        not parse, it breaks a rule of yours) asks again within the same turn:
+
+        ```python
+        async def call_model(turn):
+            result = await model(turn)
+            if not acceptable(result.content):
+                again = turn.with_extra_messages([
+                    {"role": "assistant", "content": result.content},
+                    {"role": "user", "content": "That was not valid JSON; answer again."},
+                ])
+                result = await model(again)
+            return result
+        ```
+
+        The new turn has the same ``iteration``, ``turn_id``, ``tools`` and
+        ``text_stream`` (so call the stream's ``begin_attempt()`` for the
+        re-ask, as for any attempt: the reader then sees the new answer
+        replace the old), and its ``report_progress()`` reaches the same run.
+        Its ``messages`` are a new list: the transcript, then copies of
+        *messages*, in order. The transcript itself is not touched: what the
+        loop commits for the turn is the ``ModelTurnResult`` that
+        ``call_model`` returns, so the extra messages never enter it, a cancel
+        during the re-ask leaves it as the turn found it, and it still
+        answers every call. Derive from a derived turn to add more.
+
+        *messages* are chat message dicts with role ``"user"``, ``"system"``,
+        ``"developer"`` or ``"assistant"`` and content (a string or a list of
+        content parts; an assistant's may be ``None``). A tool message, or an
+        assistant message with ``tool_calls``, raises ``ValueError``: only the
+        loop makes and answers tool calls. Other bad input raises
+        ``TypeError``. Calling it after ``call_model`` has returned for this
+        turn raises [`UsageError`][juno_bind_trio.UsageError]: the turn is
+        committed, and a re-ask belongs inside the call.
+        """
+        owner = "ModelTurn.with_extra_messages"
+        given: object = messages
+        if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+            raise TypeError(
+                f"{owner}: messages must be a list of chat message dicts, got {shown(given)}"
+            )
+        if self._ended[0]:
+            raise UsageError(
+                f"{owner}: turn {self.turn_id!r} has ended (its call_model returned); "
+                "re-ask inside call_model, before it returns"
+            )
+        extra = [_check_extra(owner, index, message) for index, message in enumerate(given)]
+        derived = ModelTurn(
+            iteration=self.iteration,
+            turn_id=self.turn_id,
+            messages=[*self.messages, *extra],
+            tools=self.tools,
+            text_stream=self.text_stream,
+            emit=self._emit,
+        )
+        derived._ended = self._ended
+        return derived
+
+    def _end(self) -> None:
+        self._ended[0] = True
 
     def report_progress(self, output_tokens: int, tool_calls: int = 0) -> None:
         """Report *output_tokens* generated so far and *tool_calls* seen, for a live indicator."""

@@ -128,11 +128,11 @@ def _run_record(row: Sequence[Any]) -> RunRecord:
     except TypeError as exc:
         raise StoreDataError(f"run {run_id!r}: stored lineage: {exc}", run_id) from None
     numbers = (row[4], row[7])
-    if any(isinstance(n, bool) or not isinstance(n, int) for n in numbers) or (
-        row[5] is not None and not isinstance(row[5], int)
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers) or (
+        row[5] is not None and (not isinstance(row[5], int) or row[5] < 1)
     ):
         raise StoreDataError(
-            f"run {run_id!r}: stored iteration or lease token is not an integer; "
+            f"run {run_id!r}: stored iteration or lease token is not a non-negative integer; "
             "the row is corrupted",
             run_id,
         )

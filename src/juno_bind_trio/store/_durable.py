@@ -51,6 +51,8 @@ from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
 from juno_bind_trio._errors import (
     INTERRUPTED_TOOL_CALL_MESSAGE,
     LeaseLostError,
+    StoreDataError,
+    TranscriptError,
     UsageError,
 )
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome
@@ -622,7 +624,16 @@ async def open_durable_run(
             f"open_durable_run: run {run_id!r} ended {loaded.record.status!r}; "
             "there is nothing to resume"
         )
-    healed = heal_transcript(loaded.messages)
+    try:
+        healed = heal_transcript(loaded.messages)
+    except TranscriptError as exc:
+        # A stored transcript healing cannot read is a corrupted row, like one that
+        # does not parse: it names the run, and a worker records the run failed
+        # instead of claiming it again and again.
+        raise StoreDataError(
+            f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is corrupted",
+            run_id,
+        ) from None
     run = DurableRun(
         store=store,
         lease=lease,

@@ -26,8 +26,13 @@ class _PostgresDialect:
     skip_locked: Final = " FOR UPDATE SKIP LOCKED"
 
 
+# libpq parameters that hold a secret: the password, and the passphrase of the
+# client certificate's private key.
+_SECRET_PARAMETERS: Final = ("password", "sslpassword")
+
+
 def redact_dsn(dsn: str) -> str:
-    """*dsn* with its password left out, for a repr or an error message."""
+    """*dsn* with its secrets (password, key passphrase) left out, for a repr or an error."""
     try:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
     except ImportError:  # pragma: no cover - without the extra, the store refuses earlier
@@ -36,7 +41,8 @@ def redact_dsn(dsn: str) -> str:
         parts = conninfo_to_dict(dsn)
     except Exception:
         return "<unparseable dsn>"
-    parts.pop("password", None)
+    for secret in _SECRET_PARAMETERS:
+        parts.pop(secret, None)
     return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
 

@@ -3,7 +3,8 @@
 Install with ``pip install 'juno-bind-trio[web]'`` (Starlette and Hypercorn).
 
 * [LiveRuns][juno_bind_trio.web.LiveRuns] starts runs of an agent and keeps
-  each one's events as a numbered log;
+  each one's newest events as a numbered log; with a run store, runs no
+  longer in memory are read back from it;
 * [create_app][juno_bind_trio.web.create_app] serves them: ``POST /runs``,
   ``GET /runs/{id}/events`` (Server-Sent Events, resumable with
   ``Last-Event-ID``), ``GET /runs/{id}`` (snapshot), ``POST /runs/{id}/stop``
@@ -33,6 +34,7 @@ from ._app import Action as Action  # noqa: E402
 from ._app import Authorize as Authorize  # noqa: E402
 from ._app import create_app as create_app  # noqa: E402
 from ._runs import DEFAULT_MAX_ACTIVE_RUNS as DEFAULT_MAX_ACTIVE_RUNS  # noqa: E402
+from ._runs import DEFAULT_MAX_KEPT_EVENTS as DEFAULT_MAX_KEPT_EVENTS  # noqa: E402
 from ._runs import DEFAULT_MAX_KEPT_RUNS as DEFAULT_MAX_KEPT_RUNS  # noqa: E402
 from ._runs import LiveRun as LiveRun  # noqa: E402
 from ._runs import LiveRuns as LiveRuns  # noqa: E402
@@ -45,6 +47,7 @@ from ._serve import serve as serve  # noqa: E402
 __all__ = [
     "DEFAULT_ALLOWED_HOSTS",
     "DEFAULT_MAX_ACTIVE_RUNS",
+    "DEFAULT_MAX_KEPT_EVENTS",
     "DEFAULT_MAX_KEPT_RUNS",
     "KEEPALIVE_INTERVAL",
     "STATIC_DIR",

@@ -14,6 +14,14 @@ Every request passes the same gate, in this order:
    loopback clients are let in, as the principal ``"local"``.
 4. **Whose.** Watching, reading, stopping or cancelling a run is allowed only
    to the principal that started it; for anybody else the run does not exist.
+   A run read back from the run store keeps no principal in the store: its
+   id carries a digest binding it to the principal that started it, and the
+   hook's principal must match that digest.
+
+A reader whose ``Last-Event-ID`` is older than what the run still keeps (or
+any reader of a run read back from the store) gets one ``resync`` event
+first, carrying the snapshot, with the id the snapshot was taken at; the
+stream goes on from there.
 """
 
 from __future__ import annotations
@@ -52,10 +60,11 @@ Authorize: TypeAlias = Callable[
 ]
 """The host's authorization hook: ``authorize(request, action, owner) -> principal | None``.
 
-*owner* is the principal that started the run (``None`` for ``"start"``).
-Return the principal acting (a user id, a session, a team), or ``None`` to
-refuse with 403. The app then serves a run only to the principal equal to its
-owner. It may be a coroutine function.
+*owner* is the principal that started the run (``None`` for ``"start"``,
+and for a run read back from the run store, whose owner the app checks
+against the digest in the run's id instead). Return the principal acting
+(a user id, a session, a team), or ``None`` to refuse with 403. The app
+then serves a run only to its owner. It may be a coroutine function.
 """
 
 DEFAULT_ALLOWED_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -183,13 +192,13 @@ def create_app(
             why = cross_site(request)
             if why is not None:
                 return _refuse(403, f"cross-site request refused: {why}")
-        run = runs.get(run_id) if run_id is not None else None
+        run = await runs.find(run_id) if run_id is not None else None
         if run_id is not None and run is None:
             return JSONResponse(_NOT_FOUND, status_code=404)
         principal = await principal_for(request, action, run.owner if run else None)
         if principal is None:
             return _refuse(403, "not allowed")
-        if run is not None and run.owner != principal:
+        if run is not None and not run.owned_by(principal):
             # Another principal's run: it does not exist for this request.
             return JSONResponse(_NOT_FOUND, status_code=404)
         return principal, run
@@ -233,9 +242,14 @@ def create_app(
         _, run = passed
         assert run is not None
         raw = request.headers.get("last-event-id", request.query_params.get("lastEventId", "0"))
-        if not raw.isascii() or not raw.isdigit() or int(raw) > run.last_event_id:
+        if (
+            not raw.isascii()
+            or not raw.isdigit()
+            or len(raw) > 20
+            or (not run.stored and int(raw) > run.last_event_id)
+        ):
             return _refuse(400, f"Last-Event-ID must be an event id of this run, got {raw!r}")
-        if run.ended and int(raw) == run.last_event_id:
+        if run.ended and not run.stored and int(raw) == run.last_event_id:
             # Nothing more will ever come: 204 tells EventSource to stop reconnecting.
             return Response(status_code=204)
         return StreamingResponse(
@@ -256,6 +270,10 @@ def create_app(
             return passed
         _, run = passed
         assert run is not None
+        if run.status == "detached":
+            return _refuse(
+                409, "this run is not running in this process; a store worker resumes it"
+            )
         changed = run.request_stop() if action == "stop" else run.request_cancel()
         return JSONResponse({"runId": run.run_id, "status": run.status, "changed": changed})
 
@@ -291,11 +309,30 @@ def _frame(event_id: int, event: dict[str, Any]) -> bytes:
     return f"id: {event_id}\ndata: {data}\n\n".encode()
 
 
+def _stored_end(run: LiveRun) -> bytes:
+    """The end of a stored run's stream: what a client that knows no resync needs too."""
+    status = {"kind": "run_status", "runId": run.run_id, "status": run.status}
+    if run.status != "ended":
+        return _frame(0, status)
+    ended = {"kind": "run_ended", "runId": run.run_id, "reason": run.reason}
+    return _frame(0, ended) + _frame(0, status)
+
+
 async def _sse(run: LiveRun, last_event_id: int) -> AsyncIterator[bytes]:
     """The run's events after *last_event_id*, each with its id, until the run's last one."""
     seen = last_event_id
     yield b"retry: 1000\n\n"
     while True:
+        if run.missed(seen):
+            # Fell behind the kept window (or the run comes from the store):
+            # the snapshot, taken at its own event id, then what follows it.
+            snapshot = run.snapshot()
+            seen = snapshot["lastEventId"]
+            yield _frame(seen, {"kind": "resync", "snapshot": snapshot})
+            if run.stored:
+                yield _stored_end(run)
+                return
+            continue
         batch: Sequence[tuple[int, dict[str, Any]]] = run.events_after(seen)
         if batch:
             yield b"".join(_frame(event_id, event) for event_id, event in batch)

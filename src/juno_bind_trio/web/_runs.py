@@ -5,25 +5,37 @@ with ``open_run(prompt, *, run_id=...)``, as
 [Agent][juno_bind_trio.agent.Agent] has), reads its events in a task of its
 own, and appends each one's wire form to the run's log. Readers (the SSE
 endpoint) wait on the log, never on the run: a slow or vanished browser never
-holds the run back, and a reconnect replays from any position.
+holds the run back, and a reconnect replays from any position still kept.
+
+Memory is bounded twice: a run keeps its newest ``max_kept_events`` events
+(a reader that fell further behind is resynced from the snapshot instead),
+and at most ``max_kept_runs`` ended runs stay in memory. With a run store,
+a run no longer in memory is read back from the store.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
+import re
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Final, Literal, Protocol, TypeAlias, final, runtime_checkable
 
 import anyio
 import anyio.abc
 import attrs
 
-from juno_bind_trio._errors import UsageError
+from juno_bind_trio._errors import RunNotFoundError, UsageError
 from juno_bind_trio.completion import TurnTextView, event_from_wire
+from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
 __all__ = [
     "DEFAULT_MAX_ACTIVE_RUNS",
+    "DEFAULT_MAX_KEPT_EVENTS",
     "DEFAULT_MAX_KEPT_RUNS",
     "LiveRun",
     "LiveRuns",
@@ -39,8 +51,49 @@ DEFAULT_MAX_ACTIVE_RUNS: Final = 8
 DEFAULT_MAX_KEPT_RUNS: Final = 64
 """How many ended runs stay readable before the oldest is forgotten."""
 
-RunStatus: TypeAlias = Literal["running", "stopping", "cancelling", "ended"]
-"""Where a run is: ``stopping`` / ``cancelling`` once asked, ``ended`` after its last event."""
+DEFAULT_MAX_KEPT_EVENTS: Final = 4096
+"""How many of its newest events a run keeps for readers that reconnect."""
+
+RunStatus: TypeAlias = Literal["running", "stopping", "cancelling", "ended", "detached"]
+"""Where a run is: ``stopping`` / ``cancelling`` once asked, ``ended`` after its last event.
+
+``detached``: a run read back from the run store that has not ended there, but
+that this process does not run (its worker is another process, or died; a
+store worker resumes it once its lease expires).
+"""
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{24}")
+_TAG = re.compile(r"[A-Za-z0-9_-]{22}")
+_SNAPSHOT_CALL_STATUS: Final[Mapping[str, str]] = {
+    "succeeded": "finished",
+    "failed": "failed",
+    "interrupted": "interrupted",
+    "not_run": "not_run",
+    "started": "running",
+}
+
+
+def _owner_tag(token: str, owner: str) -> str:
+    """A digest binding a run id's random part to its owner (the principal)."""
+    digest = hashlib.sha256(
+        b"juno-bind-trio web run owner\x00"
+        + token.encode()
+        + b"\x00"
+        + owner.encode("utf-8", "surrogatepass")
+    ).digest()
+    return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+
+
+def _new_run_id(owner: str) -> str:
+    token = secrets.token_urlsafe(18)  # 144 random bits: unguessable, URL-safe
+    return f"{token}.{_owner_tag(token, owner)}"
+
+
+def _split_run_id(run_id: str) -> tuple[str, str] | None:
+    token, dot, tag = run_id.partition(".")
+    if not dot or not _TOKEN.fullmatch(token) or not _TAG.fullmatch(tag):
+        return None
+    return token, tag
 
 
 @runtime_checkable
@@ -95,15 +148,25 @@ class LiveRun:
     """One run as the web view serves it: its event log, its turns' text, its status.
 
     The log is append-only; event *n* (counting from 1) is served with SSE
-    ``id: n``, so a reader that saw up to *n* resumes at *n + 1*.
+    ``id: n``, so a reader that saw up to *n* resumes at *n + 1*. Only the
+    newest events are kept (``max_kept_events`` of
+    [LiveRuns][juno_bind_trio.web.LiveRuns]): a reader that saw less than
+    the kept window is resynced from the [snapshot][juno_bind_trio.web.LiveRun.snapshot].
+
+    *owner* is the principal that started the run; ``None`` for a run read
+    back from the run store, whose id carries a digest of its owner instead
+    (see [owned_by][juno_bind_trio.web.LiveRun.owned_by]).
     """
 
     run_id: str
-    owner: str
+    owner: str | None
     prompt: str
     status: RunStatus = "running"
     reason: str | None = None
-    _events: list[dict[str, Any]] = attrs.field(factory=list, init=False, repr=False)
+    _max_events: int = attrs.field(default=DEFAULT_MAX_KEPT_EVENTS, alias="max_events", repr=False)
+    _events: deque[dict[str, Any]] = attrs.field(factory=deque, init=False, repr=False)
+    _dropped: int = attrs.field(default=0, init=False, repr=False)
+    _stored: dict[str, Any] | None = attrs.field(default=None, init=False, repr=False)
     _views: dict[str, TurnTextView] = attrs.field(factory=dict, init=False, repr=False)
     _tool_calls: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False, repr=False)
     _changed: anyio.Event = attrs.field(factory=anyio.Event, init=False, repr=False)
@@ -115,27 +178,56 @@ class LiveRun:
     @property
     def last_event_id(self) -> int:
         """The id of the newest event (0 before the first)."""
+        return self._dropped + len(self._events)
+
+    @property
+    def kept_events(self) -> int:
+        """How many events the log holds now (at most its bound)."""
         return len(self._events)
 
     @property
     def ended(self) -> bool:
-        """The run is over and its log complete."""
-        return self.status == "ended"
+        """The run is over here: its log is complete (or it was read back from the store)."""
+        return self.status in ("ended", "detached")
+
+    @property
+    def stored(self) -> bool:
+        """The run was read back from the run store: it has a snapshot and no event log."""
+        return self._stored is not None
+
+    def owned_by(self, principal: str) -> bool:
+        """Whether *principal* started this run."""
+        if self.owner is not None:
+            return self.owner == principal
+        split = _split_run_id(self.run_id)
+        return split is not None and secrets.compare_digest(
+            split[1], _owner_tag(split[0], principal)
+        )
+
+    def missed(self, last_event_id: int) -> bool:
+        """Whether events after *last_event_id* were dropped from the log (resync instead)."""
+        return self._stored is not None or last_event_id < self._dropped
 
     def events_after(self, last_event_id: int) -> list[tuple[int, dict[str, Any]]]:
-        """The events a reader that saw up to *last_event_id* has not seen, with their ids."""
+        """The kept events a reader that saw up to *last_event_id* has not seen, with their ids."""
+        start = max(last_event_id, self._dropped)
         return [
-            (index + 1, event)
-            for index, event in enumerate(self._events[last_event_id:], start=last_event_id)
+            (index + 1, self._events[index - self._dropped])
+            for index in range(start, self.last_event_id)
         ]
 
     async def wait_for_more(self, last_event_id: int) -> None:
         """Return once there is an event after *last_event_id*, or the run has ended."""
-        while len(self._events) <= last_event_id and not self.ended:
+        while self.last_event_id <= last_event_id and not self.ended:
             await self._changed.wait()
 
     def snapshot(self) -> dict[str, Any]:
-        """What a client resyncs from: every turn's text, the tool calls, the transcript."""
+        """What a client resyncs from: every turn's text, the tool calls, the transcript.
+
+        Taken at event ``lastEventId``: the events after it continue from it.
+        """
+        if self._stored is not None:
+            return dict(self._stored)
         turns = []
         for turn_id, view in self._views.items():
             turn: dict[str, Any] = {"turnId": turn_id, "text": view.text, "final": view.final}
@@ -160,8 +252,14 @@ class LiveRun:
 
     # -- the run's side ----------------------------------------------------------------
 
-    def _append(self, wire: dict[str, Any]) -> None:
+    def _push(self, wire: dict[str, Any]) -> None:
         self._events.append(wire)
+        if len(self._events) > self._max_events:
+            self._events.popleft()
+            self._dropped += 1
+
+    def _append(self, wire: dict[str, Any]) -> None:
+        self._push(wire)
         kind = wire["kind"]
         if kind in ("text", "reset"):
             event = event_from_wire(wire)
@@ -271,12 +369,84 @@ class LiveRun:
                     view.finalize()  # what the reader was shown is what it keeps
             if self.reason is None:
                 self.reason = "cancelled"
-                self._events.append(
-                    {"kind": "run_ended", "runId": self.run_id, "reason": "cancelled"}
-                )
+                self._push({"kind": "run_ended", "runId": self.run_id, "reason": "cancelled"})
             self.status = "ended"
-            self._events.append({"kind": "run_status", "runId": self.run_id, "status": "ended"})
+            self._push({"kind": "run_status", "runId": self.run_id, "status": "ended"})
             self._wake()
+
+
+_ENDED_FOR_GOOD: Final = frozenset(
+    {"completed", "max_iterations", "should_stop", "stopped", "suspended", "failed", "cancelled"}
+)
+
+
+def _stored_run(
+    run_id: str, stored: StoredRun, receipts: Sequence[ReceiptRecord], now: float
+) -> LiveRun:
+    """A run read back from the store, as far as the store knows it: its saved
+    transcript, each assistant message's text as a final turn (turn ``n`` of
+    the run is ``"{run_id}:{n}"``, as the loop names it), its tool calls with
+    their receipts, and where it stands."""
+    record = stored.record
+    messages = [dict(m) for m in stored.messages]
+    assistants = [m for m in messages if m.get("role") == "assistant"]
+    if stored.pending_turn is not None:
+        assistants.append(dict(stored.pending_turn))
+    turns = [
+        {
+            "turnId": f"{run_id}:{n}",
+            "text": m["content"] if isinstance(m.get("content"), str) else "",
+            "final": True,
+        }
+        for n, m in enumerate(assistants, start=1)
+    ]
+    answers = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
+    states = {r.tool_call_id: r.state for r in receipts}
+    calls = []
+    for message in assistants:
+        for call in message.get("tool_calls") or ():
+            if not isinstance(call, Mapping):
+                continue
+            call_id = str(call.get("id"))
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            state = states.get(call_id)
+            status = _SNAPSHOT_CALL_STATUS.get(state or "") or (
+                "finished" if call_id in answers else "not_run"
+            )
+            calls.append(
+                {
+                    "toolCallId": call_id,
+                    "toolName": function.get("name"),
+                    "arguments": function.get("arguments"),
+                    "status": status,
+                    "content": answers.get(call_id),
+                }
+            )
+    ended = record.status in _ENDED_FOR_GOOD
+    expires = record.lease_expires_at
+    run = LiveRun(
+        run_id=run_id,
+        owner=None,
+        prompt="",
+        status="ended" if ended else "detached",
+        reason=record.status if ended else None,
+    )
+    run._stored = {
+        "runId": run_id,
+        "status": run.status,
+        "reason": run.reason,
+        "lastEventId": 0,
+        "turns": turns,
+        "toolCalls": calls,
+        "transcript": messages,
+        "stored": {
+            "status": record.status,
+            "iteration": record.iteration,
+            "leaseExpired": record.status == "running" and (expires is None or expires <= now),
+        },
+    }
+    return run
 
 
 def _check_limit(name: str) -> Any:
@@ -294,15 +464,38 @@ def _check_source(_self: object, _attr: object, value: Any) -> None:
         raise TypeError(f"LiveRuns: agent must have an open_run() method (an Agent), got {value!r}")
 
 
+def _check_store(
+    value: RunStore | str | os.PathLike[str] | None,
+) -> RunStore | str | os.PathLike[str] | None:
+    given: object = value
+    if given is None or isinstance(given, RunStore):
+        return value
+    if isinstance(given, str | os.PathLike) and os.fspath(given) != "":
+        return value
+    raise TypeError(
+        f"LiveRuns: store must be a RunStore, a SQLite file path or None, got {value!r}"
+    )
+
+
 @final
 @attrs.define(eq=False)
 class LiveRuns:
-    """The runs a web view serves, in memory.
+    """The runs a web view serves: in memory, and on the run store where one is configured.
 
     ``LiveRuns(agent)``; enter ``async with runs.running():`` (the app's
     lifespan does) to give the runs a task group to live in. Leaving it
     cancels the runs still going, with the loop's guarantees: every tool call
     is answered in the transcript.
+
+    *store*: where the agent keeps its runs (``Agent(store=...)``): a
+    [RunStore][juno_bind_trio.store.RunStore] the host opened, or a SQLite
+    file's path (opened for reading while ``running()``). By default, the
+    agent's own ``store``. A run no longer in memory (ended and forgotten, or
+    started before a restart) is then read back from it by
+    [find][juno_bind_trio.web.LiveRuns.find].
+
+    *max_kept_events*: how many of its newest events each run keeps for
+    reconnecting readers; *max_kept_runs*: how many ended runs stay in memory.
     """
 
     _source: RunSource = attrs.field(validator=_check_source, alias="agent")
@@ -318,8 +511,22 @@ class LiveRuns:
         alias="max_kept_runs",
         kw_only=True,
     )
+    _max_events: int = attrs.field(
+        default=DEFAULT_MAX_KEPT_EVENTS,
+        validator=_check_limit("max_kept_events"),
+        alias="max_kept_events",
+        kw_only=True,
+    )
+    _store_spec: RunStore | str | os.PathLike[str] | None = attrs.field(
+        default=None, converter=_check_store, alias="store", kw_only=True, repr=False
+    )
     _runs: dict[str, LiveRun] = attrs.field(factory=dict, init=False, repr=False)
     _tasks: anyio.abc.TaskGroup | None = attrs.field(default=None, init=False, repr=False)
+    _store: RunStore | None = attrs.field(default=None, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self._store_spec is None:
+            self._store_spec = _check_store(getattr(self._source, "store", None))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveRuns]:
@@ -327,7 +534,12 @@ class LiveRuns:
         if self._tasks is not None:
             raise UsageError("LiveRuns.running(): already running")
         try:
-            async with anyio.create_task_group() as tasks:
+            async with AsyncExitStack() as stack, anyio.create_task_group() as tasks:
+                spec = self._store_spec
+                if isinstance(spec, RunStore):
+                    self._store = spec  # the host opened it and closes it
+                elif spec is not None:
+                    self._store = await stack.enter_async_context(SqliteRunStore(spec))
                 self._tasks = tasks
                 try:
                     yield self
@@ -339,15 +551,42 @@ class LiveRuns:
                     tasks.cancel_scope.cancel()
         finally:
             self._tasks = None
+            self._store = None
 
     @property
     def active(self) -> int:
         """How many runs have not ended."""
         return sum(1 for run in self._runs.values() if not run.ended)
 
+    @property
+    def kept(self) -> int:
+        """How many runs are in memory (going, and ended ones not yet forgotten)."""
+        return len(self._runs)
+
     def get(self, run_id: str) -> LiveRun | None:
-        """The run with this id, or ``None``."""
+        """The run with this id in memory, or ``None``."""
         return self._runs.get(run_id)
+
+    async def find(self, run_id: str) -> LiveRun | None:
+        """The run with this id: in memory, else read back from the store; or ``None``.
+
+        A run read back from the store is a fresh, ended (or ``"detached"``)
+        [LiveRun][juno_bind_trio.web.LiveRun] each time, with the store's
+        snapshot and no event log. Only ids this class makes are looked up.
+        """
+        given: object = run_id
+        if not isinstance(given, str):
+            raise TypeError(f"LiveRuns.find: run_id must be a str, got {run_id!r}")
+        run = self._runs.get(run_id)
+        store = self._store
+        if run is not None or store is None or _split_run_id(run_id) is None:
+            return run
+        try:
+            stored = await store.load(run_id)
+            receipts = await store.receipts(run_id)
+        except RunNotFoundError:
+            return None
+        return _stored_run(run_id, stored, receipts, store.now())
 
     def start(self, prompt: str, *, owner: str) -> LiveRun:
         """Start a run of the agent on *prompt*, owned by *owner*; return it at once.
@@ -371,8 +610,8 @@ class LiveRuns:
         if self.active >= self._max_active:
             raise UsageError(f"LiveRuns.start: {self._max_active} runs are already going")
         self._forget_old()
-        run_id = secrets.token_urlsafe(18)  # 144 random bits: unguessable, URL-safe
-        run = LiveRun(run_id=run_id, owner=owner, prompt=prompt)
+        run_id = _new_run_id(owner)
+        run = LiveRun(run_id=run_id, owner=owner, prompt=prompt, max_events=self._max_events)
         self._runs[run_id] = run
         tasks.start_soon(run._drive, self._source, name=f"live run {run_id[:6]}…")
         return run

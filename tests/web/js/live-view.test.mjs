@@ -123,3 +123,54 @@ test("an unknown event kind is ignored", () => {
   FakeEventSource.last.push(1, { kind: "from_the_future" });
   equal(view.status, "running");
 });
+
+test("a resync event mid-turn restores from its snapshot and the stream goes on from there", async () => {
+  const { view, turns, announcer } = setup({ current: { transcript: [], turns: [] } });
+  view.watch("r1");
+  const source = FakeEventSource.last;
+  source.push(1, t(0, 0, "Let me "));
+  // The server no longer kept events 2..9: it sends the snapshot taken at 9.
+  source.push(9, {
+    kind: "resync",
+    snapshot: {
+      runId: "r1", status: "running", reason: null, lastEventId: 9,
+      turns: [{ turnId: "r1:1", text: "The answer", final: false, epoch: 1, lastSeq: 7 }],
+      toolCalls: [], transcript: [],
+    },
+  });
+  equal(turns.children[0].textContent, "The answer");
+  equal(turns.children[0].getAttribute("aria-busy"), "true");
+  source.push(10, t(1, 7, " is")); // already in the snapshot: dropped
+  source.push(11, t(1, 8, " 42."));
+  equal(turns.children[0].textContent, "The answer 42.");
+  source.push(12, { kind: "turn_ended", iteration: 1, turnId: "r1:1", content: "The answer 42.", toolCalls: 0 });
+  deepStrictEqual(view.history.map((h) => h.text), ["Let me ", "The answer", "The answer 42.", "The answer 42."]);
+  deepStrictEqual(announcer.writes, ["The answer 42."]);
+  equal(view.lastEventId, 12);
+  equal(source.closed, false);
+});
+
+test("a resync of a run that ended (or is detached) ends the view once, with the final text", async () => {
+  for (const status of ["ended", "detached"]) {
+    const final = { runId: "r1", status, reason: status === "ended" ? "completed" : null, lastEventId: 0,
+      turns: [{ turnId: "r1:1", text: "Done.", final: true }],
+      toolCalls: [{ toolCallId: "c1", toolName: "lookup", arguments: "{}", status: "finished", content: "ok" }],
+      transcript: [{ role: "user", content: "hi" }] };
+    const { view, turns, announcer } = setup({ current: final });
+    view.watch("r1");
+    const source = FakeEventSource.last;
+    source.push(3, t(0, 0, "Do"));
+    source.push(0, { kind: "resync", snapshot: final });
+    if (status === "ended") source.push(0, { kind: "run_ended", runId: "r1", reason: "completed" });
+    source.push(0, { kind: "run_status", runId: "r1", status });
+    await settle();
+    equal(view.status, status);
+    equal(turns.children.length, 1);
+    equal(turns.children[0].textContent, "Done.");
+    equal(turns.children[0].getAttribute("aria-busy"), "false");
+    deepStrictEqual(announcer.writes, ["Done."]);
+    equal(source.closed, true);
+    equal(view.toolCalls.get("c1").status, "finished");
+    deepStrictEqual(view.snapshot.transcript, final.transcript);
+  }
+});

@@ -21,6 +21,7 @@ to get right:
 
 from __future__ import annotations
 
+import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
@@ -48,7 +49,7 @@ from juno_bind_trio.routing import (
     execute_route_plan,
 )
 
-from ._stream import check_client, stream_chat_completion
+from ._stream import RESERVED_REQUEST_OPTIONS, check_client, stream_chat_completion
 
 if TYPE_CHECKING:
     import openai
@@ -119,11 +120,26 @@ def _check_inter(value: float) -> float:
     return _check_seconds("inter_chunk_timeout", value)
 
 
-def _check_request_options(given: Mapping[str, Any]) -> Mapping[str, Any]:
-    value: object = given  # checked at run time, whatever the type says
+def _checked_options(owner: str, value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"OpenAIChatModel: request_options must be a mapping, got {value!r}")
-    return dict(value)
+        raise TypeError(f"{owner}: request_options must be a mapping, got {shown(value)}")
+    options = dict(value)
+    for key in options:
+        if not isinstance(key, str):
+            raise TypeError(f"{owner}: request_options keys must be strings, got {shown(key)}")
+    clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(options))
+    if clash:
+        raise ValueError(
+            f"{owner}: request_options must not set {clash!r}: the model, the messages, the "
+            "tools and the streaming of each request are the package's own"
+        )
+    return options
+
+
+def _check_request_options(given: Mapping[str, Any]) -> Mapping[str, Any]:
+    # Refused here, not at the first request: a reserved key would otherwise
+    # fail every attempt of every turn, found in production.
+    return types.MappingProxyType(_checked_options("OpenAIChatModel", given))
 
 
 def _check_callable(name: str, *, optional: bool) -> Callable[[Any, Any, Any], None]:
@@ -156,8 +172,12 @@ class OpenAIChatModel:
     * *time_to_first_token*: the stream watchdog's first-token budget.
     * *inter_chunk_timeout*: the stream watchdog's inter-chunk budget.
     * *request_options*: extra ``chat.completions.create`` arguments for
-        every attempt (``temperature``, ``extra_headers``, …). A candidate's
-        ``options`` are merged over them for that candidate's attempts.
+        every attempt (``temperature``, ``response_format``, ``extra_headers``,
+        …). A candidate's ``options`` are merged over them for that
+        candidate's attempts. The arguments the package sets itself
+        (``model``, ``messages``, ``tools``, ``stream``, ``n``) are refused
+        with a ``ValueError``. To add options to a model you already have, use
+        [with_request_options][juno_bind_trio.providers.openai.OpenAIChatModel.with_request_options].
     * *classify*: the error classifier; by default
         [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error].
     * *on_route*: called with each turn's
@@ -191,7 +211,11 @@ class OpenAIChatModel:
     _on_route: OnRoute | None = attrs.field(
         default=None, alias="on_route", validator=_check_callable("on_route", optional=True)
     )
-    _last_route: RouteResult[ModelTurnResult] | None = attrs.field(default=None, init=False)
+    # One cell shared with every model derived by with_request_options: an
+    # Agent derives its own, and the host reads last_route on the one it built.
+    _last_route: list[RouteResult[ModelTurnResult] | None] = attrs.field(
+        factory=lambda: [None], init=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self._breaker is not None and not isinstance(self._breaker, CircuitBreaker):
@@ -212,6 +236,14 @@ class OpenAIChatModel:
                 f"OpenAIChatModel: no client for provider(s) {missing!r} named in the plan; "
                 f"clients has {sorted(self._clients)!r}"
             )
+        for stage in self._plan.stages:
+            for candidate in stage.candidates:
+                clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(candidate.options))
+                if clash:
+                    raise ValueError(
+                        f"OpenAIChatModel: the options of candidate {candidate.provider!r} for "
+                        f"{stage.model!r} set {clash!r}, which every request sets itself"
+                    )
 
     def __repr__(self) -> str:
         return (
@@ -224,9 +256,55 @@ class OpenAIChatModel:
         return self._plan
 
     @property
+    def request_options(self) -> Mapping[str, Any]:
+        """The extra ``chat.completions.create`` arguments of every attempt (read-only)."""
+        return self._request_options
+
+    def with_request_options(self, **options: Any) -> OpenAIChatModel:
+        """A new model like this one whose requests also carry *options*.
+
+        ```python
+        json_model = model.with_request_options(
+            response_format={"type": "json_object"}, temperature=0
+        )
+        ```
+
+        *options* are merged over this model's own ``request_options`` (a
+        key given here wins); a candidate's ``options`` still win over both
+        for that candidate's attempts. Everything else is shared with this
+        model: the plan, the clients (still yours to close), the circuit
+        breaker, the timeouts, the classifier, ``on_route`` and
+        ``last_route`` (the most recent turn of either). This model's
+        options are unchanged.
+
+        The arguments the package sets itself (``model``, ``messages``,
+        ``tools``, ``stream``, ``n``) raise ``ValueError``: pass tools
+        through the loop's ``build_tools``, and models through the plan.
+        """
+        owner = "OpenAIChatModel.with_request_options"
+        added = _checked_options(owner, options)
+        derived = OpenAIChatModel(
+            plan=self._plan,
+            clients=self._clients,
+            breaker=self._breaker,
+            time_to_first_token=self._time_to_first_token,
+            inter_chunk_timeout=self._inter_chunk_timeout,
+            request_options={**self._request_options, **added},
+            classify=self._classify,
+            on_route=self._on_route,
+        )
+        derived._last_route = self._last_route
+        return derived
+
+    @property
     def last_route(self) -> RouteResult[ModelTurnResult] | None:
-        """The most recent turn's route result (its attempt trail), or ``None`` before any."""
-        return self._last_route
+        """The most recent turn's route result (its attempt trail), or ``None`` before any.
+
+        Shared with the models derived from this one by
+        [with_request_options][juno_bind_trio.providers.openai.OpenAIChatModel.with_request_options]
+        (an ``Agent`` with an ``output_type`` derives one): the most recent turn of any of them.
+        """
+        return self._last_route[0]
 
     def attempt_function(
         self,
@@ -372,7 +450,7 @@ class OpenAIChatModel:
             spans.settle(result.attempts)
         if len(result.attempts) > 1 or not result.ok:
             _log_route(result)
-        self._last_route = result
+        self._last_route[0] = result
         if self._on_route is not None:
             self._on_route(result)
         return result

@@ -60,7 +60,7 @@ REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
 
 # Arguments this function owns; passing them through request_options would
 # silently change what it parses.
-_RESERVED: Final = frozenset({"model", "messages", "tools", "stream", "n"})
+RESERVED_REQUEST_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "n"})
 
 
 def check_client(function: str, client: object) -> openai.AsyncOpenAI:
@@ -147,7 +147,7 @@ async def stream_chat_completion(
                 f"stream_chat_completion: request_options must be a mapping, "
                 f"got {request_options!r}"
             )
-        clash = sorted(_RESERVED.intersection(request_options))
+        clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(request_options))
         if clash:
             raise ValueError(
                 f"stream_chat_completion: request_options must not set {clash!r}; "

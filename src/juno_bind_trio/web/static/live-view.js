@@ -9,7 +9,9 @@
 // EventSource reconnects by itself and sends Last-Event-ID, so the server
 // resumes the stream where it broke; the reader's seq rules absorb anything
 // that arrives twice. A turn whose hold buffer overflows is resynced from the
-// snapshot, which carries each live turn's text and stream position.
+// snapshot, which carries each live turn's text and stream position. When the
+// server no longer keeps the events after Last-Event-ID (or reads the run back
+// from its run store), it sends a "resync" event carrying the snapshot itself.
 
 import { RunText } from "./turn-view.js";
 import { TurnRenderer } from "./renderer.js";
@@ -39,6 +41,7 @@ export class LiveView {
     this.history = []; // every text shown: { turnId, text, seq, at }
     this._source = null;
     this._resyncing = false;
+    this._ended = false;
   }
 
   async start(prompt) {
@@ -113,7 +116,10 @@ export class LiveView {
       }
       case "run_status":
         this.status = event.status;
-        if (event.status === "ended") this._end();
+        if (event.status === "ended" || event.status === "detached") this._end();
+        break;
+      case "resync":
+        this._restore(event.snapshot);
         break;
       case "run_ended":
         this.reason = event.reason;
@@ -130,17 +136,37 @@ export class LiveView {
     this._resyncing = true;
     try {
       const response = await this._fetch(`${this.base}/runs/${encodeURIComponent(this.runId)}`);
-      const snapshot = await response.json();
-      for (const turn of snapshot.turns) {
-        this.run.restore(turn);
-        if (this.run.isFinal(turn.turnId)) this._finish(turn.turnId);
-        else this._show(turn.turnId, turn.lastSeq);
-      }
-      this.snapshot = snapshot;
+      this._restore(await response.json());
       this.onChange(this);
     } finally {
       this._resyncing = false;
     }
+  }
+
+  /** Bring the whole view up to a snapshot: every turn, the tool calls, the status. */
+  _restore(snapshot) {
+    for (const turn of snapshot.turns) {
+      const before = this.run.textOf(turn.turnId);
+      const wasFinal = this.run.isFinal(turn.turnId);
+      this.run.restore(turn);
+      if (this.run.isFinal(turn.turnId)) {
+        if (!wasFinal || this.run.textOf(turn.turnId) !== before) this._finish(turn.turnId);
+      } else if (this.run.textOf(turn.turnId) !== before) {
+        this._show(turn.turnId, turn.lastSeq);
+      }
+    }
+    for (const call of snapshot.toolCalls ?? []) {
+      this.toolCalls.set(call.toolCallId, {
+        toolName: call.toolName,
+        arguments: call.arguments ?? null,
+        status: call.status,
+        content: call.content ?? null,
+      });
+    }
+    if (snapshot.reason) this.reason = snapshot.reason;
+    this.status = snapshot.status;
+    this.snapshot = snapshot;
+    if (snapshot.status === "ended" || snapshot.status === "detached") this._end();
   }
 
   _show(turnId, seq) {
@@ -156,6 +182,8 @@ export class LiveView {
   }
 
   async _end() {
+    if (this._ended) return;
+    this._ended = true;
     if (this._source !== null) this._source.close();
     this._source = null;
     for (const turnId of this.run.turnIds) {
