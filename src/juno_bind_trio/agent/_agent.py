@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Generic, Literal, TypeAlias, cast, final
 
@@ -209,7 +209,9 @@ class Agent(Generic[DepsT, OutputT]):
     * *tools*: [Tool][juno_bind_trio.agent.Tool]s, plain functions (made
       into tools with [tool][juno_bind_trio.agent.tool]) and
       [Toolset][juno_bind_trio.agent.Toolset]s (read at each run's start).
-    * *instructions*: the system message, first in the transcript.
+    * *instructions*: the system message, first in the transcript; or a
+      function of the run's ``deps`` returning it, called at the start of
+      each run (``lambda deps: f"The user is {deps.name}."``).
     * *output_type*: ``str`` (the default: the final text), or a pydantic
       model, dataclass, TypedDict or any type pydantic validates: requested
       through ``response_format`` and validated, re-asked up to
@@ -256,7 +258,7 @@ class Agent(Generic[DepsT, OutputT]):
         model: str | OpenAIChatModel | ModelFn,
         *,
         tools: Iterable[Tool | Toolset | Any] = (),
-        instructions: str | None = None,
+        instructions: str | Callable[[DepsT], str] | None = None,
         output_type: type[OutputT] = str,  # type: ignore[assignment]
         deps_type: type[DepsT] = _NONE_TYPE,  # type: ignore[assignment]
         name: str | None = None,
@@ -297,8 +299,17 @@ class Agent(Generic[DepsT, OutputT]):
                 f"{owner}: strict=True asks for OpenAI strict mode, which schema_dialect "
                 f"{schema_dialect!r} contradicts; leave schema_dialect out"
             )
-        if instructions is not None and not isinstance(instructions, str):
-            raise TypeError(f"{owner}: instructions must be a str or None, got {instructions!r}")
+        given_instructions: object = instructions  # checked at run time, whatever the type says
+        if (
+            given_instructions is not None
+            and not isinstance(given_instructions, str)
+            and (not callable(given_instructions) or _is_async_callable(given_instructions))
+        ):
+            raise TypeError(
+                f"{owner}: instructions must be a str, a synchronous function of the run's "
+                f"deps returning one, or None, got {instructions!r} (compute anything "
+                "async before the run and pass it in deps)"
+            )
         given_name: object = name
         if given_name is not None and (not isinstance(given_name, str) or not given_name):
             raise TypeError(f"{owner}: name must be a non-empty str or None, got {name!r}")

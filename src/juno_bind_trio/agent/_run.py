@@ -265,7 +265,7 @@ class RunSettings:
     static_tools: Mapping[str, Tool]
     static_tool_dicts: tuple[dict[str, Any], ...]
     tool_dict: Callable[[Tool], dict[str, Any]]
-    instructions: str | None
+    instructions: str | Callable[[Any], str] | None
     output: OutputSpec
     max_iterations: int
     per_tool_limit: int
@@ -310,12 +310,19 @@ class _RunCore(Generic[OutputT]):
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
-        if settings.instructions is not None and not (
+        instructions = settings.instructions
+        if callable(instructions):
+            instructions = instructions(deps)
+            if not isinstance(instructions, str):
+                raise TypeError(
+                    f"Agent: instructions(deps) must return a str, got {instructions!r}"
+                )
+        if instructions is not None and not (
             messages
             and messages[0].get("role") == "system"
-            and messages[0].get("content") == settings.instructions
+            and messages[0].get("content") == instructions
         ):
-            messages.insert(0, {"role": "system", "content": settings.instructions})
+            messages.insert(0, {"role": "system", "content": instructions})
         messages.append({"role": "user", "content": prompt})
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
