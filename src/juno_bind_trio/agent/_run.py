@@ -323,6 +323,9 @@ class _RunCore(Generic[OutputT]):
             and messages[0].get("content") == instructions
         ):
             messages.insert(0, {"role": "system", "content": instructions})
+        # new_messages: this run's part starts at its prompt (the history is healed
+        # before it gets here, and the loop only appends).
+        self.new_start: int = len(messages)
         messages.append({"role": "user", "content": prompt})
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
@@ -589,6 +592,7 @@ class _RunCore(Generic[OutputT]):
         return AgentResult(
             output=output,
             messages=self.state.messages,
+            new_start=min(self.new_start, len(self.state.messages)),
             reason=result.reason,
             stats=result.stats,
             run_id=self.run_id,
