@@ -38,6 +38,7 @@ from juno_bind_trio._errors import (
     StructuredOutputError,
     ToolFailureError,
     UsageError,
+    UsageLimitExceeded,
 )
 from juno_bind_trio.completion import (
     CoalescingSink,
@@ -75,6 +76,7 @@ from ._events import (
     ToolCallStartedEvent,
     TurnEndedEvent,
 )
+from ._limits import UsageLimits, UsageMeter
 from ._result import AgentResult, OutputT
 from ._tool import Tool
 
@@ -276,6 +278,7 @@ class RunSettings:
     store: Any = None
     store_owner: str | None = None
     lease_ttl: float = 30.0
+    usage_limits: UsageLimits | None = None
 
 
 @final
@@ -293,8 +296,11 @@ class _RunCore(Generic[OutputT]):
         run_id: str,
         parent: RunContext[Any] | None,
         pipe: _EventPipe | None,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         self.settings: RunSettings = settings
+        limits = settings.usage_limits if usage_limits is None else usage_limits
+        self.meter: UsageMeter | None = None if limits is None else UsageMeter(limits)
         self.pipe: _EventPipe | None = pipe
         emit = None if pipe is None else pipe.put
         self.deps: object = deps
@@ -349,6 +355,7 @@ class _RunCore(Generic[OutputT]):
             run_tool_call=self.dispatch,
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
+            should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
             save_session=None,
             stop=self.stop,
@@ -422,10 +429,17 @@ class _RunCore(Generic[OutputT]):
         model = self.model
         assert model is not None
         output = self.settings.output
+        meter = self.meter
+        if meter is not None:
+            meter.requests += 1
         if output.text:
             result = await model(turn)
         else:
             result = await self._structured_turn(model, turn, output)
+        if meter is not None and not meter.answered(result):
+            # Past a limit: none of this response's calls runs (the loop answers
+            # each not_run) and the run ends before another request.
+            self.own_stop.cancel()
         if self.emit is not None and isinstance(result, ModelTurnResult):
             self.emit(
                 TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
@@ -433,6 +447,11 @@ class _RunCore(Generic[OutputT]):
         return result
 
     # --- the pieces -------------------------------------------------------------
+
+    def _over_limit(self) -> bool:
+        # The loop asks before every model request: end the run rather than make it.
+        meter = self.meter
+        return meter is not None and not meter.may_request()
 
     def build_tools(self) -> Sequence[dict[str, Any]]:
         return self.tool_dicts
@@ -589,7 +608,7 @@ class _RunCore(Generic[OutputT]):
             output = result.content or ""
         else:
             output = None
-        return AgentResult(
+        agent_result: AgentResult[Any] = AgentResult(
             output=output,
             messages=self.state.messages,
             new_start=min(self.new_start, len(self.state.messages)),
@@ -599,6 +618,10 @@ class _RunCore(Generic[OutputT]):
             iterations=result.iterations,
             suspensions=result.suspensions,
         )
+        exceeded = None if self.meter is None else self.meter.exceeded
+        if exceeded is not None:
+            raise UsageLimitExceeded(*exceeded, result=agent_result)
+        return agent_result
 
 
 def _is_toolset(item: object) -> bool:
