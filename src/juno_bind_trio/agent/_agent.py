@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Generic, Literal, TypeAlias, cast, final
 
@@ -217,7 +217,9 @@ class Agent(Generic[DepsT, OutputT]):
       [Toolset][juno_bind_trio.agent.Toolset]s (read at each run's start).
     * *instructions*: the system message, first in the transcript; or a
       function of the run's ``deps`` returning it, called at the start of
-      each run (``lambda deps: f"The user is {deps.name}."``).
+      each run (``lambda deps: f"The user is {deps.name}."``); or an async
+      function of the run's [RunContext][juno_bind_trio.agent.RunContext],
+      awaited at the start of each run (to read a database, say).
     * *output_type*: ``str`` (the default: the final text), or a pydantic
       model, dataclass, TypedDict or any type pydantic validates: requested
       through ``response_format`` and validated, re-asked up to
@@ -267,7 +269,10 @@ class Agent(Generic[DepsT, OutputT]):
         model: str | OpenAIChatModel | ModelFn,
         *,
         tools: Iterable[Tool | Toolset | Any] = (),
-        instructions: str | Callable[[DepsT], str] | None = None,
+        instructions: str
+        | Callable[[DepsT], str]
+        | Callable[[RunContext[DepsT]], Awaitable[str]]
+        | None = None,
         output_type: type[OutputT] = str,  # type: ignore[assignment]
         deps_type: type[DepsT] = _NONE_TYPE,  # type: ignore[assignment]
         name: str | None = None,
@@ -314,12 +319,12 @@ class Agent(Generic[DepsT, OutputT]):
         if (
             given_instructions is not None
             and not isinstance(given_instructions, str)
-            and (not callable(given_instructions) or _is_async_callable(given_instructions))
+            and not callable(given_instructions)
         ):
             raise TypeError(
                 f"{owner}: instructions must be a str, a synchronous function of the run's "
-                f"deps returning one, or None, got {instructions!r} (compute anything "
-                "async before the run and pass it in deps)"
+                f"deps returning one, an async function of the run's RunContext returning "
+                f"one, or None, got {instructions!r}"
             )
         given_name: object = name
         if given_name is not None and (not isinstance(given_name, str) or not given_name):
@@ -373,6 +378,7 @@ class Agent(Generic[DepsT, OutputT]):
             static_tool_dicts=tuple(tool_dict(t) for t in static.values()),
             tool_dict=tool_dict,
             instructions=instructions,
+            instructions_awaited=_is_async_callable(instructions),
             output=output,
             max_iterations=max_iterations,
             per_tool_limit=per_tool_limit,

@@ -267,7 +267,9 @@ class RunSettings:
     static_tools: Mapping[str, Tool]
     static_tool_dicts: tuple[dict[str, Any], ...]
     tool_dict: Callable[[Tool], dict[str, Any]]
-    instructions: str | Callable[[Any], str] | None
+    instructions: str | Callable[[Any], Any] | None
+    # instructions is an async function of a RunContext, awaited at the run's start.
+    instructions_awaited: bool = False
     output: OutputSpec
     max_iterations: int
     per_tool_limit: int
@@ -317,7 +319,9 @@ class _RunCore(Generic[OutputT]):
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
         instructions = settings.instructions
-        if callable(instructions):
+        if settings.instructions_awaited:
+            instructions = None  # awaited when the run starts (see _await_instructions)
+        elif callable(instructions):
             instructions = instructions(deps)
             if not isinstance(instructions, str):
                 raise TypeError(
@@ -447,6 +451,30 @@ class _RunCore(Generic[OutputT]):
         return result
 
     # --- the pieces -------------------------------------------------------------
+
+    async def _await_instructions(self) -> None:
+        # Before the first request (and before a durable run is first stored): the
+        # run's own context, at no tool call yet (empty call id and name, iteration 0).
+        function = self.settings.instructions
+        assert callable(function)
+        ctx: RunContext[Any] = RunContext(
+            deps=self.deps,
+            run_id=self.run_id,
+            tool_call_id="",
+            tool_name="",
+            iteration=0,
+            chain=self.chain,
+            children=self.children,
+        )
+        text = await function(ctx)
+        if not isinstance(text, str):
+            raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
+        messages = self.state.messages
+        if not (
+            messages and messages[0].get("role") == "system" and messages[0].get("content") == text
+        ):
+            messages.insert(0, {"role": "system", "content": text})
+            self.new_start += 1
 
     def _over_limit(self) -> bool:
         # The loop asks before every model request: end the run rather than make it.
@@ -578,6 +606,8 @@ class _RunCore(Generic[OutputT]):
             if counter is not None:
                 counter.running += 1
         try:
+            if self.settings.instructions_awaited and not self.resuming:
+                await self._await_instructions()
             self._collect_tools()
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
