@@ -131,3 +131,51 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
         check=True,
     )
     assert done.stdout.splitlines()[0].startswith("a\tpending")
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["{db}", "resume", "a", "--handler", "no_such_module_here:go"], "cannot be loaded"),
+        (["{db}", "resume", "a", "--handler", "store.test_docs_and_cli:nothing"], "cannot be"),
+        (["{db}", "resume", "a", "--handler", "store.test_docs_and_cli:HOW_TO"], "not callable"),
+        (["{db}", "resume", "a", "--handler", "no-colon"], "MODULE:FUNCTION"),
+        (["{db}", "list", "--limit", "0"], "--limit must be a positive"),
+    ],
+)
+def test_bad_arguments_print_an_error_and_change_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], words: str
+) -> None:
+    path = str(tmp_path / "runs.db")
+    anyio.run(seeded, path)
+    assert main([a.replace("{db}", path) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert words in err
+
+    async def status() -> str:
+        async with SqliteRunStore(path) as store:
+            return (await store.get_run("a")).status
+
+    assert anyio.run(status) == "pending"  # not claimed by a resume that could not start
+
+
+def test_a_database_that_is_not_there_is_an_error_not_a_new_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo.db"
+    assert main([str(missing), "list"]) == 1
+    assert "no database at" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_libpq_keyword_string_is_taken_for_postgresql(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    dsn = "host=127.0.0.1 port=1 user=me password=pw-s3cr3t connect_timeout=1"
+    assert main([dsn, "list"]) == 1
+    err = capsys.readouterr().err
+    assert "PostgresRunStore: cannot connect" in err
+    assert "pw-s3cr3t" not in err
+    assert list(tmp_path.iterdir()) == []  # no SQLite file named after the DSN

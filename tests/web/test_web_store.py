@@ -181,6 +181,16 @@ async def test_stored_runs_pass_the_same_gate(tmp_path: Path) -> None:
         app = create_app(runs, authorize=authorize)
         client = Client(app, client=("203.0.113.9", 1))
         assert runs.get(alice) is None
+        loads: list[str] = []
+        store = runs._store
+        assert store is not None
+        real_load = store.load
+
+        async def counting_load(run_id: str) -> Any:
+            loads.append(run_id)
+            return await real_load(run_id)
+
+        store.load = counting_load  # type: ignore[method-assign]
         calls.clear()
         mine = await client.request("GET", f"/runs/{alice}", headers={"x-user": "alice"})
         assert mine.status == 200
@@ -197,8 +207,10 @@ async def test_stored_runs_pass_the_same_gate(tmp_path: Path) -> None:
             response = await client.request(method, path_, headers={"x-user": "bob"})
             assert response.status == 404, path_
             assert b"Thanks" not in response.body
-            # ... and a refusal by the hook is a refusal.
+            # ... and a refusal by the hook is a refusal, before the store is read.
+            before = len(loads)
             assert (await client.request(method, path_)).status == 403, path_
+            assert len(loads) == before
         # A forged id naming bob's digest with alice's random part is no run at all.
         token = alice.partition(".")[0]
         forged = _new_run_id("bob").partition(".")[2]

@@ -1,7 +1,9 @@
 """``python -m juno_bind_trio.store DATABASE COMMAND``: list runs, show one, resume one.
 
-DATABASE is a SQLite file or a PostgreSQL DSN (``postgresql://...``, or a
-libpq ``key=value`` string); a DSN's password is never printed.
+DATABASE is an existing SQLite file or a PostgreSQL DSN (``postgresql://...``,
+or a libpq ``key=value`` string); a DSN's password is never printed. A bad
+argument, a database that is not there, a handler that cannot be loaded or a
+stored run that cannot be read prints ``error: ...`` and exits 1.
 
 * ``list [--status STATUS] [--limit N]``: one line per run: id, status,
   iteration, lease holder.
@@ -18,10 +20,11 @@ import argparse
 import importlib
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import anyio
 
@@ -36,9 +39,17 @@ from ._store import RunStore
 __all__ = ["main"]
 
 
+# A libpq "key=value ..." connection string starts with a parameter name and "=".
+_KEYWORD_DSN: Final = re.compile(r"\s*[A-Za-z_]+\s*=")
+
+
 def _open(database: str) -> RunStore:
-    if database.startswith(("postgresql://", "postgres://")) or "dbname=" in database:
+    if database.startswith(("postgresql://", "postgres://")) or _KEYWORD_DSN.match(database):
         return PostgresRunStore(database)
+    if not os.path.exists(database):
+        # Opening would create an empty database there: a typo must not look like
+        # a store with no runs, nor leave a stray file behind.
+        raise ValueError(f"no database at {database!r} (a SQLite file, or a PostgreSQL DSN)")
     return SqliteRunStore(database)
 
 
@@ -92,13 +103,20 @@ async def _show(store: RunStore, run_id: str, out: TextIO) -> None:
 async def _resume(store: RunStore, run_id: str, handler: str, owner: str) -> None:
     module_name, _, attribute = handler.partition(":")
     if not module_name or not attribute:
-        raise SystemExit(f"--handler must be MODULE:FUNCTION, got {handler!r}")
-    handle = getattr(importlib.import_module(module_name), attribute)
+        raise ValueError(f"--handler must be MODULE:FUNCTION, got {handler!r}")
+    try:
+        handle = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--handler {handler!r} cannot be loaded: {exc}") from None
+    if not callable(handle):
+        raise TypeError(f"--handler {handler!r} is not callable: {handle!r}")
     async with open_durable_run(store, run_id, owner=owner) as run:
         await handle(run)
 
 
 async def _main(args: argparse.Namespace, out: TextIO) -> None:
+    if args.command == "list" and args.limit < 1:
+        raise ValueError(f"--limit must be a positive number of runs, got {args.limit}")
     async with _open(args.database) as store:
         if args.command == "list":
             await _list(store, args.status, args.limit, out)

@@ -192,9 +192,17 @@ def create_app(
             why = cross_site(request)
             if why is not None:
                 return _refuse(403, f"cross-site request refused: {why}")
-        run = await runs.find(run_id) if run_id is not None else None
+        run = runs.get(run_id) if run_id is not None else None
         if run_id is not None and run is None:
-            return JSONResponse(_NOT_FOUND, status_code=404)
+            # Not in memory. The store keeps no owner, so the hook is asked
+            # first (with none), and a refused request never reaches the store.
+            principal = await principal_for(request, action, None)
+            if principal is None:
+                return _refuse(403, "not allowed")
+            run = await runs.find(run_id)
+            if run is None or not run.owned_by(principal):
+                return JSONResponse(_NOT_FOUND, status_code=404)
+            return principal, run
         principal = await principal_for(request, action, run.owner if run else None)
         if principal is None:
             return _refuse(403, "not allowed")
