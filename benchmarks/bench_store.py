@@ -1,8 +1,10 @@
 """The run store's cost per loop iteration, and runs per second, against a bare loop.
 
 One iteration here is a model turn asking for two tool calls, both run, and
-the iteration saved: with a store that is six transactions (the open turn,
-two "started" receipts, two settled receipts, the transcript). Baseline,
+the iteration saved: with a store that is six writes (the open turn, two
+"started" receipts, two settled receipts, the transcript), which group commit
+makes four commits (the two receipts of each kind pending together share
+one); the commits per iteration are printed. Baseline,
 measured in the same run: the same ``ToolLoop`` with no store (a scripted
 model and tools that return at once, so the loop's own cost is all there is).
 The store's cost per iteration is the difference, divided by the iterations.
@@ -12,6 +14,7 @@ measured with ``synchronous_commit`` on (every commit waits for its WAL
 flush) and off.
 
     python benchmarks/bench_store.py [--iterations N] [--rounds R] [--runs K]
+                                     [--backend asyncio|trio]
 """
 
 from __future__ import annotations
@@ -117,10 +120,13 @@ async def main(iterations: int, rounds: int, runs: int) -> None:
         await store.__aenter__()
     try:
         times: dict[str, list[float]] = {"bare": [], **{name: [] for name in stores}}
+        commits: dict[str, int] = dict.fromkeys(stores, 0)
         for _ in range(rounds):
             times["bare"].append(await bare(iterations))
             for name, store in stores.items():
+                before = store._commits  # type: ignore[attr-defined]
                 times[name].append(await stored(store, iterations))
+                commits[name] += store._commits - before  # type: ignore[attr-defined]
         base = statistics.median(times["bare"])
         print(f"{iterations} iterations per run, {rounds} interleaved rounds, medians:")
         print(f"  bare loop                         {base / iterations * 1e6:9.1f} us/iteration")
@@ -129,7 +135,8 @@ async def main(iterations: int, rounds: int, runs: int) -> None:
             cost = (med - base) / iterations
             print(
                 f"  {name:<33} {med / iterations * 1e6:9.1f} us/iteration, "
-                f"store {cost * 1e3:6.3f} ms/iteration, ratio {med / base:6.1f}x"
+                f"store {cost * 1e3:6.3f} ms/iteration, ratio {med / base:6.1f}x, "
+                f"{commits[name] / (rounds * iterations):.2f} commits/iteration"
             )
         for name, store in stores.items():
             print(f"  {name:<33} {await whole_runs(store, runs):7.1f} runs/s (one worker)")
@@ -143,5 +150,6 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     args = parser.parse_args()
-    anyio.run(main, args.iterations, args.rounds, args.runs)
+    anyio.run(main, args.iterations, args.rounds, args.runs, backend=args.backend)

@@ -250,3 +250,38 @@ async def test_a_resumed_run_keeps_counting_its_iterations(
     assert {call_id: stored[call_id] for call_id in seen} == seen
     assert stored == {"c1": 1, "c2": 1, "c3": 2}
     assert (await store.get_run("o1")).iteration == 3
+
+
+async def test_a_sub_agent_started_by_a_resumed_run_keeps_the_lineage(store: RunStore) -> None:
+    async def child_model(turn: ModelTurn) -> ModelTurnResult:
+        return ModelTurnResult(content="child done")
+
+    child = Agent(child_model, name="reader", store=store)
+    iterations: list[int] = []
+
+    @tool
+    async def delegate(ctx: RunContext[None], topic: str) -> str:
+        """Ask a sub-agent."""
+        iterations.append(ctx.iteration)
+        return (await child.run(topic, parent=ctx, run_id=f"kid-{ctx.iteration}")).output
+
+    async def parent_model(turn: ModelTurn) -> ModelTurnResult:
+        asked = sum(1 for m in turn.messages if m["role"] == "assistant")
+        if asked < 2:
+            return ModelTurnResult(tool_calls=(call(f"d{asked + 1}", "delegate", topic="x"),))
+        return ModelTurnResult(content="parent done")
+
+    # The parent dies once its second answer is recorded, before d2 starts; a resume runs d2.
+    crashing = CrashingStore(store, "after_model_answer", 2)
+    first = Agent(parent_model, tools=[delegate], name="planner", store=crashing)
+    assert await run_until_crash(lambda: first.run("plan", run_id="top"))
+    again = Agent(parent_model, tools=[delegate], name="planner", store=store)
+    assert (await again.resume("top")).output == "parent done"
+    assert iterations == [1, 2]
+    children = await store.list_runs(parent_run_id="top")
+    assert [r.run_id for r in children] == ["kid-1", "kid-2"]
+    for kid in children:  # the one started after the resume has the same lineage
+        assert kid.chain.depth == 1
+        assert kid.chain.root_run_id == "top"
+        assert [link.agent for link in kid.chain.links] == ["planner", "reader"]
+        assert kid.status == "completed"

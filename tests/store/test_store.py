@@ -321,14 +321,14 @@ async def test_a_cancel_during_a_write_waits_for_it_to_land_whole(store: RunStor
     """A thread cannot be stopped: the caller's cancel is raised after the commit."""
     lease = await started_run(store)
     entered, release_thread = threading.Event(), threading.Event()
-    inner = store._transaction  # type: ignore[attr-defined]
+    inner = store._commit_group  # type: ignore[attr-defined]
 
-    def slow_transaction(fn: Any, *, write: bool) -> Any:
+    def slow_commit(writes: Any) -> Any:
         entered.set()
         release_thread.wait(10)
-        return inner(fn, write=write)
+        return inner(writes)
 
-    store._transaction = slow_transaction  # type: ignore[attr-defined]
+    store._commit_group = slow_commit  # type: ignore[attr-defined]
     saved = [*USER, {"role": "assistant", "content": "done"}]
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
@@ -342,7 +342,7 @@ async def test_a_cancel_during_a_write_waits_for_it_to_land_whole(store: RunStor
             scope.cancel()
             release_thread.set()
     assert scope.cancelled_caught
-    store._transaction = inner  # type: ignore[attr-defined]
+    store._commit_group = inner  # type: ignore[attr-defined]
     loaded = await store.load("r1")
     assert (loaded.messages, loaded.record.iteration) == (saved, 1)
 

@@ -9,10 +9,11 @@ SQL text: every value travels as a parameter.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast, final
 
 from juno_bind_trio._errors import (
     LeaseLostError,
@@ -27,7 +28,7 @@ from juno_bind_trio.run import ChainRef, ToolCallReceiptKey, tool_call_receipt_k
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, StoredRun
 
-__all__ = ["SETTLED_STATES", "Cursor", "Dialect", "Exec"]
+__all__ = ["SETTLED_STATES", "Cursor", "Dialect", "Exec", "Write"]
 
 _RECEIPT_STATES = frozenset({"not_run", "started", "interrupted", "succeeded", "failed"})
 SETTLED_STATES = frozenset({"interrupted", "succeeded", "failed"})
@@ -53,6 +54,10 @@ class Dialect(Protocol):
 
     @property
     def skip_locked(self) -> str:  # appended to the claim query
+        ...
+
+    @property
+    def guarded(self) -> bool:  # the hot writes also come as one guarded statement
         ...
 
 
@@ -573,3 +578,277 @@ def finite_seconds(where: str, value: object) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{where} must be a positive finite number of seconds, got {value!r}")
     return float(value)
+
+
+# --- the hot writes, as units a group commit can carry -------------------------------------
+#
+# A loop iteration writes the open turn, each call's receipt twice and the
+# transcript. Each of those is a `Write`: its *checked* body (the functions
+# above: lock the run's row, check the lease, check the turn, write, or raise
+# the precise error) and, where the dialect offers it, the same write as one
+# *guarded* statement that locks the run's row, checks everything the checked
+# body checks, and writes only when all of it holds. A guarded statement that
+# did not write is followed by the checked body, which then raises the error
+# that says why (or writes, if what stopped the statement was only a value the
+# database could not read as JSON: the checked body decides, as it always did).
+
+
+@final
+class Write:
+    """One lease-checked write of a run, ready for a worker thread to apply.
+
+    ``checked(ex)`` runs inside a transaction. ``guarded`` (dialects with
+    ``guarded`` only) is a list of ``(name, sql)`` common table expressions,
+    the last of which writes and returns one row when it wrote, and their
+    parameters in order; ``{n}`` in a name or its SQL stands for the write's
+    place in its statement. ``result`` is what the write returns when the
+    guarded statement wrote. ``touches_run`` says whether it writes the run's
+    own row (the open turn, the transcript), not only a receipt.
+    """
+
+    __slots__ = ("checked", "guarded", "params", "result", "run_id", "touches_run")
+
+    def __init__(
+        self,
+        run_id: str,
+        checked: Callable[[Exec], Any],
+        *,
+        guarded: Sequence[tuple[str, str]] | None,
+        params: Sequence[Any],
+        result: Any,
+        touches_run: bool,
+    ) -> None:
+        self.run_id = run_id
+        self.checked = checked
+        self.guarded = guarded
+        self.params = params
+        self.result = result
+        self.touches_run = touches_run
+
+
+# The lease check every guarded statement makes on the run's row (alias r).
+_LEASE_HOLDS = "r.run_id = ? AND r.lease_owner = ? AND r.lease_token = ? AND r.lease_expires > ?"
+
+# PostgreSQL: the open turn is an object whose tool_calls is an array of
+# objects each with a string id (what _turn_call_ids insists on).
+_PG_TURN_WELL_FORMED = (
+    "jsonb_typeof(r.pending_turn::jsonb -> 'tool_calls') = 'array' AND NOT EXISTS ("
+    "SELECT 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> 'tool_calls') AS t(call) "
+    "WHERE jsonb_typeof(t.call -> 'id') IS DISTINCT FROM 'string')"
+)
+_PG_CALL_POSITION = (
+    "(SELECT t.ord - 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> 'tool_calls') "
+    "WITH ORDINALITY AS t(call, ord) WHERE t.call ->> 'id' = ? ORDER BY t.ord LIMIT 1)"
+)
+
+
+def _lease_params(now: float, lease: Lease) -> list[Any]:
+    return [lease.run_id, lease.owner, lease.token, now]
+
+
+_SAVE_TURN_SQL: Final = (
+    (
+        "w{n}",
+        "UPDATE juno_runs AS r SET pending_turn = ?, pending_iteration = ?, updated_at = ? "
+        f"WHERE {_LEASE_HOLDS} RETURNING 1",
+    ),
+)
+
+_SAVE_TRANSCRIPT_SQL: Final = (
+    (
+        "w{n}",
+        "UPDATE juno_runs AS r SET messages = ?, iteration = ?, pending_turn = NULL, "
+        f"pending_iteration = NULL, updated_at = ? WHERE {_LEASE_HOLDS} "
+        "AND (r.pending_iteration IS NULL OR r.pending_iteration <= ?) RETURNING 1",
+    ),
+)
+
+_START_CALL_SQL: Final = (
+    (
+        "r{n}",
+        f"SELECT r.run_id, {_PG_CALL_POSITION} AS position FROM juno_runs AS r "
+        f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
+        "FOR UPDATE OF r",
+    ),
+    (
+        "w{n}",
+        f"INSERT INTO juno_receipts ({_RECEIPT_COLUMNS}, position) "
+        "SELECT r{n}.run_id, ?, ?, ?, ?, ?, ?, 'started', NULL, ?, r{n}.position FROM r{n} "
+        "WHERE r{n}.position IS NOT NULL "
+        "ON CONFLICT (run_id, iteration, tool_call_id) DO UPDATE SET state = 'started', "
+        "updated_at = EXCLUDED.updated_at WHERE juno_receipts.state NOT IN "
+        "('succeeded', 'failed') AND juno_receipts.args_hash = EXCLUDED.args_hash "
+        "RETURNING 1",
+    ),
+)
+
+_SETTLE_CALL_SQL: Final = (
+    (
+        "r{n}",
+        "SELECT r.run_id FROM juno_runs AS r "
+        f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
+        "AND EXISTS (SELECT 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> "
+        "'tool_calls') AS t(call) WHERE t.call ->> 'id' = ?) FOR UPDATE OF r",
+    ),
+    (
+        "w{n}",
+        "UPDATE juno_receipts SET state = ?, message = ?, updated_at = ? "
+        "WHERE run_id = (SELECT run_id FROM r{n}) AND iteration = ? AND tool_call_id = ? "
+        "AND state NOT IN ('succeeded', 'failed') RETURNING 1",
+    ),
+)
+
+
+def save_turn_write(
+    dialect: Dialect, now: float, lease: Lease, *, iteration: int, assistant: str
+) -> Write:
+    checked = functools.partial(
+        save_turn, dialect=dialect, now=now, lease=lease, iteration=iteration, assistant=assistant
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=True)
+    return Write(
+        lease.run_id,
+        checked,
+        guarded=_SAVE_TURN_SQL,
+        params=[assistant, iteration, now, *_lease_params(now, lease)],
+        result=None,
+        touches_run=True,
+    )
+
+
+def save_transcript_write(
+    dialect: Dialect, now: float, lease: Lease, *, messages: str, iteration: int
+) -> Write:
+    checked = functools.partial(
+        save_transcript,
+        dialect=dialect,
+        now=now,
+        lease=lease,
+        messages=messages,
+        iteration=iteration,
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=True)
+    return Write(
+        lease.run_id,
+        checked,
+        guarded=_SAVE_TRANSCRIPT_SQL,
+        params=[messages, iteration, now, *_lease_params(now, lease), iteration],
+        result=None,
+        touches_run=True,
+    )
+
+
+def start_call_write(
+    dialect: Dialect,
+    now: float,
+    lease: Lease,
+    *,
+    iteration: int,
+    key: ToolCallReceiptKey,
+    resumability: str,
+) -> Write:
+    checked = functools.partial(
+        start_call,
+        dialect=dialect,
+        now=now,
+        lease=lease,
+        iteration=iteration,
+        key=key,
+        resumability=resumability,
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=False)
+    key_text = tool_call_receipt_key_string(key)
+    params = [
+        key.tool_call_id,
+        *_lease_params(now, lease),
+        iteration,
+        iteration,
+        key.tool_call_id,
+        key.tool_name,
+        key.args_hash,
+        key_text,
+        resumability,
+        now,
+    ]
+    record = ReceiptRecord(
+        run_id=lease.run_id,
+        iteration=iteration,
+        tool_call_id=key.tool_call_id,
+        tool_name=key.tool_name,
+        args_hash=key.args_hash,
+        key=key_text,
+        resumability=resumability,  # type: ignore[arg-type]
+        state="started",
+        message=None,
+        updated_at=now,
+    )
+    return Write(
+        lease.run_id,
+        checked,
+        guarded=_START_CALL_SQL,
+        params=params,
+        result=record,
+        touches_run=False,
+    )
+
+
+def settle_call_write(
+    dialect: Dialect,
+    now: float,
+    lease: Lease,
+    *,
+    iteration: int,
+    tool_call_id: str,
+    state: str,
+    message: Mapping[str, Any] | None,
+) -> Write:
+    checked = functools.partial(
+        settle_call,
+        dialect=dialect,
+        now=now,
+        lease=lease,
+        iteration=iteration,
+        tool_call_id=tool_call_id,
+        state=state,
+        message=message,
+    )
+    if not dialect.guarded:
+        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=False)
+    text = None if message is None else dumps("settle_call: message", dict(message))
+    params = [
+        *_lease_params(now, lease),
+        iteration,
+        tool_call_id,
+        state,
+        text,
+        now,
+        iteration,
+        tool_call_id,
+    ]
+    return Write(
+        lease.run_id,
+        checked,
+        guarded=_SETTLE_CALL_SQL,
+        params=params,
+        result=None,
+        touches_run=False,
+    )
+
+
+def guarded_statement(writes: Sequence[Write]) -> tuple[str, list[Any]]:
+    """One statement carrying every guarded write of *writes*: a row of how many
+    rows each wrote (0: it did not write, and its checked body must say why)."""
+    ctes: list[str] = []
+    params: list[Any] = []
+    counts: list[str] = []
+    for n, write in enumerate(writes):
+        assert write.guarded is not None
+        for name, sql in write.guarded:
+            materialized = "" if sql.startswith(("UPDATE", "INSERT")) else "MATERIALIZED "
+            ctes.append(f"{name.format(n=n)} AS {materialized}({sql.format(n=n)})")
+        params.extend(write.params)
+        counts.append(f"(SELECT count(*) FROM w{n})")
+    return f"WITH {', '.join(ctes)} SELECT {', '.join(counts)}", params

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar, final
+
+import outcome
 
 from juno_bind_trio._errors import StoreError
 
@@ -24,6 +26,7 @@ class _PostgresDialect:
     name: Final = "postgresql"
     lock_row: Final = " FOR UPDATE"
     skip_locked: Final = " FOR UPDATE SKIP LOCKED"
+    guarded: Final = True  # one statement, one round trip, one commit for a group
 
 
 # libpq parameters that hold a secret: the password, and the passphrase of the
@@ -61,7 +64,11 @@ class PostgresRunStore(ThreadedRunStore):
 
     Workers claim runs with ``SELECT … FOR UPDATE SKIP LOCKED``, so two
     workers never wait on, or take, the same run; every write locks the run's
-    row and checks the writer's lease in the same transaction. The schema is
+    row and checks the writer's lease in the same transaction. The writes a
+    loop iteration makes travel as one statement each (a group of them pending
+    together as one statement): it locks the run's row, checks the lease and
+    the open turn, and writes only if all of that holds, in one round trip
+    and one commit. The schema is
     created or upgraded on open, under a transaction-scoped advisory lock.
 
     *dsn*: a libpq connection string or URL. Its password is never logged,
@@ -164,3 +171,60 @@ class PostgresRunStore(ThreadedRunStore):
                 return fn(ex)
         except psycopg.Error as exc:
             raise StoreError(f"PostgresRunStore: {self._safe_dsn!r}: {exc}") from None
+
+    def _commit_group(self, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:
+        # Writes are ordered by run so that two workers' statements lock rows in
+        # the same order. A run's own row is written by at most one write of a
+        # statement (a statement sees one snapshot); any other write of that run
+        # waits for a statement of its own.
+        order = sorted(range(len(writes)), key=lambda i: writes[i].run_id)
+        together: list[int] = []
+        alone: list[int] = []
+        seen: set[str] = set()
+        row_written: set[str] = set()
+        for i in order:
+            write = writes[i]
+            clash = write.run_id in row_written or (write.touches_run and write.run_id in seen)
+            (alone if clash else together).append(i)
+            seen.add(write.run_id)
+            if write.touches_run:
+                row_written.add(write.run_id)
+        results: dict[int, outcome.Outcome[Any]] = {}
+        wrote = self._guarded([writes[i] for i in together])
+        if wrote is None:
+            if len(together) > 1:  # the statement failed whole: each on its own
+                alone = together + alone
+                together = []
+            wrote = [False] * len(together)
+        for i, done in zip(together, wrote, strict=True):
+            results[i] = self._outcome(writes[i], done=done)
+        for i in alone:
+            one = self._guarded([writes[i]])
+            results[i] = self._outcome(writes[i], done=bool(one and one[0]))
+        return [results[i] for i in range(len(writes))]
+
+    def _outcome(self, write: _core.Write, *, done: bool) -> outcome.Outcome[Any]:
+        if done:
+            return outcome.Value(write.result)
+        # The guarded statement did not write: the checked body, in a transaction
+        # of its own, finds out why and raises the error that says so.
+        return outcome.capture(self._transaction, write.checked, write=True)
+
+    def _guarded(self, writes: Sequence[_core.Write]) -> list[bool] | None:
+        """Run *writes* as one guarded statement (autocommit: its own transaction).
+        Which of them wrote; ``None`` when the statement failed and wrote nothing."""
+        import psycopg
+
+        pool = self._pool
+        if pool is None:
+            return None  # the checked body says the store is closed
+        sql, params = _core.guarded_statement(writes)
+        try:
+            with pool.connection() as conn:
+                row = conn.execute(sql.replace("?", "%s"), params).fetchone()
+        except psycopg.Error:
+            # A value the database cannot read as the statement expects (an open
+            # turn that is not JSON), a deadlock, a lost connection: the checked
+            # bodies, one transaction each, decide and say what is wrong.
+            return None
+        return [bool(count) for count in row]

@@ -16,19 +16,39 @@ half. Which one, the caller does not learn; a write that matters to a resume
 guards, so that either outcome is safe: a ``started`` receipt that committed
 for a call whose dispatch the cancel then prevented reads, on resume, as a
 call that may have run, which is the cautious reading.
+
+Group commit
+------------
+
+The writes a loop iteration makes (the open turn, the receipts, the
+transcript) go through one *write lane* per store. A writer that finds the
+lane idle leads: it lets the tasks already runnable reach the lane (a
+scheduler turn or two, shielded), takes every write queued by then, and applies them
+in **one** worker-thread hop and one commit; writes that arrive while that
+commit is under way wait, and the first of them to run leads the next. Each
+write keeps its own lease check and its own outcome (a write refused for a
+lost lease raises `LeaseLostError` to its caller alone), and each caller is
+released only after the commit that holds its write. A caller cancelled
+while its write is still queued takes it out: nothing of it is written, and
+the cancel is raised. Once a commit has taken the write, the caller waits for
+that commit (shielded) and then sees the cancel, as with any store call.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
+import anyio
 import anyio.lowlevel
 import anyio.to_thread
+import outcome
+import sniffio
 
-from juno_bind_trio._errors import UsageError
+from juno_bind_trio._errors import StoreError, UsageError
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
 from . import _core
@@ -174,9 +194,21 @@ def _lease(where: str, value: object) -> Lease:
     return value
 
 
+class _Queued:
+    """A write waiting in the lane, and, once a commit has taken it, how it ended."""
+
+    __slots__ = ("flight", "result", "write")
+
+    def __init__(self, write: _core.Write) -> None:
+        self.write = write
+        self.flight: anyio.Event | None = None  # the commit that took it
+        self.result: outcome.Outcome[Any] | None = None
+
+
 class ThreadedRunStore:
     """The public methods of both stores: check the arguments, then run one transaction
-    in a worker thread. Subclasses supply ``_open``, ``_close`` and ``_transaction``."""
+    in a worker thread. Subclasses supply ``_open``, ``_close``, ``_transaction`` and
+    ``_commit_group``."""
 
     _dialect: _core.Dialect
     _clock: Callable[[], float]
@@ -189,6 +221,9 @@ class ThreadedRunStore:
         self._clock = time.time if clock is None else clock
         self._opened = False
         self._closed = False
+        self._queue: deque[_Queued] = deque()
+        self._flight: anyio.Event | None = None  # set when the commit under way ends
+        self._commits = 0  # group commits made (tests and the benchmark read it)
 
     # --- subclass hooks (run in a worker thread) ---
 
@@ -199,6 +234,13 @@ class ThreadedRunStore:
         raise NotImplementedError
 
     def _transaction(self, fn: Callable[[_core.Exec], T], *, write: bool) -> T:
+        raise NotImplementedError
+
+    def _commit_group(self, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:
+        """Apply *writes* with one commit where possible; one outcome per write, in order.
+
+        A write that fails (its lease lost, its data refused) fails alone: the
+        others still commit."""
         raise NotImplementedError
 
     def now(self) -> float:
@@ -241,6 +283,77 @@ class ThreadedRunStore:
         # finished; the caller sees it now, with the transaction already whole.
         await anyio.lowlevel.checkpoint_if_cancelled()
         return result
+
+    async def _write(self, write: _core.Write) -> Any:
+        """Apply one of a run's hot writes through the lane (see "Group commit" above)."""
+        if not self._opened or self._closed:
+            state = "closed" if self._closed else "not open (use `async with`)"
+            raise UsageError(f"{type(self).__name__}: the store is {state}")
+        await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing written
+        item = _Queued(write)
+        self._queue.append(item)
+        try:
+            while item.result is None:
+                if self._flight is None:
+                    await self._fly()
+                else:
+                    await self._flight.wait()
+        except BaseException:
+            if item.result is None:
+                if item.flight is None:  # still queued: out it goes, nothing written
+                    self._queue.remove(item)
+                    raise
+                with anyio.CancelScope(shield=True):  # taken: wait for its commit
+                    await item.flight.wait()
+            if item.result is None or isinstance(item.result, outcome.Value):
+                raise
+            # It failed in the database: that error says more than the cancel,
+            # which stays pending and reaches the caller at its next checkpoint.
+            return item.result.unwrap()
+        # A cancel that arrived while the commit was under way was held until it
+        # ended; the caller sees it now, with the write already whole.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return item.result.unwrap()
+
+    async def _fly(self) -> None:
+        flight = self._flight = anyio.Event()
+        taken: list[_Queued] = []
+        try:
+            # Scheduler turns, shielded, so writers already runnable (a batch's calls
+            # starting together, results arriving together) join this commit. One
+            # on asyncio, whose ready queue is first in, first out. Two on trio: it
+            # orders each turn's tasks at random, so a writer woken in the same turn
+            # as the leader may run after it in the next, and is queued by the one
+            # after.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            if sniffio.current_async_library() == "trio":
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            taken = list(self._queue)  # the leader's own write is among them
+            self._queue.clear()
+            for item in taken:
+                item.flight = flight
+            writes = [item.write for item in taken]
+            try:
+                # Shielded whole: the thread cannot be stopped, and once it is asked
+                # for, the writers it carries wait for what it did.
+                with anyio.CancelScope(shield=True):
+                    results = await anyio.to_thread.run_sync(self._commit_group, writes)
+            except Exception as exc:  # the lane itself failed: every write in it fails
+                results = [outcome.Error(exc) for _ in taken]
+            self._commits += 1
+            for item, result in zip(taken, results, strict=True):
+                item.result = result
+        finally:
+            for item in taken:
+                if item.result is None:  # pragma: no cover - a BaseException in the lane
+                    item.result = outcome.Error(
+                        StoreError(
+                            f"{type(self).__name__}: the write's commit was interrupted; "
+                            "whether it landed is not known"
+                        )
+                    )
+            self._flight = None
+            flight.set()
 
     # --- runs ---
 
@@ -365,14 +478,10 @@ class ThreadedRunStore:
                 f"got {assistant!r:.80}"
             )
         text = _core.dumps(f"{where}: assistant", dict(assistant))
-        await self._run(
-            _core.save_turn,
-            self._dialect,
-            self._clock(),
-            lease,
-            iteration=iteration,
-            assistant=text,
-            write=True,
+        await self._write(
+            _core.save_turn_write(
+                self._dialect, self._clock(), lease, iteration=iteration, assistant=text
+            )
         )
 
     async def start_call(
@@ -395,16 +504,17 @@ class ThreadedRunStore:
                 f"{where}: resumability must be 'repeatable' or 'non_repeatable', "
                 f"got {resumability!r}"
             )
-        return await self._run(
-            _core.start_call,
-            self._dialect,
-            self._clock(),
-            lease,
-            iteration=iteration,
-            key=key,
-            resumability=resumability,
-            write=True,
+        record: ReceiptRecord = await self._write(
+            _core.start_call_write(
+                self._dialect,
+                self._clock(),
+                lease,
+                iteration=iteration,
+                key=key,
+                resumability=resumability,
+            )
         )
+        return record
 
     async def settle_call(
         self,
@@ -431,16 +541,16 @@ class ThreadedRunStore:
                 f"{where}: a {state} call needs its tool message answering {tool_call_id!r}, "
                 f"got {message!r:.80}"
             )
-        await self._run(
-            _core.settle_call,
-            self._dialect,
-            self._clock(),
-            lease,
-            iteration=iteration,
-            tool_call_id=tool_call_id,
-            state=state,
-            message=message,
-            write=True,
+        await self._write(
+            _core.settle_call_write(
+                self._dialect,
+                self._clock(),
+                lease,
+                iteration=iteration,
+                tool_call_id=tool_call_id,
+                state=state,
+                message=message,
+            )
         )
 
     async def save_transcript(
@@ -452,12 +562,8 @@ class ThreadedRunStore:
         text = _core.dumps(
             f"{where}: messages", _core.check_messages(where, _list(where, messages))
         )
-        await self._run(
-            _core.save_transcript,
-            self._dialect,
-            self._clock(),
-            lease,
-            messages=text,
-            iteration=iteration,
-            write=True,
+        await self._write(
+            _core.save_transcript_write(
+                self._dialect, self._clock(), lease, messages=text, iteration=iteration
+            )
         )
