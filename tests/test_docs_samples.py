@@ -280,6 +280,7 @@ NOT_RUN: dict[str, str] = {
     "how-to/agent-structured-output.md": _AGENT_SCRIPTS,
     "how-to/agent-conversation.md": _AGENT_SCRIPTS,
     "how-to/agent-cancel.md": _AGENT_SCRIPTS,
+    "how-to/agent-usage-limits.md": _AGENT_SCRIPTS,
 }
 
 

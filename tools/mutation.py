@@ -21,15 +21,25 @@ forked from a parent that has imported pytest and the third-party libraries
 but never the package: the package and the tests are imported fresh for each
 mutant. A mutant that makes the tests time out counts as killed.
 
+A mutant's id says where it is without a line number, so that it survives
+edits elsewhere in the module: ``<qualname>:<kind>:<snippet>#<n>``, the
+function (or class, or ``<module>``) it is in, the kind of bug, the first
+line of the source it changes (60 characters at most), and which occurrence
+of that same (qualname, kind, snippet) it is, counting from 0 in source
+order. ``ToolBatch._work:delete:await checkpoint_if_cancelled()#1`` is the
+second deleted ``await checkpoint_if_cancelled()`` in ``ToolBatch._work``.
+An id changes only when its own function changes around it.
+
 Survivors listed in ``EQUIVALENT`` were read and judged to be the same
-program (their reason is kept next to them; an id carries its line, so after
-an edit above it, re-judge the survivors); the score is killed out of all
-mutants that are not equivalent. ``docs/explanation/testing.md`` records the
-last run.
+program (their reason is kept next to them); the score is killed out of all
+mutants that are not equivalent. ``--stale`` lists the ``EQUIVALENT`` ids
+that no longer name a mutant (the code they judged was edited: re-judge
+it). ``docs/explanation/testing.md`` records the last run.
 
     python tools/mutation.py                       # every module
     python tools/mutation.py --module run/_pool.py # one
     python tools/mutation.py --list                # the mutants, without running them
+    python tools/mutation.py --stale               # EQUIVALENT ids that name no mutant now
 """
 
 from __future__ import annotations
@@ -78,69 +88,79 @@ MODULES: dict[str, list[str]] = {
         "tests/loop/test_example.py",
         "tests/loop/test_soak.py",
         "tests/loop/test_properties.py",
+        "tests/loop/test_native_cancel_sweep.py",
     ],
 }
 
 # Survivors judged equivalent after reading them: mutant id -> why.
 EQUIVALENT: dict[str, str] = {
-    "run/_pool.py:97:57:delete:...": "the body of a Protocol method stub",
-    "run/_pool.py:101:4:delete:return _Value(value)": (
-        "the constructor fallback runs only if outcome's slot layout changes; "
-        "with the installed outcome it is never called"
+    "run/_pool.py:_raise_bad_ids:constant:True#0": (
+        "zip(strict=False) over two lists of the same length"
     ),
-    "run/_pool.py:115:8:delete:return made": (
-        "the fast maker then returns None, the import-time probe notices and the "
-        "pool uses the constructor: the same values"
-    ),
-    "run/_pool.py:177:48:constant:True": "zip(strict=False) over two lists of the same length",
-    "run/_pool.py:222:12:delete:if type(call) is dict and call.get('type', 'function') == 'f": (
+    "run/_pool.py:ToolBatch.__attrs_post_init__:delete:"
+    "if type(call) is dict and call.get('type', 'function') == 'f#0": (
         "without the inlined fast path every call goes through read_tool_call, "
         "which reads the same three strings (only slower)"
     ),
-    "run/_pool.py:224:16:delete:if type(function) is dict:": "as above: the fast path's guard",
-    "run/_pool.py:227:20:delete:if type(call_id) is str and type(name) is str and (type(func": (
+    "run/_pool.py:ToolBatch.__attrs_post_init__:delete:if type(function) is dict:#0": (
         "as above: the fast path's guard"
     ),
-    "run/_pool.py:345:12:delete:return []": (
+    "run/_pool.py:ToolBatch.__attrs_post_init__:delete:"
+    "if type(call_id) is str and type(name) is str and (type(func#0": (
+        "as above: the fast path's guard"
+    ),
+    "run/_pool.py:ToolBatch.run:delete:return []#0": (
         "an empty batch then opens a task group with no workers and returns the empty list"
     ),
-    "run/_pool.py:379:34:compare0:'queued' in states": (
+    "run/_pool.py:ToolBatch.run:compare0:'queued' in states#0": (
         "the sweep settles nothing that is settled already, and a call still queued at a "
         "normal exit implies one still running (the worker that held it died)"
     ),
-    "run/_pool.py:416:20:delete:await checkpoint_if_cancelled()": (
+    "run/_pool.py:ToolBatch._work:delete:await checkpoint_if_cancelled()#1": (
         "the next claim's checkpoint, or the task group's exit, raises the same cancellation"
     ),
-    "run/_pool.py:436:20:delete:raise": (
+    "run/_pool.py:ToolBatch._work:delete:raise#0": (
         "the next statement raises the same exception (a cancellation is never foreign)"
     ),
-    "completion/_text_view.py:86:46:constant:1": (
+    "completion/_text_view.py:TurnTextView:constant:1#1": (
         "the newest epoch then starts at -2 instead of -1; epochs start at 0"
     ),
-    "completion/_text_view.py:119:12:delete:self._parts = [joined]": (
+    "completion/_text_view.py:TurnTextView.text:delete:self._parts = [joined]#0": (
         "it only compacts the parts list; the joined text is cached either way"
     ),
-    "completion/_text_stream.py:106:16:negate:math.isfinite(value)": (
+    "completion/_text_stream.py:_check_max_resets:negate:math.isfinite(value)#0": (
         "repr() and str() of a float or a bool are the same text"
     ),
-    "transcript/_heal.py:55:22:constant:True": (
+    "transcript/_heal.py:HealChange:constant:True#0": (
         "kw_only=False lets HealChange take positional arguments too; nobody passes any"
     ),
-    "transcript/_heal.py:107:22:constant:True": (
+    "transcript/_heal.py:HealResult:constant:True#0": (
         "kw_only=False lets HealResult take positional arguments too; nobody passes any"
     ),
-    "transcript/_heal.py:337:8:delete:if type(message) is dict:": (
+    "transcript/_heal.py:_read_messages:delete:if type(message) is dict:#0": (
         "without the inlined fast path every message goes through _read_message, "
         "which reads the same fields and checks them in full"
     ),
-    "transcript/_heal.py:344:12:delete:if type(role) is str and role in _SPOKEN "
-    "and (role != 'assis": ("as above: the fast path's guard"),
-    "transcript/_heal.py:397:8:delete:if set(map(type, ids)) <= {str}:": (
+    "transcript/_heal.py:_read_messages:delete:"
+    "if type(role) is str and role in _SPOKEN and (role != 'assis#0": (
         "as above: the fast path's guard"
     ),
-    "loop/_loop.py:798:12:delete:open_batch.running = None": (
-        "the call is answered by _settle on the next line, and `running` is only read "
-        "for a call that has no answer"
+    "transcript/_heal.py:_read_message:delete:if set(map(type, ids)) <= {str}:#0": (
+        "as above: the fast path's guard"
+    ),
+    "transcript/_heal.py:_read_message:delete:return _SPOKEN[role]#0": (
+        "a message that is not the assistant's then falls through and may be read with "
+        "call ids, but the healer reads the call ids of assistant messages only"
+    ),
+    "loop/_loop.py:ToolLoop._run_serially:delete:open_batch.running = None#1": (
+        "the call is answered by _settle on the next line (before a fatal error is "
+        "raised), and `running` is only read for a call that has no answer"
+    ),
+    "loop/_loop.py:ToolLoop._run_serially:delete:open_batch.running = None#2": (
+        "as above: both settles that follow answer the call"
+    ),
+    "loop/_loop.py:ToolLoop._call_tool_in_own_task:delete:open_batch.running = None#1": (
+        "as above: the _settle on the next line answers the call"
     ),
 }
 
@@ -180,17 +200,23 @@ def _is_type_checking(node: ast.AST) -> bool:
 
 
 class _Points:
-    """Walks a module in a fixed order and yields every mutation point as (node, kind, detail)."""
+    """Walks a module in a fixed order and yields every mutation point.
+
+    Each point is (node, kind, detail, qualname): *qualname* names the
+    function or class the point is in (``<module>`` at the top level).
+    """
 
     def __init__(self, source: str) -> None:
         self.lines = source.splitlines()
+        self.scope: list[str] = []
 
     def _skipped(self, node: ast.AST) -> bool:
         line = getattr(node, "lineno", None)
         return line is not None and "pragma: no cover" in self.lines[line - 1]
 
-    def walk(self, tree: ast.AST) -> Iterator[tuple[ast.AST, str, ast.AST]]:
-        yield from self._visit(tree)
+    def walk(self, tree: ast.AST) -> Iterator[tuple[ast.AST, str, ast.AST, str]]:
+        for node, kind, detail in self._visit(tree):
+            yield node, kind, detail, ".".join(self.scope) or "<module>"
 
     def _visit(self, node: ast.AST) -> Iterator[tuple[ast.AST, str, ast.AST]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__repr__":
@@ -203,6 +229,17 @@ class _Points:
             return
         if _is_dunder_all(node):
             return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            # Everything in it, its own statements included, is named by it.
+            self.scope.append(node.name)
+            try:
+                yield from self._visit_inside(node)
+            finally:
+                self.scope.pop()
+            return
+        yield from self._visit_inside(node)
+
+    def _visit_inside(self, node: ast.AST) -> Iterator[tuple[ast.AST, str, ast.AST]]:
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
             if isinstance(body, list):
@@ -305,21 +342,42 @@ def mutants(path: Path) -> list[tuple[str, str]]:
     points = list(_Points(source).walk(ast.parse(source)))
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for index, (_, _, detail) in enumerate(points):
+    # Each point's id: where it is, and its rank among the points that share that
+    # "where", in source order. Numbered before the duplicate check below, so an
+    # id does not depend on whether another mutant happened to make the same program.
+    wheres = [
+        f"{qualname}:{kind}:{ast.unparse(detail).splitlines()[0][:60]}"
+        for _, kind, detail, qualname in points
+    ]
+    positions: dict[str, list[tuple[int, int, int]]] = {}
+    for index, ((node, _, _, _), where) in enumerate(zip(points, wheres, strict=True)):
+        place = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0), index)
+        positions.setdefault(where, []).append(place)
+    rank = {place[2]: n for places in positions.values() for n, place in enumerate(sorted(places))}
+    for index, where in enumerate(wheres):
+        mutant_id = f"{where}#{rank[index]}"
         # A fresh tree per mutant, and the point found again in it by position.
         tree = ast.parse(source)
-        node, kind, _ = next(itertools.islice(_Points(source).walk(tree), index, None))
+        node, kind, _, _ = next(itertools.islice(_Points(source).walk(tree), index, None))
         mutated = _Replace(node, kind).visit(tree)
         ast.fix_missing_locations(mutated)
         text = ast.unparse(mutated)
-        line = getattr(node, "lineno", 0)
-        column = getattr(node, "col_offset", 0)
-        mutant_id = f"{line}:{column}:{kind}:{ast.unparse(detail).splitlines()[0][:60]}"
         if text in seen:
             continue
         seen.add(text)
         found.append((mutant_id, text))
     return found
+
+
+def stale_equivalents(modules: list[str]) -> list[str]:
+    """The ``EQUIVALENT`` ids of *modules* that name no mutant of the code as it is."""
+    stale: list[str] = []
+    for module in modules:
+        current = {
+            f"{module}:{mutant_id}" for mutant_id, _ in mutants(SRC / "juno_bind_trio" / module)
+        }
+        stale += [m for m in EQUIVALENT if m.startswith(f"{module}:") and m not in current]
+    return stale
 
 
 def run_tests(tree: Path, tests: list[str], timeout: float) -> str:
@@ -388,8 +446,16 @@ def main() -> int:
     parser.add_argument(
         "--only", action="append", help="judge only mutants whose id starts with this (repeatable)"
     )
+    parser.add_argument(
+        "--stale", action="store_true", help="list EQUIVALENT ids that name no mutant now, and stop"
+    )
     args = parser.parse_args()
     chosen = args.module or list(MODULES)
+    if args.stale:
+        stale = stale_equivalents(chosen)
+        for mutant in stale:
+            print(mutant)
+        return 1 if stale else 0
     _preload()
 
     results: dict[str, dict[str, str]] = {}

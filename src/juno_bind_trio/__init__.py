@@ -40,6 +40,7 @@ from ._errors import ToolFailureError as ToolFailureError
 from ._errors import TranscriptError as TranscriptError
 from ._errors import TurnStreamUsageError as TurnStreamUsageError
 from ._errors import UsageError as UsageError
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._errors import WireFormatError as WireFormatError
 from ._public import publish as _publish
 
@@ -90,6 +91,7 @@ __all__ = [
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",
+    "UsageLimitExceeded",
     "WireFormatError",
     "__version__",
     "tool",

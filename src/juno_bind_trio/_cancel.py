@@ -11,6 +11,9 @@ The other two answer questions about an exception a tool raised: was it the
 run's own cancellation (and so must propagate), and what is left of a group
 once its cancellations are taken out (so one failure is raised as itself, and
 a caller's cancel scope can absorb its own cancel).
+
+The last one keeps a host's bare ``task.cancel()`` alive on asyncio, where
+anyio can lose count of it (see ``task_cancellation``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Final, NoReturn
 
 import anyio
 import anyio.lowlevel
@@ -30,8 +34,13 @@ __all__ = [
     "checkpoint_if_cancelled_fn",
     "is_foreign_cancellation",
     "one_failure",
+    "raise_task_cancellation",
     "split_cancellations",
+    "task_cancellation",
 ]
+
+TASK_CANCELLATION_MESSAGE: Final = "the task was cancelled, not by a cancel scope"
+"""What a cancellation re-raised by ``task_cancellation`` says, for a person reading a traceback."""
 
 
 def checkpoint_if_cancelled_fn() -> Callable[[], Awaitable[None]]:
@@ -78,6 +87,57 @@ def is_foreign_cancellation(exc: BaseException) -> bool:
         return False
     task = aio.current_task()
     return task is None or task.cancelling() == 0
+
+
+def task_cancellation(exc: BaseException) -> BaseException | None:
+    """A fresh cancellation to raise in place of *exc*, or ``None`` to raise *exc* as it is.
+
+    Only on asyncio, and only for a ``CancelledError`` that reaches a point
+    where no enclosing cancel scope is cancelled. No scope can claim such a
+    cancellation: it is the task's own (``task.cancel()``, the way a host
+    stops a task and ``asyncio.Runner`` handles Ctrl-C), or one a tool raised
+    itself. Either way it must reach the top of the task. Synchronous.
+
+    Raised as it is, it can be swallowed on the way. When a ``task.cancel()``
+    lands in the same event-loop step as a cancel scope's own cancellation of
+    the task, asyncio delivers one ``CancelledError`` carrying the scope's
+    message. Each anyio scope then tells its own cancellation from the task's
+    by that message and by ``Task.cancelling()``, the count of requests still
+    pending; and anyio (4.16) miscounts it: a scope left in a *child* task
+    while its task group is being cancelled hands its uncancel debt to the
+    task group's scope, which then calls ``uncancel()`` on the *parent* task
+    for cancellations it never made. Once the count is back at zero, the next
+    cancelled scope on the way out takes the task's cancellation for its own
+    and the task runs on as if nobody had cancelled it.
+
+    The replacement carries no scope's message and no such exception in its
+    context (the original is its ``__cause__``), so no scope mistakes it for
+    its own, whatever the count says. Raise it with
+    ``raise_task_cancellation``.
+    """
+    if sniffio.current_async_library() != "asyncio" or cancelled_now():
+        return None
+    aio = sys.modules.get("asyncio")
+    if aio is None or not isinstance(exc, aio.CancelledError):
+        return None
+    if exc.args == (TASK_CANCELLATION_MESSAGE,) and exc.__context__ is None:
+        return None  # already re-raised by an inner layer
+    fresh: BaseException = aio.CancelledError(TASK_CANCELLATION_MESSAGE)
+    fresh.__cause__ = exc
+    return fresh
+
+
+def raise_task_cancellation(fresh: BaseException) -> NoReturn:
+    """Raise *fresh* (from ``task_cancellation``) with no implicit context.
+
+    Raised inside an ``except`` block, an exception gets the one being handled
+    as its ``__context__``, and anyio reads a scope's message through that
+    chain too; the cause is kept in ``__cause__`` instead.
+    """
+    try:
+        raise fresh
+    finally:
+        fresh.__context__ = None
 
 
 def split_cancellations(

@@ -26,6 +26,8 @@ Whose fault an error is shows in where it hangs:
     │   ├── AllRoutesFailedError       every attempt failed: one error, every attempt in it
     │   └── NoViableEndpointError      circuit breakers left nothing to try
     ├── RunTimeoutError (TimeoutError) the run's own deadline expired
+    ├── UsageLimitExceeded             an agent run reached one of its UsageLimits and
+    │                                  stopped softly (carries the result so far)
     ├── StoreError                     a run store refused or could not do what was asked
     │   ├── RunNotFoundError (KeyError)    no run with that id
     │   ├── RunExistsError                 create_run with an id already stored
@@ -93,6 +95,7 @@ __all__ = [
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",
+    "UsageLimitExceeded",
     "WireFormatError",
 ]
 
@@ -447,6 +450,41 @@ class RunTimeoutError(JunoBindError, TimeoutError):
 
     def __reduce__(self) -> tuple[type[RunTimeoutError], tuple[float]]:
         return (type(self), (self.seconds,))
+
+
+class UsageLimitExceeded(JunoBindError):
+    """An agent run reached one of its [UsageLimits][juno_bind_trio.agent.UsageLimits].
+
+    The run stopped softly before raising this: no request past the limit was
+    made, and its transcript answers every call (calls of a response that went
+    past a limit are answered ``not_run``). *limit* names the limit
+    (``"request_limit"``, ``"input_tokens_limit"``, ``"output_tokens_limit"``,
+    ``"total_tokens_limit"``, ``"tool_calls_limit"``), *value* is its value and
+    *used* what the run had used (or was about to) when it stopped. *result* is
+    the [AgentResult][juno_bind_trio.agent.AgentResult] so far: its
+    ``messages`` to store or go on from, its ``stats`` (tokens, calls) as
+    *usage*; ``None`` only when the error was made by hand.
+    """
+
+    limit: str
+    value: int
+    used: int
+    result: Any
+
+    def __init__(self, limit: str, value: int, used: int, result: Any = None) -> None:
+        super().__init__(f"the run reached its {limit} of {value} ({used} used) and stopped")
+        self.limit = limit
+        self.value = value
+        self.used = used
+        self.result = result
+
+    @property
+    def usage(self) -> Any:
+        """The run's [RunStats][juno_bind_trio.loop.RunStats] so far (``None`` without a result)."""
+        return getattr(self.result, "stats", None)
+
+    def __reduce__(self) -> tuple[type[UsageLimitExceeded], tuple[str, int, int, Any]]:
+        return (type(self), (self.limit, self.value, self.used, self.result))
 
 
 # --- transcripts and tool schemas (juno_bind_trio.transcript / .schema) -------

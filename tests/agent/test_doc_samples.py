@@ -27,6 +27,7 @@ PAGES = [
     "how-to/agent-structured-output.md",
     "how-to/agent-conversation.md",
     "how-to/agent-cancel.md",
+    "how-to/agent-usage-limits.md",
 ]
 BLOCK = re.compile(r"```(python|text)\n(.*?)```", flags=re.S)
 

@@ -48,17 +48,13 @@ async def _model(turn: ModelTurn) -> ModelTurnResult:
     return ModelTurnResult(content="x")
 
 
-async def _async_instructions(deps: object) -> str:
-    return "no"
-
-
-@pytest.mark.parametrize("given", [42, b"hi", _async_instructions])
-def test_instructions_that_are_neither_text_nor_a_sync_function_are_refused(given: Any) -> None:
+@pytest.mark.parametrize("given", [42, b"hi"])
+def test_instructions_that_are_neither_text_nor_a_function_are_refused(given: Any) -> None:
     with pytest.raises(TypeError, match=r"^Agent: instructions must be a str, a synchronous"):
         Agent(_model, instructions=given)
 
 
 async def test_a_function_that_returns_no_text_is_refused_at_the_run() -> None:
-    agent = Agent(_model, instructions=lambda deps: None)  # type: ignore[arg-type,return-value]
+    agent = Agent(_model, instructions=lambda deps: None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"instructions\(deps\) must return a str, got None"):
         await agent.run("Hello")

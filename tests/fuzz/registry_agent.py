@@ -14,6 +14,7 @@ from juno_bind_trio.agent import (
     ToolCallEndedEvent,
     ToolCallStartedEvent,
     TurnEndedEvent,
+    UsageLimits,
     tool,
 )
 
@@ -27,5 +28,6 @@ ENTRIES = [
     Entry(ToolCallEndedEvent),
     Entry(ToolCallStartedEvent),
     Entry(TurnEndedEvent),
+    Entry(UsageLimits),
     Entry(tool),
 ]

@@ -34,6 +34,7 @@ from juno_bind_trio import (
     TranscriptError,
     TurnStreamUsageError,
     UsageError,
+    UsageLimitExceeded,
     WireFormatError,
 )
 
@@ -70,5 +71,6 @@ ENTRIES = [
     _exception(TranscriptError),
     _exception(TurnStreamUsageError),
     _exception(UsageError),
+    _exception(UsageLimitExceeded),
     _exception(WireFormatError),
 ]

@@ -19,6 +19,7 @@ from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
+from ._limits import UsageLimits as UsageLimits
 from ._result import AgentResult as AgentResult
 from ._run import AgentRun as AgentRun
 from ._tool import Tool as Tool
@@ -39,6 +40,7 @@ __all__ = [
     "ToolCallStartedEvent",
     "Toolset",
     "TurnEndedEvent",
+    "UsageLimits",
     "tool",
 ]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Generic, Literal, TypeAlias, cast, final
 
@@ -30,6 +30,7 @@ from juno_bind_trio.store._agent import DEFAULT_LEASE_TTL, StoreSpec, check_stor
 from juno_bind_trio.transcript import heal_transcript
 
 from ._context import DepsT, RunContext
+from ._limits import UsageLimits
 from ._output import output_spec
 from ._result import AgentResult, OutputT
 from ._run import (
@@ -158,6 +159,11 @@ def _model_source(
     )
 
 
+def _check_limits(owner: str, limits: object) -> None:
+    if limits is not None and not isinstance(limits, UsageLimits):
+        raise TypeError(f"{owner}: usage_limits must be a UsageLimits or None, got {limits!r}")
+
+
 def _positive(owner: str, name: str, value: object, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         word = "a positive integer" if minimum == 1 else "a non-negative integer"
@@ -211,7 +217,9 @@ class Agent(Generic[DepsT, OutputT]):
       [Toolset][juno_bind_trio.agent.Toolset]s (read at each run's start).
     * *instructions*: the system message, first in the transcript; or a
       function of the run's ``deps`` returning it, called at the start of
-      each run (``lambda deps: f"The user is {deps.name}."``).
+      each run (``lambda deps: f"The user is {deps.name}."``); or an async
+      function of the run's [RunContext][juno_bind_trio.agent.RunContext],
+      awaited at the start of each run (to read a database, say).
     * *output_type*: ``str`` (the default: the final text), or a pydantic
       model, dataclass, TypedDict or any type pydantic validates: requested
       through ``response_format`` and validated, re-asked up to
@@ -222,6 +230,9 @@ class Agent(Generic[DepsT, OutputT]):
     * *name*: the agent's name in run lineage (sub-agent cycle checks).
     * *max_iterations*: model calls per run; *per_tool_limit*: concurrent
       calls per tool name.
+    * *usage_limits*: every run's [UsageLimits][juno_bind_trio.agent.UsageLimits]
+      (requests, tokens, tool calls); a run that reaches one stops softly and
+      raises [UsageLimitExceeded][juno_bind_trio.UsageLimitExceeded].
     * *request_options*: extra ``chat.completions.create`` arguments for
       every request of an OpenAI model (``temperature``, ``seed``,
       ``extra_headers``, …), merged over an
@@ -258,7 +269,10 @@ class Agent(Generic[DepsT, OutputT]):
         model: str | OpenAIChatModel | ModelFn,
         *,
         tools: Iterable[Tool | Toolset | Any] = (),
-        instructions: str | Callable[[DepsT], str] | None = None,
+        instructions: str
+        | Callable[[DepsT], str]
+        | Callable[[RunContext[DepsT]], Awaitable[str]]
+        | None = None,
         output_type: type[OutputT] = str,  # type: ignore[assignment]
         deps_type: type[DepsT] = _NONE_TYPE,  # type: ignore[assignment]
         name: str | None = None,
@@ -273,8 +287,10 @@ class Agent(Generic[DepsT, OutputT]):
         store: StoreSpec | None = None,
         store_owner: str | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         owner = "Agent"
+        _check_limits(owner, usage_limits)
         store = check_store(owner, store)
         given_owner: object = store_owner
         if given_owner is not None and (not isinstance(given_owner, str) or not given_owner):
@@ -303,12 +319,12 @@ class Agent(Generic[DepsT, OutputT]):
         if (
             given_instructions is not None
             and not isinstance(given_instructions, str)
-            and (not callable(given_instructions) or _is_async_callable(given_instructions))
+            and not callable(given_instructions)
         ):
             raise TypeError(
                 f"{owner}: instructions must be a str, a synchronous function of the run's "
-                f"deps returning one, or None, got {instructions!r} (compute anything "
-                "async before the run and pass it in deps)"
+                f"deps returning one, an async function of the run's RunContext returning "
+                f"one, or None, got {instructions!r}"
             )
         given_name: object = name
         if given_name is not None and (not isinstance(given_name, str) or not given_name):
@@ -362,6 +378,7 @@ class Agent(Generic[DepsT, OutputT]):
             static_tool_dicts=tuple(tool_dict(t) for t in static.values()),
             tool_dict=tool_dict,
             instructions=instructions,
+            instructions_awaited=_is_async_callable(instructions),
             output=output,
             max_iterations=max_iterations,
             per_tool_limit=per_tool_limit,
@@ -371,6 +388,7 @@ class Agent(Generic[DepsT, OutputT]):
             store=store,
             store_owner=store_owner,
             lease_ttl=float(lease_ttl),
+            usage_limits=usage_limits,
         )
 
     def __repr__(self) -> str:
@@ -412,8 +430,10 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: object,
         parent: object,
         pipe: _EventPipe | None,
+        usage_limits: object = None,
     ) -> _RunCore[OutputT]:
         prompt = _check_prompt(owner, prompt)
+        _check_limits(owner, usage_limits)
         history: list[dict[str, Any]] = []
         if message_history is not None:
             if isinstance(message_history, (str, bytes, Mapping)) or not isinstance(
@@ -457,6 +477,7 @@ class Agent(Generic[DepsT, OutputT]):
             run_id=run_id,
             parent=parent,
             pipe=pipe,
+            usage_limits=cast("UsageLimits | None", usage_limits),
         )
 
     async def run(
@@ -468,6 +489,7 @@ class Agent(Generic[DepsT, OutputT]):
         stop: StopSignal | None = None,
         run_id: str | None = None,
         parent: RunContext[Any] | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> AgentResult[OutputT]:
         """Run to the end: the model, the tools it asks for, again, until it answers.
 
@@ -488,7 +510,11 @@ class Agent(Generic[DepsT, OutputT]):
           concurrency); a refusal raises
           [ToolFailureError][juno_bind_trio.ToolFailureError] of kind
           ``"conflict"``, which the calling tool may let reach its model.
+        * *usage_limits*: this run's [UsageLimits][juno_bind_trio.agent.UsageLimits],
+          instead of the agent's.
 
+        :raises UsageLimitExceeded: the run reached a usage limit and stopped
+            softly; the error carries the result so far.
         :raises StructuredOutputError: no answer matched *output_type* within the re-asks.
         :raises Exception: what the model raised (routing's errors, for an
             OpenAI model), or a [UsageError][juno_bind_trio.UsageError] a tool raised.
@@ -502,6 +528,7 @@ class Agent(Generic[DepsT, OutputT]):
             run_id=run_id,
             parent=parent,
             pipe=None,
+            usage_limits=usage_limits,
         )
         return await core.run()
 
@@ -513,6 +540,7 @@ class Agent(Generic[DepsT, OutputT]):
         deps: DepsT | None = None,
         message_history: Sequence[Mapping[str, Any]] | None = None,
         run_id: str | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> AgentResult[OutputT]:
         """[run][juno_bind_trio.agent.Agent.run] for scripts and notebooks: a loop of its own.
 
@@ -544,9 +572,15 @@ class Agent(Generic[DepsT, OutputT]):
             run_id=run_id,
             parent=None,
             pipe=None,
+            usage_limits=usage_limits,
         )
         call = functools.partial(
-            self.run, prompt, deps=deps, message_history=message_history, run_id=run_id
+            self.run,
+            prompt,
+            deps=deps,
+            message_history=message_history,
+            run_id=run_id,
+            usage_limits=usage_limits,
         )
         return anyio.run(call, backend=backend)
 
@@ -559,6 +593,7 @@ class Agent(Generic[DepsT, OutputT]):
         stop: StopSignal | None = None,
         run_id: str | None = None,
         parent: RunContext[Any] | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> AbstractAsyncContextManager[AgentRun[OutputT]]:
         """Start a run in the background and stream what happens: ``async with ... as run``.
 
@@ -590,6 +625,7 @@ class Agent(Generic[DepsT, OutputT]):
             run_id=run_id,
             parent=parent,
             pipe=pipe,
+            usage_limits=usage_limits,
         )
         return open_agent_run(core, pipe)
 

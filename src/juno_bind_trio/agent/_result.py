@@ -30,6 +30,9 @@ class AgentResult(Generic[OutputT]):
       ([RunStats][juno_bind_trio.loop.RunStats]).
     * *run_id*, *iterations* (model calls), *suspensions* (for a
       ``"suspended"`` run, the directives in call order).
+
+    [new_messages][juno_bind_trio.agent.AgentResult.new_messages] gives the
+    part of *messages* this run added, without the history it was given.
     """
 
     output: OutputT
@@ -39,3 +42,23 @@ class AgentResult(Generic[OutputT]):
     run_id: str
     iterations: int
     suspensions: tuple[SuspendDirective, ...] = ()
+    # Where this run's own messages start in *messages* (see new_messages).
+    _new_start: int = attrs.field(default=0, repr=False)
+
+    def new_messages(self) -> list[dict[str, Any]]:
+        """The messages this run added: from its prompt on, a new list.
+
+        *messages* is the whole transcript: the instructions, any
+        ``message_history`` the run was given, then this run. This is the
+        run's own part: its prompt, the model's turns and the tools' answers,
+        for a host that keeps the conversation itself and appends each run's
+        messages to it. (The instructions' system message, inserted before the
+        history, is not part of it.)
+
+        For a run continued by [resume][juno_bind_trio.agent.Agent.resume]
+        it is what the resume added after the stored transcript it loaded:
+        the answers to the interrupted turn's calls (by receipt or by running
+        them), then every later turn; ``[]`` when the stored run had already
+        answered everything. The part before the crash is in *messages*.
+        """
+        return list(self.messages[self._new_start :])

@@ -38,6 +38,7 @@ from juno_bind_trio._errors import (
     StructuredOutputError,
     ToolFailureError,
     UsageError,
+    UsageLimitExceeded,
 )
 from juno_bind_trio.completion import (
     CoalescingSink,
@@ -75,6 +76,7 @@ from ._events import (
     ToolCallStartedEvent,
     TurnEndedEvent,
 )
+from ._limits import UsageLimits, UsageMeter
 from ._result import AgentResult, OutputT
 from ._tool import Tool
 
@@ -265,7 +267,9 @@ class RunSettings:
     static_tools: Mapping[str, Tool]
     static_tool_dicts: tuple[dict[str, Any], ...]
     tool_dict: Callable[[Tool], dict[str, Any]]
-    instructions: str | Callable[[Any], str] | None
+    instructions: str | Callable[[Any], Any] | None
+    # instructions is an async function of a RunContext, awaited at the run's start.
+    instructions_awaited: bool = False
     output: OutputSpec
     max_iterations: int
     per_tool_limit: int
@@ -276,6 +280,7 @@ class RunSettings:
     store: Any = None
     store_owner: str | None = None
     lease_ttl: float = 30.0
+    usage_limits: UsageLimits | None = None
 
 
 @final
@@ -293,8 +298,11 @@ class _RunCore(Generic[OutputT]):
         run_id: str,
         parent: RunContext[Any] | None,
         pipe: _EventPipe | None,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         self.settings: RunSettings = settings
+        limits = settings.usage_limits if usage_limits is None else usage_limits
+        self.meter: UsageMeter | None = None if limits is None else UsageMeter(limits)
         self.pipe: _EventPipe | None = pipe
         emit = None if pipe is None else pipe.put
         self.deps: object = deps
@@ -311,7 +319,9 @@ class _RunCore(Generic[OutputT]):
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
         instructions = settings.instructions
-        if callable(instructions):
+        if settings.instructions_awaited:
+            instructions = None  # awaited when the run starts (see _await_instructions)
+        elif callable(instructions):
             instructions = instructions(deps)
             if not isinstance(instructions, str):
                 raise TypeError(
@@ -323,6 +333,9 @@ class _RunCore(Generic[OutputT]):
             and messages[0].get("content") == instructions
         ):
             messages.insert(0, {"role": "system", "content": instructions})
+        # new_messages: this run's part starts at its prompt (the history is healed
+        # before it gets here, and the loop only appends).
+        self.new_start: int = len(messages)
         messages.append({"role": "user", "content": prompt})
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
@@ -346,6 +359,7 @@ class _RunCore(Generic[OutputT]):
             run_tool_call=self.dispatch,
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
+            should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
             save_session=None,
             stop=self.stop,
@@ -419,10 +433,17 @@ class _RunCore(Generic[OutputT]):
         model = self.model
         assert model is not None
         output = self.settings.output
+        meter = self.meter
+        if meter is not None:
+            meter.requests += 1
         if output.text:
             result = await model(turn)
         else:
             result = await self._structured_turn(model, turn, output)
+        if meter is not None and not meter.answered(result):
+            # Past a limit: none of this response's calls runs (the loop answers
+            # each not_run) and the run ends before another request.
+            self.own_stop.cancel()
         if self.emit is not None and isinstance(result, ModelTurnResult):
             self.emit(
                 TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
@@ -430,6 +451,35 @@ class _RunCore(Generic[OutputT]):
         return result
 
     # --- the pieces -------------------------------------------------------------
+
+    async def _await_instructions(self) -> None:
+        # Before the first request (and before a durable run is first stored): the
+        # run's own context, at no tool call yet (empty call id and name, iteration 0).
+        function = self.settings.instructions
+        assert callable(function)
+        ctx: RunContext[Any] = RunContext(
+            deps=self.deps,
+            run_id=self.run_id,
+            tool_call_id="",
+            tool_name="",
+            iteration=0,
+            chain=self.chain,
+            children=self.children,
+        )
+        text = await function(ctx)
+        if not isinstance(text, str):
+            raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
+        messages = self.state.messages
+        if not (
+            messages and messages[0].get("role") == "system" and messages[0].get("content") == text
+        ):
+            messages.insert(0, {"role": "system", "content": text})
+            self.new_start += 1
+
+    def _over_limit(self) -> bool:
+        # The loop asks before every model request: end the run rather than make it.
+        meter = self.meter
+        return meter is not None and not meter.may_request()
 
     def build_tools(self) -> Sequence[dict[str, Any]]:
         return self.tool_dicts
@@ -556,6 +606,8 @@ class _RunCore(Generic[OutputT]):
             if counter is not None:
                 counter.running += 1
         try:
+            if self.settings.instructions_awaited and not self.resuming:
+                await self._await_instructions()
             self._collect_tools()
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
@@ -586,15 +638,20 @@ class _RunCore(Generic[OutputT]):
             output = result.content or ""
         else:
             output = None
-        return AgentResult(
+        agent_result: AgentResult[Any] = AgentResult(
             output=output,
             messages=self.state.messages,
+            new_start=min(self.new_start, len(self.state.messages)),
             reason=result.reason,
             stats=result.stats,
             run_id=self.run_id,
             iterations=result.iterations,
             suspensions=result.suspensions,
         )
+        exceeded = None if self.meter is None else self.meter.exceeded
+        if exceeded is not None:
+            raise UsageLimitExceeded(*exceeded, result=agent_result)
+        return agent_result
 
 
 def _is_toolset(item: object) -> bool:

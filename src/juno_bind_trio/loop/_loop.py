@@ -59,7 +59,9 @@ from juno_bind_trio._cancel import (
     checkpoint_if_cancelled,
     is_foreign_cancellation,
     one_failure,
+    raise_task_cancellation,
     split_cancellations,
+    task_cancellation,
 )
 from juno_bind_trio._errors import (
     AbortedToolCallError,
@@ -605,6 +607,11 @@ class ToolLoop:
                 _tracing.run_event("juno.run.cancelled", {"juno.run.id": self._run_id})
             elif not isinstance(exc, Exception):
                 _tracing.logger.info("run %s: ended by %s", self._run_id, type(exc).__name__)
+            fresh = task_cancellation(exc)
+            if fresh is not None:
+                # The task's own cancellation (asyncio): raised so that no cancel
+                # scope above can take it for its own and swallow it.
+                raise_task_cancellation(fresh)
             raise
         self._close_owned_sink()
         return result
@@ -866,8 +873,25 @@ class ToolLoop:
                 open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
             )
         open_batch.running = index
+        failed: outcome.Outcome[ToolCallOutcome] | None = None
         try:
-            value = await self._call_tool(open_batch.calls[index])
+            ran = await self._call_tool_in_own_task(open_batch, index, stop)
+            if ran is None:
+                # The cancel or the stop came before the call could start.
+                open_batch.running = None
+                await checkpoint_if_cancelled()
+                return self._settle(
+                    open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
+                )
+            how, stray, cut_off = ran
+            if stray or (
+                not cut_off and isinstance(how, outcome.Error) and isinstance(how.error, Exception)
+            ):
+                # It failed on its own, judged in its task when it raised: a cancel
+                # that arrived since does not make it "interrupted".
+                failed = how
+            else:
+                value = how.unwrap()
         except Exception as exc:
             if cancelled_now():
                 # The tool turned the cancellation into an ordinary error. It was
@@ -895,17 +919,91 @@ class ToolLoop:
                     # A BaseException that outranks the cancel: that one, as itself.
                     raise one_failure(failures) from exc
                 raise
-            if not is_foreign_cancellation(exc):
-                failure = one_failure(exc)
-                if failure is not exc:
-                    raise failure from exc
-                raise
-            # asyncio's CancelledError from a future somebody else cancelled: the
-            # tool failed, and nobody cancelled the run.
-            open_batch.running = None
-            return self._settle(open_batch, index, _Error(exc), fatal=True)
+            # Not a stray (the call's own task judged that): this task's own
+            # cancellation, or a BaseException that outranks every answer.
+            failure = one_failure(exc)
+            if failure is not exc:
+                raise failure from exc
+            raise
         open_batch.running = None
+        if failed is not None:
+            # Its own failure; or asyncio's CancelledError from a future somebody
+            # else cancelled, while nobody cancelled the run: a failure too.
+            return self._settle(open_batch, index, failed, fatal=True)
         return self._settle(open_batch, index, _Value(value), fatal=True)
+
+    async def _call_tool_in_own_task(
+        self, open_batch: _OpenBatch, index: int, stop: StopSignal | None
+    ) -> tuple[outcome.Outcome[ToolCallOutcome], bool, bool] | None:
+        """Run one serial call in a task of its own: how it ended, as a stray?, cut off?
+
+        ``None`` if it never started: the task starts a step after it is
+        spawned, and a cancel or a stop in between finds the call not yet
+        started, as the pool's claim-time checks do.
+
+        The call runs alone, as a serial call must, but not in this task,
+        because "is this ``CancelledError`` a stray?" cannot be answered
+        reliably here. It is answered by ``Task.cancelling()``, and anyio
+        (4.16) can bring this task's count back to zero while a host's
+        ``task.cancel()`` is in flight: a task group inside the tool, cancelled
+        while a scope in one of its tasks had cancelled itself (a deadline, a
+        connection race), calls ``uncancel()`` on this task for that scope too.
+        The host's cancel would then read as a stray and be answered as the
+        tool's failure, and the run would go on. In a task of its own the
+        question is asked where no ``task.cancel()`` ever lands, so the count
+        cannot mislead; a cancellation of this task comes out of the task group
+        below as itself. Everything the call raises is captured there and raised
+        by the caller, so it never reaches the task group (nor an exception
+        group).
+        """
+        # (how it ended, a stray?, cut off by a cancel?)
+        settled: list[tuple[outcome.Outcome[ToolCallOutcome], bool, bool]] = []
+        call = open_batch.calls[index]
+
+        async def call_it() -> None:
+            if cancelled_now() or (stop is not None and stop.cancel_called):
+                return
+            try:
+                value = await self._call_tool(call)
+            except BaseException as exc:
+                settled.append((_Error(exc), is_foreign_cancellation(exc), cancelled_now()))
+            else:
+                settled.append((_Value(value), False, False))
+
+        outranks: BaseException | None = None
+        raised: BaseException | None = None
+        try:
+            async with anyio.create_task_group() as own:
+                own.start_soon(call_it)
+        except BaseException:
+            # This task's cancellation came out of the task group. If the call
+            # had already ended on its own, that is its answer, as it would be
+            # had it run here: not "interrupted". If the cancel cut it off, it is
+            # left running for the exit path, with what it raised as the
+            # interruption's cause; a BaseException it raised besides the
+            # cancellation outranks it, as in the pool.
+            if not settled:
+                open_batch.running = None  # never started: the exit path says not_run
+            else:
+                how, stray, cut_off = settled[0]
+                if not cut_off or stray:
+                    open_batch.running = None
+                    self._settle(open_batch, index, how, fatal=False)
+                elif isinstance(how, outcome.Error):
+                    raised = how.error
+                    _, failures = split_cancellations(raised)
+                    if isinstance(failures, Exception):
+                        open_batch.running_raised = failures
+                    elif failures is not None:
+                        outranks = one_failure(failures)
+            if outranks is None:
+                raise
+        if outranks is not None:
+            # Raised here, past the except: as it was raised, with no context added.
+            if outranks is not raised:
+                outranks.__cause__ = raised
+            raise outranks
+        return settled[0] if settled else None
 
     async def _call_tool(self, call: ToolCallLike) -> ToolCallOutcome:
         """``run_tool_call``, with what it returned checked where the loop can still say so."""

@@ -96,6 +96,8 @@ async def run_durably(
         ) as run:
             core.state = run.state
             core.chain = run.chain
+            if resume:  # new_messages: what this resume adds after the loaded transcript
+                core.new_start = len(run.state.messages)
             if run.answered:  # it had ended; a crash lost only its status
                 await run.finish("completed")
                 last = run.state.messages[-1].get("content")

@@ -532,20 +532,37 @@ async def open_fake_openai_server(
     send a broken transcript and script what the provider answers it.
     """
     _check_validate("open_fake_openai_server", validate_history)
-    # The body's own exception is re-raised bare, outside the task group: a
+    # Whatever the body raised is re-raised bare, outside the task group: a
     # test that expects ``openai.RateLimitError`` should not have to dig it out
     # of an exception group only because the server happens to run as a task.
+    # The server is stopped by a scope in its own task, never by cancelling the
+    # task group's: on asyncio, anyio (4.16) lets a cancelled task group's scope
+    # call uncancel() on the caller's task for cancellations of the server's
+    # tasks, and a task.cancel() of the caller landing during the teardown was
+    # then swallowed (see juno_bind_trio._cancel.task_cancellation).
     _compile_script(script)  # refuse a bad script here, bare, not from inside the task group
-    failure: Exception | None = None
+    failure: BaseException | None = None
+    stop = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
         server: FakeOpenAIServer = await tg.start(
-            partial(serve_fake_openai, script, validate_history=validate_history)
+            partial(_serve_until_stopped, stop, script, validate_history=validate_history)
         )
         try:
             yield server
-        except Exception as exc:
+        except BaseException as exc:
             failure = exc
         finally:
-            tg.cancel_scope.cancel()
+            stop.cancel()
     if failure is not None:
         raise failure
+
+
+async def _serve_until_stopped(
+    stop: anyio.CancelScope,
+    script: Script,
+    *,
+    validate_history: bool,
+    task_status: TaskStatus[FakeOpenAIServer] = TASK_STATUS_IGNORED,
+) -> None:
+    with stop:
+        await serve_fake_openai(script, validate_history=validate_history, task_status=task_status)
