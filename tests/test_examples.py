@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import subprocess
 import sys
@@ -13,18 +12,13 @@ from types import ModuleType
 import pytest
 
 from conftest import run_on
+from module_files import load_file
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(f"example_{name}", EXAMPLES / f"{name}.py")
 
 
 demo = load("fallback_demo")

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
+
+from module_files import load_file
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "mutation.py"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mutation_tool", TOOL)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-mutation = load()
+mutation = load_file("mutation_tool", TOOL)
 
 SOURCE = """
 def first(x):

@@ -6,33 +6,22 @@ and is marked ``mcp_process``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
+
+from module_files import load_file
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process]
 
 EXAMPLE = Path(__file__).resolve().parent.parent.parent / "examples" / "mcp_agent.py"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_mcp_agent", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-example = load()
+example = load_file("example_mcp_agent", EXAMPLE)
 
 
 @pytest.fixture

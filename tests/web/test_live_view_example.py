@@ -6,11 +6,8 @@ and three-second tools take no wall time here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -18,23 +15,14 @@ import pytest
 from asgi_driver import Client
 
 from juno_bind_trio.completion import TurnTextView, event_from_wire
+from module_files import load_file
 
 pytestmark = pytest.mark.anyio
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "live_view.py"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_live_view", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-live_view = load()
+live_view = load_file("example_live_view", EXAMPLE)
 
 
 async def start(client: Client) -> str:

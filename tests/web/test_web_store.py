@@ -8,13 +8,10 @@ restart, or once it was forgotten to bound memory.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -24,24 +21,15 @@ from asgi_driver import Client
 from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
 from juno_bind_trio.web import LiveRuns, create_app
 from juno_bind_trio.web._runs import _new_run_id
+from module_files import load_file
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-live_view = load("example_live_view_store", ROOT / "examples" / "live_view.py")
-store_helpers = load("web_store_helpers", ROOT / "tests" / "store" / "store_helpers.py")
+live_view = load_file("example_live_view_store", ROOT / "examples" / "live_view.py")
+store_helpers = load_file("web_store_helpers", ROOT / "tests" / "store" / "store_helpers.py")
 
 
 def data(frames: list[dict[str, str]]) -> list[dict[str, Any]]:
