@@ -521,6 +521,18 @@ def start_call(
             "AND iteration = ? AND tool_call_id = ?",
             (now, lease.run_id, iteration, key.tool_call_id),
         )
+    return _started_receipt(lease, iteration, key, key_text, resumability, now)
+
+
+def _started_receipt(
+    lease: Lease,
+    iteration: int,
+    key: ToolCallReceiptKey,
+    key_text: str,
+    resumability: str,
+    now: float,
+) -> ReceiptRecord:
+    """The ``"started"`` receipt a start_call wrote (checked or guarded)."""
     return ReceiptRecord(
         run_id=lease.run_id,
         iteration=iteration,
@@ -773,18 +785,7 @@ def start_call_write(
         resumability,
         now,
     ]
-    record = ReceiptRecord(
-        run_id=lease.run_id,
-        iteration=iteration,
-        tool_call_id=key.tool_call_id,
-        tool_name=key.tool_name,
-        args_hash=key.args_hash,
-        key=key_text,
-        resumability=resumability,  # type: ignore[arg-type]
-        state="started",
-        message=None,
-        updated_at=now,
-    )
+    record = _started_receipt(lease, iteration, key, key_text, resumability, now)
     return Write(
         lease.run_id,
         checked,
