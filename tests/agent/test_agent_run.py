@@ -524,3 +524,15 @@ async def test_the_agents_text_sink_gets_every_turn_and_open_run_still_streams()
     assert "".join(read) == "Hello there"
     assert [e.text for e in sink.events if isinstance(e, TextEvent)] == ["Hello", " there"]
     assert {e.turn_id for e in sink.events} == {"r:1"}
+
+
+def test_run_sync_calls_synchronous_instructions_once_per_run() -> None:
+    calls: list[object] = []
+
+    def instructions(deps: object) -> str:
+        calls.append(deps)
+        return "Be brief."
+
+    agent = Agent(ScriptedModel([Say(text="done")]), instructions=instructions)
+    assert agent.run_sync("go", deps="d").output == "done"
+    assert calls == ["d"]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_on
-from juno_bind_trio import UsageLimitExceeded
+from juno_bind_trio import UsageError, UsageLimitExceeded
 from juno_bind_trio.agent import Agent, UsageLimits, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.testing import (
@@ -308,3 +308,14 @@ def test_no_request_past_the_limit_and_every_call_answered(
             assert used > value or (limit == "request_limit" and used == value)
 
     run_on(backend, main)
+
+
+async def test_a_model_returning_the_wrong_type_is_the_hosts_usage_error_with_limits_too() -> None:
+    # With limits the agent reads the response's usage: a model that returned
+    # something else must still reach the loop's UsageError, not an AttributeError.
+    async def wrong(turn: ModelTurn) -> Any:
+        return {"content": "a dict, not a ModelTurnResult"}
+
+    agent = Agent(wrong, usage_limits=UsageLimits(total_tokens_limit=100))
+    with pytest.raises(UsageError, match="ModelTurnResult"):
+        await agent.run("go")

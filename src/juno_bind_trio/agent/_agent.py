@@ -9,7 +9,6 @@ mode cannot express. Each raises there, naming the thing and the fix.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -562,8 +561,10 @@ class Agent(Generic[DepsT, OutputT]):
                 f"Agent.run_sync: called inside a running {running} event loop; "
                 "use `await agent.run(...)` there"
             )
-        # Checked before the loop starts, so a bad argument is a plain error here.
-        self._core(
+        # Built (and so checked) before the loop starts, so a bad argument is a
+        # plain error here; the same core then runs, so nothing is done twice
+        # (a synchronous `instructions` function is called once).
+        core = self._core(
             "Agent.run_sync",
             prompt,
             deps=deps,
@@ -574,15 +575,7 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=None,
             usage_limits=usage_limits,
         )
-        call = functools.partial(
-            self.run,
-            prompt,
-            deps=deps,
-            message_history=message_history,
-            run_id=run_id,
-            usage_limits=usage_limits,
-        )
-        return anyio.run(call, backend=backend)
+        return anyio.run(core.run, backend=backend)
 
     def open_run(
         self,

@@ -440,7 +440,13 @@ class _RunCore(Generic[OutputT]):
             result = await model(turn)
         else:
             result = await self._structured_turn(model, turn, output)
-        if meter is not None and not meter.answered(result):
+        # A model that returned something else is the loop's to refuse (UsageError).
+        answered: object = result
+        if (
+            meter is not None
+            and isinstance(answered, ModelTurnResult)
+            and not meter.answered(answered)
+        ):
             # Past a limit: none of this response's calls runs (the loop answers
             # each not_run) and the run ends before another request.
             self.own_stop.cancel()
