@@ -218,6 +218,26 @@ async def test_closing_the_reader_wakes_a_receive_that_waits() -> None:
     sink.close()
 
 
+async def test_a_second_reader_is_refused_not_left_waiting_for_ever() -> None:
+    sink, events = open_memory_sink()
+    got: list[object] = []
+
+    async def reader() -> None:
+        got.append(await events.receive())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        await anyio.sleep(1)  # the first reader waits
+        with pytest.raises(anyio.BusyResourceError), anyio.fail_after(5):
+            await events.receive()
+        sink.emit(text(0, 0, "one reader"))
+    assert got == [text(0, 0, "one reader")]
+    # Once the first receive ended, the next one is welcome again.
+    sink.close()
+    with pytest.raises(anyio.EndOfStream):
+        await events.receive()
+
+
 async def test_a_cancelled_receive_loses_nothing() -> None:
     sink, events = open_memory_sink()
     with anyio.move_on_after(1):

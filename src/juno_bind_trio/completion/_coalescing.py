@@ -429,10 +429,11 @@ class CoalescingReceiver(Generic[ItemT]):
     is gone: what was waiting is discarded and every later ``emit`` raises.
     """
 
-    __slots__ = ("_sink",)
+    __slots__ = ("_receiving", "_sink")
 
     def __init__(self, sink: CoalescingSink[ItemT]) -> None:
         self._sink = sink
+        self._receiving = False
 
     def __repr__(self) -> str:
         return f"<CoalescingReceiver of {self._sink!r}>"
@@ -453,8 +454,21 @@ class CoalescingReceiver(Generic[ItemT]):
         last text was taken less than that ago, the reader waits out the rest
         while more text merges into what is waiting. Any other item, a reset,
         and everything after the sink was closed come at once.
+
+        There is one reader: a second task calling ``receive()`` while one
+        waits raises ``anyio.BusyResourceError`` (the sink wakes one waiter,
+        so the other would wait for ever).
         """
         await anyio.lowlevel.checkpoint()
+        if self._receiving:
+            raise anyio.BusyResourceError("receiving from")
+        self._receiving = True
+        try:
+            return await self._receive()
+        finally:
+            self._receiving = False
+
+    async def _receive(self) -> ItemT:
         sink = self._sink
         pending = sink._pending
         while True:
