@@ -165,6 +165,23 @@ async def test_what_a_resume_runs_again(
     assert interrupted_answers((await store.load("r1")).messages) == refused
 
 
+async def test_no_tool_starts_after_the_crash_even_from_the_same_group_commit(
+    store: RunStore,
+) -> None:
+    # Four calls start together, so their "started" receipts share a commit; the
+    # crash comes after the first one returns. The others returned from the same
+    # commit into a dead process: none of them may run its tool.
+    await store.create_run("r1", messages=USER)
+    world = World()
+    script = (
+        ModelTurnResult(tool_calls=tuple(call(f"c{i}", "send", to=str(i)) for i in range(4))),
+        ModelTurnResult(content="done"),
+    )
+    crashing = CrashingStore(store, "after_calls_started", 1)
+    assert await run_until_crash(lambda: drive(crashing, "r1", world, script=script))
+    assert world.effects == []
+
+
 async def test_a_started_send_is_refused_with_the_documented_answer(store: RunStore) -> None:
     await store.create_run("r1", messages=USER)
     world = World()

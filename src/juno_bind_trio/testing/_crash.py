@@ -111,11 +111,17 @@ class CrashingStore:
         result = await work()
         if self._reached(point):
             raise self._crash()
+        # A write that was under way when another task crashed the process (one
+        # group commit can carry both) returns into a dead process too: its
+        # caller must not go on, or a tool would start after the crash.
+        self._alive()
         return result
 
     async def _pass(self, work: Callable[[], Awaitable[T]]) -> T:
         self._alive()
-        return await work()
+        result = await work()
+        self._alive()
+        return result
 
     # The store is opened and closed by its owner, never through the wrapper.
     async def __aenter__(self) -> Self:
