@@ -51,6 +51,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import outcome
+import sniffio
 import trio
 
 from juno_bind_trio import _tracing
@@ -875,23 +876,31 @@ class ToolLoop:
         open_batch.running = index
         failed: outcome.Outcome[ToolCallOutcome] | None = None
         try:
-            ran = await self._call_tool_in_own_task(open_batch, index, stop)
-            if ran is None:
-                # The cancel or the stop came before the call could start.
-                open_batch.running = None
-                await checkpoint_if_cancelled()
-                return self._settle(
-                    open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
-                )
-            how, stray, cut_off = ran
-            if stray or (
-                not cut_off and isinstance(how, outcome.Error) and isinstance(how.error, Exception)
-            ):
-                # It failed on its own, judged in its task when it raised: a cancel
-                # that arrived since does not make it "interrupted".
-                failed = how
+            if sniffio.current_async_library() != "asyncio":
+                # Trio: Cancelled only ever comes from a cancelled scope, so there
+                # is no stray to tell apart and no count to mislead. The call runs
+                # here, in this task, with no task spawned for it.
+                value = await self._call_tool(open_batch.calls[index])
             else:
-                value = how.unwrap()
+                ran = await self._call_tool_in_own_task(open_batch, index, stop)
+                if ran is None:
+                    # The cancel or the stop came before the call could start.
+                    open_batch.running = None
+                    await checkpoint_if_cancelled()
+                    return self._settle(
+                        open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
+                    )
+                how, stray, cut_off = ran
+                if stray or (
+                    not cut_off
+                    and isinstance(how, outcome.Error)
+                    and isinstance(how.error, Exception)
+                ):
+                    # It failed on its own, judged in its task when it raised: a
+                    # cancel that arrived since does not make it "interrupted".
+                    failed = how
+                else:
+                    value = how.unwrap()
         except Exception as exc:
             if cancelled_now():
                 # The tool turned the cancellation into an ordinary error. It was
@@ -919,8 +928,9 @@ class ToolLoop:
                     # A BaseException that outranks the cancel: that one, as itself.
                     raise one_failure(failures) from exc
                 raise
-            # Not a stray (the call's own task judged that): this task's own
-            # cancellation, or a BaseException that outranks every answer.
+            # Not a stray (on asyncio the call's own task judged that; on trio
+            # there are none): this task's own cancellation, or a BaseException
+            # that outranks every answer.
             failure = one_failure(exc)
             if failure is not exc:
                 raise failure from exc
@@ -936,6 +946,10 @@ class ToolLoop:
         self, open_batch: _OpenBatch, index: int, stop: StopSignal | None
     ) -> tuple[outcome.Outcome[ToolCallOutcome], bool, bool] | None:
         """Run one serial call in a task of its own: how it ended, as a stray?, cut off?
+
+        On asyncio only: on trio the call runs in the loop's task (see
+        ``_run_serially``), since ``Cancelled`` there only ever comes from a
+        cancelled scope and nothing below applies.
 
         ``None`` if it never started: the task starts a step after it is
         spawned, and a cancel or a stop in between finds the call not yet
