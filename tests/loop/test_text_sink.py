@@ -281,3 +281,99 @@ def test_owning_a_sink_is_checked_at_construction() -> None:
         ToolLoop(**common, owns_text_sink=True)
     with pytest.raises(TypeError, match=r"owns_text_sink=True, but the text_sink has no close"):
         ToolLoop(**common, text_sink=ListSink(), owns_text_sink=True)
+
+
+# --- a close() that raises on the way out of a cancel -----------------------------------------
+
+
+class CloseFailsSink(FlakySink):
+    """A sink whose close() raises (the host's socket is gone) once *fail_close* says so."""
+
+    def __init__(self, fail_close: bool = True) -> None:
+        super().__init__(fail=lambda e: False)
+        self.fail_close = fail_close
+
+    def close(self) -> None:
+        super().close()
+        if self.fail_close:
+            raise OSError("sink socket gone")
+
+
+@pytest.mark.parametrize(
+    ("owner", "where"), [("sink", "streaming"), ("sink", "tool"), ("factory", "streaming")]
+)
+async def test_a_close_that_raises_during_a_cancel_does_not_replace_it(
+    owner: str, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Turn 1 streams "ab" and asks for c1; turn 2 streams "cde". The scope is
+    # cancelled while turn 2 streams, or while c1 runs.
+    turns = [[["a", "b"]], [["c", "d", "e"]]]
+    made: list[CloseFailsSink] = []
+
+    def factory(_turn_id: str) -> CloseFailsSink:
+        # Only the sink of the turn the cancel cuts off fails to close: a turn
+        # that ends well closes its sink outside any exception, and that close
+        # error would be the run's own.
+        made.append(CloseFailsSink(fail_close=len(made) == 1))
+        return made[-1]
+
+    if owner == "sink":
+        made.append(CloseFailsSink())
+    text_sink: Any = made[0] if owner == "sink" else factory
+
+    async def run_tool_call(call: Any) -> ToolCallOutcome:
+        if where == "tool":
+            await anyio.sleep(1)
+        return ToolCallOutcome.from_content(call["id"], "ok")
+
+    state = LoopState(messages=[{"role": "user", "content": "hi"}])
+    loop = ToolLoop(
+        state=state,
+        max_iterations=2,
+        call_model=model(turns),
+        run_tool_call=run_tool_call,
+        text_sink=text_sink,
+        owns_text_sink=True,
+        run_id="run",
+    )
+    returned = False
+    with caplog.at_level("ERROR", logger="juno_bind_trio"):
+        with anyio.move_on_after(0.025 if where == "streaming" else 0.5) as scope:
+            await loop.run()
+            returned = True
+    assert not returned
+    assert scope.cancelled_caught  # the cancel reached its scope: not the close error
+    assert made[-1].closed == 1
+    # The close error is logged, with itself as the record's exception.
+    [record] = caplog.records
+    assert "close() raised" in record.getMessage()
+    assert record.exc_info is not None
+    assert repr(record.exc_info[1]) == "OSError('sink socket gone')"
+    # The transcript is whole: c1 answered once, truthfully.
+    answer = "ok" if where == "streaming" else None
+    assert [m["role"] for m in state.messages] == ["user", "assistant", "tool"]
+    assert [c["id"] for c in state.messages[1]["tool_calls"]] == ["c1"]
+    tool = state.messages[2]
+    assert tool["tool_call_id"] == "c1"
+    if answer is not None:
+        assert tool["content"] == answer
+    else:
+        assert '"interrupted"' in tool["content"]
+
+
+@pytest.mark.parametrize("how", ["raises", "completes"])
+async def test_a_close_error_propagates_only_when_nothing_else_is_leaving(how: str) -> None:
+    sink = CloseFailsSink()
+    turns = [[["a"]]]
+    loop, channel = build(
+        sink,
+        turns,
+        owns_text_sink=True,
+        call_model=model(turns, raise_on=1 if how == "raises" else None),
+    )
+    # The turn's own error is what the host must see; with nothing else
+    # leaving, the close error is the run's, as any port's would be.
+    with pytest.raises(RuntimeError if how == "raises" else OSError):
+        await loop.run()
+    reports(channel)
+    assert sink.closed == 1

@@ -51,6 +51,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import outcome
+import sniffio
 import trio
 
 from juno_bind_trio import _tracing
@@ -413,7 +414,11 @@ class ToolLoop:
     * ``owns_text_sink``: the loop closes ``text_sink`` (its ``close()``)
       when ``run()`` ends, however it ends, so a reader looping over the
       sink's events ends with the run; with a factory, each turn's sink is
-      closed once its turn's stream is finished.
+      closed once its turn's stream is finished. A ``close()`` that raises
+      while an exception is already leaving the run (a cancellation, a
+      failed turn) is logged on the ``juno_bind_trio`` logger and that
+      exception leaves as it was: a cancel is never replaced by a close
+      error. Otherwise the close error propagates from ``run()``.
     * ``max_text_resets``: the streams' ``max_resets``.
     * ``run_id``: prefixes every turn id (``"<run_id>:<iteration>"``);
       random by default.
@@ -601,7 +606,7 @@ class ToolLoop:
             # cancellation (or error) leaves, or a caller's `finally` reads a
             # transcript the provider would reject on the next call.
             self._answer_open_calls()
-            self._close_owned_sink()
+            self._close_owned_sink(leaving=True)
             if cancelled_now():
                 _tracing.logger.info("run %s: cancelled (hard cancel)", self._run_id)
                 _tracing.run_event("juno.run.cancelled", {"juno.run.id": self._run_id})
@@ -613,7 +618,7 @@ class ToolLoop:
                 # scope above can take it for its own and swallow it.
                 raise_task_cancellation(fresh)
             raise
-        self._close_owned_sink()
+        self._close_owned_sink(leaving=False)
         return result
 
     async def _loop(self) -> LoopResult:
@@ -747,7 +752,7 @@ class ToolLoop:
             # of the reader rather than a blank space. finish() is synchronous,
             # so it is safe on the way out of a cancel.
             if stream is not None:
-                self._finish_text_stream(stream, iteration, "failed")
+                self._finish_text_stream(stream, iteration, "failed", leaving=True)
             self._model_seconds += anyio.current_time() - started
             raise
         finally:
@@ -756,12 +761,12 @@ class ToolLoop:
         returned: object = result
         if not isinstance(returned, ModelTurnResult):
             if stream is not None:
-                self._finish_text_stream(stream, iteration, "failed")
+                self._finish_text_stream(stream, iteration, "failed", leaving=True)
             raise UsageError(
                 f"ToolLoop: call_model must return a ModelTurnResult, got {returned!r}"
             )
         if stream is not None:
-            self._finish_text_stream(stream, iteration, "succeeded")
+            self._finish_text_stream(stream, iteration, "succeeded", leaving=False)
         self._input_tokens += result.input_tokens
         self._output_tokens += result.output_tokens
         self._cost += result.cost
@@ -770,7 +775,7 @@ class ToolLoop:
         return result
 
     def _finish_text_stream(
-        self, stream: TurnTextStream, iteration: int, outcome: TurnOutcome
+        self, stream: TurnTextStream, iteration: int, outcome: TurnOutcome, *, leaving: bool
     ) -> None:
         # Synchronous, no checkpoint: runs on the way out of a cancel too. A
         # turn whose sink raised has a reader out of step; say so, with the
@@ -780,18 +785,38 @@ class ToolLoop:
         turn_sink = self._turn_sink
         if turn_sink is not None:
             self._turn_sink = None
-            turn_sink.close()
+            self._close_sink(turn_sink, leaving=leaving)
         errors = stream.sink_errors
         if errors:
             self._text_sink_errors += errors
             if self._send_event is not None:
                 self._emit(TextSinkErrorsEvent(iteration, stream.turn_id, errors, stream.text))
 
-    def _close_owned_sink(self) -> None:
+    def _close_owned_sink(self, *, leaving: bool) -> None:
         # Synchronous: runs on the way out of a cancel too.
         given = self._text_sink
         if self._owns_text_sink and callable(getattr(given, "emit", None)):
-            given.close()  # type: ignore[union-attr]
+            self._close_sink(given, leaving=leaving)
+
+    def _close_sink(self, sink: Any, *, leaving: bool) -> None:
+        """Close a sink the loop owns; *leaving*: an exception is already leaving the run.
+
+        Then what ``close()`` raises is logged and the exception leaving stays
+        the one that leaves: a cancellation above all, which a close error
+        raised here would replace (the scope around the run would never see
+        it). Otherwise ``close()``'s error propagates.
+        """
+        if not leaving:
+            sink.close()
+            return
+        try:
+            sink.close()
+        except Exception:
+            _tracing.logger.exception(
+                "run %s: the text sink's close() raised while the run was ending on an "
+                "exception; that exception is kept",
+                self._run_id,
+            )
 
     def _open_text_stream(self, turn_id: str) -> TurnTextStream | None:
         given = self._text_sink
@@ -875,23 +900,31 @@ class ToolLoop:
         open_batch.running = index
         failed: outcome.Outcome[ToolCallOutcome] | None = None
         try:
-            ran = await self._call_tool_in_own_task(open_batch, index, stop)
-            if ran is None:
-                # The cancel or the stop came before the call could start.
-                open_batch.running = None
-                await checkpoint_if_cancelled()
-                return self._settle(
-                    open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
-                )
-            how, stray, cut_off = ran
-            if stray or (
-                not cut_off and isinstance(how, outcome.Error) and isinstance(how.error, Exception)
-            ):
-                # It failed on its own, judged in its task when it raised: a cancel
-                # that arrived since does not make it "interrupted".
-                failed = how
+            if sniffio.current_async_library() != "asyncio":
+                # Trio: Cancelled only ever comes from a cancelled scope, so there
+                # is no stray to tell apart and no count to mislead. The call runs
+                # here, in this task, with no task spawned for it.
+                value = await self._call_tool(open_batch.calls[index])
             else:
-                value = how.unwrap()
+                ran = await self._call_tool_in_own_task(open_batch, index, stop)
+                if ran is None:
+                    # The cancel or the stop came before the call could start.
+                    open_batch.running = None
+                    await checkpoint_if_cancelled()
+                    return self._settle(
+                        open_batch, index, _Error(AbortedToolCallError(call_id)), fatal=True
+                    )
+                how, stray, cut_off = ran
+                if stray or (
+                    not cut_off
+                    and isinstance(how, outcome.Error)
+                    and isinstance(how.error, Exception)
+                ):
+                    # It failed on its own, judged in its task when it raised: a
+                    # cancel that arrived since does not make it "interrupted".
+                    failed = how
+                else:
+                    value = how.unwrap()
         except Exception as exc:
             if cancelled_now():
                 # The tool turned the cancellation into an ordinary error. It was
@@ -919,8 +952,9 @@ class ToolLoop:
                     # A BaseException that outranks the cancel: that one, as itself.
                     raise one_failure(failures) from exc
                 raise
-            # Not a stray (the call's own task judged that): this task's own
-            # cancellation, or a BaseException that outranks every answer.
+            # Not a stray (on asyncio the call's own task judged that; on trio
+            # there are none): this task's own cancellation, or a BaseException
+            # that outranks every answer.
             failure = one_failure(exc)
             if failure is not exc:
                 raise failure from exc
@@ -936,6 +970,10 @@ class ToolLoop:
         self, open_batch: _OpenBatch, index: int, stop: StopSignal | None
     ) -> tuple[outcome.Outcome[ToolCallOutcome], bool, bool] | None:
         """Run one serial call in a task of its own: how it ended, as a stray?, cut off?
+
+        On asyncio only: on trio the call runs in the loop's task (see
+        ``_run_serially``), since ``Cancelled`` there only ever comes from a
+        cancelled scope and nothing below applies.
 
         ``None`` if it never started: the task starts a step after it is
         spawned, and a cancel or a stop in between finds the call not yet
