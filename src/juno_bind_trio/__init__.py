@@ -23,6 +23,7 @@ from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
 from ._errors import RunExistsError as RunExistsError
 from ._errors import RunLeasedError as RunLeasedError
+from ._errors import RunLimitError as RunLimitError
 from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import RunTimeoutError as RunTimeoutError
 from ._errors import SchemaError as SchemaError
@@ -74,6 +75,7 @@ __all__ = [
     "RunContext",
     "RunExistsError",
     "RunLeasedError",
+    "RunLimitError",
     "RunNotFoundError",
     "RunTimeoutError",
     "SchemaError",

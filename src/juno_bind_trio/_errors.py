@@ -4,6 +4,8 @@ Whose fault an error is shows in where it hangs:
 
     JunoBindError                      base of everything raised on purpose here
     ├── UsageError (RuntimeError)      you: the caller broke a lifetime or call-order rule
+    │   ├── RunLimitError              LiveRuns.start with max_active_runs runs going
+    │   │                              (juno_bind_trio.web; the app answers 429)
     │   └── TurnStreamUsageError       observe() before begin_attempt()
     ├── WireFormatError (ValueError)   them: a peer sent an event this protocol cannot parse
     ├── TranscriptError (ValueError)   you: a message heal_transcript cannot read (names its index)
@@ -78,6 +80,7 @@ __all__ = [
     "RoutingError",
     "RunExistsError",
     "RunLeasedError",
+    "RunLimitError",
     "RunNotFoundError",
     "RunTimeoutError",
     "SchemaError",
@@ -106,6 +109,24 @@ class JunoBindError(Exception):
 
 class UsageError(JunoBindError, RuntimeError):
     """The caller broke a lifetime or call-order rule of an API."""
+
+
+class RunLimitError(UsageError):
+    """[LiveRuns.start][juno_bind_trio.web.LiveRuns.start] was called with ``limit`` runs going.
+
+    ``limit`` is the [LiveRuns][juno_bind_trio.web.LiveRuns]' ``max_active_runs``.
+    Nothing was started. The web app answers it with ``429 Too Many Requests``;
+    a host calling ``start`` itself catches it to wait or refuse in its own way.
+    """
+
+    limit: int
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[type[RunLimitError], tuple[str, int]]:
+        return (type(self), (str(self), self.limit))
 
 
 class TurnStreamUsageError(UsageError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from scripted_agent import (
     turn_ended,
 )
 
-from juno_bind_trio import UsageError
+from juno_bind_trio import RunLimitError, UsageError
 from juno_bind_trio.completion import TurnTextView, event_from_wire
 from juno_bind_trio.web import LiveRuns, create_app
 
@@ -415,6 +416,41 @@ async def test_bad_requests_are_refused_with_a_reason() -> None:
         busy = await client.request("POST", "/runs", json_body={"prompt": "second"})
         assert busy.status == 429
     assert len(agent.runs) == 1
+
+
+async def test_the_run_limit_is_its_own_error_and_only_it_answers_429() -> None:
+    agent = ScriptedAgent([text("t1", 0, 0, "x"), WAIT_STOP])
+    async with serving(agent, max_active_runs=2) as (app, runs):
+        client = Client(app)
+        await start(client)
+        await start(client)
+        with pytest.raises(RunLimitError, match=r"2 runs are already going") as raised:
+            runs.start("third", owner="local")
+        assert raised.value.limit == 2
+        assert isinstance(raised.value, UsageError)
+        copy = pickle.loads(pickle.dumps(raised.value))
+        assert (type(copy), str(copy), copy.limit) == (RunLimitError, str(raised.value), 2)
+        busy = await client.request("POST", "/runs", json_body={"prompt": "third"})
+        assert busy.status == 429
+        assert busy.json() == {"error": "LiveRuns.start: 2 runs are already going"}
+    assert len(agent.runs) == 2
+
+
+async def test_another_usage_error_saying_already_going_is_not_a_429(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app maps the limit by its type, never by the words of a message."""
+    agent = ScriptedAgent([])
+    async with serving(agent) as (app, _runs):
+
+        def start_refusing(self: LiveRuns, prompt: str, *, owner: str) -> object:
+            raise UsageError("LiveRuns.start: 2 runs are already going")
+
+        monkeypatch.setattr(LiveRuns, "start", start_refusing)
+        with pytest.raises(UsageError, match=r"already going") as raised:
+            await Client(app).request("POST", "/runs", json_body={"prompt": "hi"})
+        assert type(raised.value) is UsageError
+    assert agent.runs == []
 
 
 def test_construction_refuses_wiring_mistakes() -> None:

@@ -65,6 +65,7 @@ _RUN_COLUMNS = (
     "run_id, status, agent, chain, iteration, pending_iteration, lease_owner, lease_token, "
     "lease_expires, heartbeat_at, progress, created_at, updated_at"
 )
+_RUN_WIDTH: Final = _RUN_COLUMNS.count(",") + 1
 _RECEIPT_COLUMNS = (
     "run_id, iteration, tool_call_id, tool_name, args_hash, receipt_key, resumability, state, "
     "message, updated_at"
@@ -265,11 +266,15 @@ def create_run(
     return get_run(ex, run_id)
 
 
-def get_run(ex: Exec, run_id: str, lock: str = "") -> RunRecord:
-    row = ex(f"SELECT {_RUN_COLUMNS} FROM juno_runs WHERE run_id = ?{lock}", (run_id,)).fetchone()
+def _run_row(ex: Exec, run_id: str, columns: str, lock: str = "") -> Sequence[Any]:
+    row = ex(f"SELECT {columns} FROM juno_runs WHERE run_id = ?{lock}", (run_id,)).fetchone()
     if row is None:
         raise RunNotFoundError(f"no run {run_id!r} is stored", run_id)
-    return _run_record(row)
+    return cast("Sequence[Any]", row)
+
+
+def get_run(ex: Exec, run_id: str, lock: str = "") -> RunRecord:
+    return _run_record(_run_row(ex, run_id, _RUN_COLUMNS, lock))
 
 
 def list_runs(
@@ -293,13 +298,16 @@ def list_runs(
 
 
 def load(ex: Exec, run_id: str) -> StoredRun:
-    record = get_run(ex, run_id)
-    row = ex("SELECT messages, pending_turn FROM juno_runs WHERE run_id = ?", (run_id,)).fetchone()
-    messages = _stored_messages(run_id, row[0])
+    # The whole row in one statement, and the receipts in the same transaction,
+    # which the store opens as one snapshot (see ThreadedRunStore._transaction):
+    # a worker committing meanwhile is seen wholly or not at all.
+    row = _run_row(ex, run_id, f"{_RUN_COLUMNS}, messages, pending_turn")
+    record = _run_record(row)
+    messages = _stored_messages(run_id, row[_RUN_WIDTH])
     pending_turn: dict[str, Any] | None = None
     receipts: tuple[ReceiptRecord, ...] = ()
     if record.pending_iteration is not None:
-        turn = _loads(run_id, "open turn", row[1])
+        turn = _loads(run_id, "open turn", row[_RUN_WIDTH + 1])
         ids = _turn_call_ids(run_id, turn)
         pending_turn = cast("dict[str, Any]", turn)
         rows = ex(

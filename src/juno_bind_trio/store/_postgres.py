@@ -162,13 +162,21 @@ class PostgresRunStore(ThreadedRunStore):
         if pool is None:
             raise StoreError(f"PostgresRunStore: {self._safe_dsn!r} is closed")
         try:
-            with pool.connection() as conn, conn.transaction():
+            with pool.connection() as conn:
+                # A read runs REPEATABLE READ: all its statements see the snapshot of
+                # its first, where READ COMMITTED would show each one the commits made
+                # since the last (a run's status from one write, its open turn from
+                # the next). Read only, it never meets a serialization failure. A
+                # write keeps READ COMMITTED: it locks the run's row first.
+                conn.isolation_level = None if write else psycopg.IsolationLevel.REPEATABLE_READ
+                conn.read_only = None if write else True
+                with conn.transaction():
 
-                def ex(sql: str, params: Any) -> _core.Cursor:
-                    cursor: _core.Cursor = conn.execute(sql.replace("?", "%s"), params)
-                    return cursor
+                    def ex(sql: str, params: Any) -> _core.Cursor:
+                        cursor: _core.Cursor = conn.execute(sql.replace("?", "%s"), params)
+                        return cursor
 
-                return fn(ex)
+                    return fn(ex)
         except psycopg.Error as exc:
             raise StoreError(f"PostgresRunStore: {self._safe_dsn!r}: {exc}") from None
 

@@ -234,6 +234,9 @@ class ThreadedRunStore:
         raise NotImplementedError
 
     def _transaction(self, fn: Callable[[_core.Exec], T], *, write: bool) -> T:
+        """Run *fn* in one transaction. A read (``write=False``) sees one snapshot of
+        the database across all its statements, whatever other connections commit
+        meanwhile, so a reader next to a working worker never sees a mixed run."""
         raise NotImplementedError
 
     def _commit_group(self, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:

@@ -26,6 +26,7 @@ from typing import Final as _Final
 STATIC_DIR: _Final[_Path] = _Path(__file__).resolve().parent / "static"
 """The directory of the JavaScript client's modules, to serve under any URL prefix."""
 
+from juno_bind_trio._errors import RunLimitError as RunLimitError  # noqa: E402
 from juno_bind_trio._public import publish as _publish  # noqa: E402
 
 from ._app import DEFAULT_ALLOWED_HOSTS as DEFAULT_ALLOWED_HOSTS  # noqa: E402
@@ -56,6 +57,7 @@ __all__ = [
     "LiveRun",
     "LiveRuns",
     "RunHandle",
+    "RunLimitError",
     "RunSource",
     "RunStatus",
     "WireEvent",

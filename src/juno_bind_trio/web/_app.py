@@ -40,7 +40,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from juno_bind_trio._errors import UsageError
+from juno_bind_trio._errors import RunLimitError, UsageError
 
 from ._runs import LiveRun, LiveRuns
 
@@ -227,10 +227,8 @@ def create_app(
             return _refuse(400, f"'prompt' must be a non-empty string of at most {_MAX_PROMPT}")
         try:
             run = runs.start(prompt, owner=principal)
-        except UsageError as exc:
-            if "already going" in str(exc):
-                return _refuse(429, str(exc))
-            raise
+        except RunLimitError as exc:
+            return _refuse(429, str(exc))
         return JSONResponse(
             {"runId": run.run_id, "events": f"/runs/{run.run_id}/events"}, status_code=201
         )

@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from juno_bind_trio._errors import RunNotFoundError, UsageError
+from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
 from juno_bind_trio.completion import TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
@@ -592,9 +592,9 @@ class LiveRuns:
         """Start a run of the agent on *prompt*, owned by *owner*; return it at once.
 
         Raises [UsageError][juno_bind_trio.UsageError] outside
-        [running][juno_bind_trio.web.LiveRuns.running], and ``RuntimeError``
-        (as [UsageError][juno_bind_trio.UsageError]) when ``max_active_runs``
-        runs are already going: the caller answers 429.
+        [running][juno_bind_trio.web.LiveRuns.running], and
+        [RunLimitError][juno_bind_trio.RunLimitError] (a ``UsageError``) when
+        ``max_active_runs`` runs are already going: the app answers 429.
         """
         given_prompt: object = prompt
         if not isinstance(given_prompt, str):
@@ -608,7 +608,9 @@ class LiveRuns:
         if tasks is None:
             raise UsageError("LiveRuns.start: enter `async with runs.running():` first")
         if self.active >= self._max_active:
-            raise UsageError(f"LiveRuns.start: {self._max_active} runs are already going")
+            raise RunLimitError(
+                f"LiveRuns.start: {self._max_active} runs are already going", self._max_active
+            )
         self._forget_old()
         run_id = _new_run_id(owner)
         run = LiveRun(run_id=run_id, owner=owner, prompt=prompt, max_events=self._max_events)
