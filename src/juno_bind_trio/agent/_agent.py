@@ -622,7 +622,13 @@ class Agent(Generic[DepsT, OutputT]):
         )
         return open_agent_run(core, pipe)
 
-    async def resume(self, run_id: str, *, deps: DepsT | None = None) -> AgentResult[OutputT]:
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        deps: DepsT | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AgentResult[OutputT]:
         """Continue a stored run from where it stopped, on this worker.
 
         Loads the run from the agent's store, heals its transcript, and
@@ -634,6 +640,15 @@ class Agent(Generic[DepsT, OutputT]):
         ``uses_idempotency_key``. Then the run goes on as
         [run][juno_bind_trio.agent.Agent.run] would.
 
+        * *usage_limits*: this resume's [UsageLimits][juno_bind_trio.agent.UsageLimits],
+          instead of the agent's. They count from zero, what this resume
+          spends: the store keeps no usage of the run before it. The calls
+          of the turn the run stopped in were asked for before the resume,
+          so answering them (from receipts, or by running them) is not
+          counted against ``tool_calls_limit``.
+
+        :raises UsageLimitExceeded: the resumed run reached a usage limit and
+            stopped softly; the error carries the result so far.
         :raises UsageError: the agent has no store.
         :raises RunNotFoundError: no such run. :raises RunLeasedError: another
             worker holds it. :raises ValueError: the run already ended for good.
@@ -654,6 +669,7 @@ class Agent(Generic[DepsT, OutputT]):
             run_id=run_id,
             parent=None,
             pipe=None,
+            usage_limits=usage_limits,
         )
         core.resuming = True
         return await core.run()
