@@ -369,12 +369,22 @@ class OpenAIChatModel:
             try:
                 value = await self._stream(candidate, cursor, messages, tools, text_stream, options)
             except Exception as exc:  # cancellation is a BaseException and passes
-                produced = text_stream.produced_output if text_stream is not None else False
-                verdict = self._classify(exc, candidate, cursor)
-                return AttemptFailure(verdict, produced_output=produced)
+                return self._failure(exc, candidate, cursor, text_stream)
             return AttemptSuccess(value)
 
         return attempt
+
+    def _failure(
+        self,
+        exc: Exception,
+        candidate: Candidate,
+        cursor: RouteCursor,
+        text_stream: TurnTextStream | None,
+    ) -> AttemptFailure:
+        # What an attempt that raised becomes, traced or not: the verdict on
+        # its exception, and whether the reader was already shown its text.
+        produced = text_stream.produced_output if text_stream is not None else False
+        return AttemptFailure(self._classify(exc, candidate, cursor), produced_output=produced)
 
     def _stream(
         self,
@@ -422,11 +432,8 @@ class OpenAIChatModel:
             try:
                 value = await self._stream(candidate, cursor, messages, tools, text_stream, options)
             except Exception as exc:
-                produced = text_stream.produced_output if text_stream is not None else False
                 try:
-                    failure = AttemptFailure(
-                        self._classify(exc, candidate, cursor), produced_output=produced
-                    )
+                    failure = self._failure(exc, candidate, cursor, text_stream)
                 except BaseException as raised:
                     spans.raised(span, raised)
                     raise
@@ -436,7 +443,7 @@ class OpenAIChatModel:
                     error_type=type(verdict.cause).__qualname__,
                     reason=verdict.reason,
                     verdict=verdict.action.name.lower(),
-                    produced_output=produced,
+                    produced_output=failure.produced_output,
                     resets=(text_stream.reset_count if text_stream is not None else 0) - resets,
                 )
                 return failure
