@@ -21,6 +21,7 @@ import inspect
 import re
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -344,6 +345,28 @@ async def run_code(source: str, filename: str, namespace: dict[str, Any]) -> Non
         await result
 
 
+@contextlib.contextmanager
+def stub_modules(stubs: dict[str, types.ModuleType]) -> Iterator[None]:
+    """*stubs* in ``sys.modules`` for the block; only they are taken out after it.
+
+    Not ``mock.patch.dict(sys.modules, ...)``: that puts back the whole dict as it
+    was, dropping every module the page imported for the first time (the
+    ``openai`` SDK's HTTP stack, say). A later import then makes a second copy
+    of such a module, whose exception classes the first copy's code, still
+    referenced by others, does not recognise.
+    """
+    saved = {name: sys.modules[name] for name in stubs if name in sys.modules}
+    sys.modules.update(stubs)
+    try:
+        yield
+    finally:
+        for name in stubs:
+            if name in saved:
+                sys.modules[name] = saved[name]
+            else:
+                sys.modules.pop(name, None)
+
+
 async def run_page(page: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__docs_sample__"}
     stubs = {}
@@ -352,7 +375,7 @@ async def run_page(page: str) -> dict[str, Any]:
         exec(compile(source, f"<stub {name}>", "exec"), module.__dict__)
         stubs[name] = module
     with contextlib.ExitStack() as patches:
-        patches.enter_context(mock.patch.dict(sys.modules, stubs))
+        patches.enter_context(stub_modules(stubs))
         if page in TRACER_PROVIDER_PAGES:
             patches.enter_context(mock.patch.object(_tracing, "_provider_override", None))
             patches.enter_context(
