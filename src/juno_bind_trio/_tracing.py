@@ -25,7 +25,10 @@ started inside a tool therefore parents under that tool's span.
 
 Message content (prompts, completions, tool arguments and results) is off by
 default; set ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` to
-record it, as the conventions propose.
+record it, as the conventions propose. The variable is read once per run,
+when the run's span starts: a change takes effect at the next run, and a run
+records content on all of its spans or on none. (A model turn or tool batch
+traced outside any run reads it when that turn or batch starts.)
 """
 
 from __future__ import annotations
@@ -87,7 +90,10 @@ def tracer() -> Tracer | None:
 
 
 def capture_content() -> bool:
-    """Whether message content goes on spans (the conventions' opt-in variable)."""
+    """Whether message content goes on spans (the conventions' opt-in variable), read now.
+
+    Read once per run, by ``run_span``; the spans of a run ask ``_run_captures()``.
+    """
     return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
@@ -140,9 +146,18 @@ def current(span: Span) -> Iterator[None]:
 
 # --- the run span ---------------------------------------------------------------------------
 
-# The run whose span is open in this context, and that span: a loop that runs for
-# a run which already has its span (the Agent's) records on it, never opens a second.
-_RUN: ContextVar[tuple[str, Span] | None] = ContextVar("juno_bind_trio.run_span", default=None)
+# The run whose span is open in this context, that span, and whether the run records
+# message content (read when the span started): a loop that runs for a run which
+# already has its span (the Agent's) records on it, never opens a second.
+_RUN: ContextVar[tuple[str, Span, bool] | None] = ContextVar(
+    "juno_bind_trio.run_span", default=None
+)
+
+
+def _run_captures() -> bool:
+    """Whether the run this context is in records message content; read now if in none."""
+    held = _RUN.get()
+    return capture_content() if held is None else held[2]
 
 
 @contextmanager
@@ -173,7 +188,7 @@ def run_span(run_id: str, *, agent: str | None = None) -> Iterator[Span | None]:
         kind=_otel_trace.SpanKind.INTERNAL,
         attributes=attributes,
     )
-    marker = _RUN.set((run_id, span))
+    marker = _RUN.set((run_id, span, capture_content()))
     try:
         with current(span):
             yield span
@@ -213,10 +228,11 @@ class AttemptSpans:
     taken) until ``settle()`` writes the action on it.
     """
 
-    __slots__ = ("_open", "_tracer")
+    __slots__ = ("_capture", "_open", "_tracer")
 
     def __init__(self, found: Tracer) -> None:
         self._tracer = found
+        self._capture = _run_captures()
         self._open: list[tuple[Span, int]] = []  # (span, end time in ns) per returned attempt
 
     def start(
@@ -243,7 +259,7 @@ class AttemptSpans:
         span = self._tracer.start_span(
             f"chat {model}", kind=_otel_trace.SpanKind.CLIENT, attributes=attributes
         )
-        if capture_content():
+        if self._capture:
             span.set_attribute("gen_ai.input.messages", _as_json(messages))
         return span
 
@@ -262,7 +278,7 @@ class AttemptSpans:
             "gen_ai.usage.input_tokens": input_tokens,
             "gen_ai.usage.output_tokens": output_tokens,
         }
-        if capture_content():
+        if self._capture:
             attributes["gen_ai.output.messages"] = _as_json(
                 [{"role": "assistant", "content": content, "tool_calls": tool_calls}]
             )
@@ -342,10 +358,11 @@ class ToolSpans:
     ``not_run``. A call that never started gets a span of its own then.
     """
 
-    __slots__ = ("_open", "_tracer")
+    __slots__ = ("_capture", "_open", "_tracer")
 
     def __init__(self, found: Tracer) -> None:
         self._tracer = found
+        self._capture = _run_captures()
         self._open: dict[str, tuple[Span, int | None]] = {}
 
     def _span(self, call_id: str, name: str) -> Span:
@@ -361,7 +378,7 @@ class ToolSpans:
 
     def start(self, call_id: str, name: str, arguments: str) -> object:
         span = self._span(call_id, name)
-        if capture_content():
+        if self._capture:
             span.set_attribute("gen_ai.tool.call.arguments", arguments)
         self._open[call_id] = (span, None)
         return _otel_context.attach(_otel_trace.set_span_in_context(span))
@@ -382,7 +399,7 @@ class ToolSpans:
         attributes: dict[str, str] = {"juno.tool.end_state": state}
         if kind is not None:
             attributes["juno.tool.failure_kind"] = kind
-        if capture_content() and content is not None:
+        if self._capture and content is not None:
             attributes["gen_ai.tool.call.result"] = _as_json(content)
         failed = state in ("failed", "interrupted")
         _end(span, attributes, error=(kind or state) if failed else None, end_time=ended)

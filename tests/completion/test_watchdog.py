@@ -484,3 +484,79 @@ def test_any_schedule_stalls_exactly_when_the_reference_says(
     elapsed, budget, reported, timeout = run_on(backend, scenario)
     assert (elapsed, budget, reported) == reference(ttft, inter, events, waits_after)
     assert timeout == {None: None, "time_to_first_token": ttft, "inter_chunk": inter}[budget]
+
+
+# A fast stream: chunks closer together than the slack. The scope's deadline is
+# then filed a little late so that most chunks need no move; the stall may be
+# reported up to the slack after the true deadline, and never before it.
+_TINY = 1 / 1024  # exact in binary, so the reference and the clock agree
+
+
+def _slack(inter: float) -> float:
+    return min(inter * 0.001, 0.01)
+
+
+dense_schedules = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, _TINY / 8, _TINY / 2, _TINY, 0.5, 1.0]),
+        st.sampled_from(["answer", "reasoning", "chunk"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150)
+@given(
+    ttft=st.sampled_from([0.25, 1.25, 3.25]),
+    inter=st.sampled_from([0.25, 1.25, 3.25, 20.25]),
+    events=dense_schedules,
+)
+def test_a_fast_stream_stalls_no_earlier_than_the_budget_and_at_most_the_slack_later(
+    backend: str, ttft: float, inter: float, events: list[tuple[float, Kind]]
+) -> None:
+    async def scenario() -> tuple[float, str | None]:
+        start = anyio.current_time()
+        try:
+            with StreamWatchdog(time_to_first_token=ttft, inter_chunk_timeout=inter) as wd:
+                for gap, kind in events:
+                    await anyio.sleep(gap)
+                    report(wd, kind)
+                await anyio.sleep_forever()
+        except StreamStallError as stall:
+            return anyio.current_time() - start, stall.budget
+        raise AssertionError("sleep_forever returned")
+
+    elapsed, budget = run_on(backend, scenario)
+    at, expected_budget, _ = reference(ttft, inter, events, waits_after=True)
+    assert budget == expected_budget
+    assert at - 1e-9 <= elapsed <= at + _slack(inter) + 1e-9, (elapsed, at)
+
+
+async def test_a_fast_stream_reports_its_stall_within_the_slack_and_keeps_the_true_deadline() -> (
+    None
+):
+    # 1,000 answer chunks 0.1 ms apart under a 20 s inter-chunk budget: the
+    # scope's deadline lags the chunks, but what the watchdog reports as its
+    # deadline is the true one, and the stall lands inside [true, true + 20 ms).
+    inter = 20.0
+    start = anyio.current_time()
+    seen: dict[str, float] = {}
+
+    async def body(wd: StreamWatchdog) -> None:
+        for _ in range(1000):
+            await anyio.sleep(0.0001)
+            wd.answer()
+        seen["last"] = anyio.current_time()
+        seen["deadline"] = wd.deadline
+        seen["stats_deadline"] = wd.statistics().deadline
+        await anyio.sleep_forever()
+
+    stall, _elapsed = await stall_of(
+        StreamWatchdog(time_to_first_token=1.0, inter_chunk_timeout=inter), body
+    )
+    assert stall is not None
+    assert stall.budget == "inter_chunk"
+    last = seen["last"]
+    assert seen["deadline"] == seen["stats_deadline"] == last + inter
+    assert last + inter <= anyio.current_time() <= last + inter + 0.01
+    assert anyio.current_time() - start < 0.1 + inter + 0.011

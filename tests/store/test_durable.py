@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import openai
 import pytest
 
@@ -403,6 +404,26 @@ async def test_a_resumed_run_says_which_iteration_its_open_turn_is(store: RunSto
         "c3": 2,
         "c4": 2,
     }
+
+
+async def test_a_cancel_while_the_run_loads_gives_the_claim_back(store: RunStore) -> None:
+    await store.create_run("r1", messages=USER)
+    load = store.load
+    with anyio.CancelScope() as scope:
+
+        async def cancelled_load(run_id: str) -> Any:
+            # The cancel lands after the claim, before the run is handed out.
+            scope.cancel()
+            await anyio.lowlevel.checkpoint()
+            return await load(run_id)
+
+        store.load = cancelled_load  # type: ignore[method-assign]
+        async with open_durable_run(store, "r1", owner="w1"):
+            raise AssertionError("a cancelled open must not hand the run out")
+    assert scope.cancelled_caught
+    # Given back despite the cancel (shielded): not left leased to w1 until it expires.
+    record = await store.get_run("r1")
+    assert (record.status, record.lease_owner) == ("running", None)
 
 
 UNREADABLE = [

@@ -10,8 +10,11 @@ they need to be: queued behind it, or carried by it.
 from __future__ import annotations
 
 import functools
+import json
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -181,6 +184,48 @@ async def test_a_corrupted_run_in_a_group_fails_alone_and_the_others_land(
         box["r2"].unwrap()
     assert [r.tool_call_id for r in await store.receipts("r1")] == ["c1"]
     assert await store.receipts("r2") == []
+
+
+async def test_sqlite_a_database_error_in_one_write_retries_the_group_write_by_write(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # A statement failing in SQLite itself (not a refusal a checked body raises)
+    # rolls the group's transaction back whole; each write is then applied alone,
+    # so the others land and only the one at fault gets the error.
+    async with SqliteRunStore(tmp_path / "runs.db", clock=clock) as store:
+        leases = [await started_run(store, "r1"), await started_run(store, "r2")]
+        saved = json.dumps([*USER, {"role": "assistant", "content": "done"}])
+
+        def save(lease: Any) -> _core.Write:
+            return _core.save_transcript_write(
+                store._dialect, clock(), lease, messages=saved, iteration=1
+            )
+
+        def broken_statement(ex: _core.Exec) -> None:
+            ex("INSERT INTO no_such_table VALUES (1)", ())
+
+        broken = _core.Write(
+            "r1", broken_statement, guarded=None, params=(), result=None, touches_run=False
+        )
+        transactions: list[bool] = []
+        inner = store._transaction
+
+        def counted(fn: Any, *, write: bool) -> Any:
+            transactions.append(write)
+            return inner(fn, write=write)
+
+        store._transaction = counted  # type: ignore[method-assign]
+        results = await anyio.to_thread.run_sync(
+            store._commit_group, [save(leases[0]), broken, save(leases[1])]
+        )
+        store._transaction = inner  # type: ignore[method-assign]
+        assert transactions == [True] * 4  # the group, then each write alone
+        assert isinstance(results[0], outcome.Value)
+        assert isinstance(results[2], outcome.Value)
+        with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+            results[1].unwrap()
+        for run_id in ("r1", "r2"):
+            assert (await store.load(run_id)).record.iteration == 1
 
 
 async def test_a_cancel_while_queued_writes_nothing_and_frees_the_lane(store: RunStore) -> None:

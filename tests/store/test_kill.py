@@ -35,6 +35,9 @@ KILLED_RUNS = 50 if SOAK else 4
 MANY = (8, 500, 50) if SOAK else (3, 24, 3)  # workers, runs, kills
 SEED = int(os.environ.get("JUNO_STORE_SEED", "20261130"))
 SENDS = {"a", "c", "d"}  # the script's non-repeatable calls
+# Real seconds a worker gets to print its next line; a loaded CI machine needs a
+# few. Past it the worker is killed and the test fails, rather than hanging the run.
+LINE_TIMEOUT = 120.0
 
 
 def database(kind: str, tmp_path: Path) -> str:
@@ -45,19 +48,47 @@ def open_store(db: str) -> RunStore:
     return PostgresRunStore(db) if db.startswith("postgresql://") else SqliteRunStore(db)
 
 
-def start(*args: str) -> subprocess.Popen[str]:
+def read_line(proc: subprocess.Popen[str], what: str, timeout: float = LINE_TIMEOUT) -> str:
+    """The worker's next line on stdout; the test fails if none comes within *timeout*
+    seconds of real time (the worker is killed, and its stderr shown)."""
+    stdout = proc.stdout
+    assert stdout is not None
+
+    async def read() -> tuple[str, bool]:
+        timed_out = False
+        async with anyio.create_task_group() as tg:
+
+            async def watchdog() -> None:
+                nonlocal timed_out
+                await anyio.sleep(timeout)
+                timed_out = True
+                proc.kill()  # which ends the read below with end of file
+
+            tg.start_soon(watchdog)
+            line = await anyio.to_thread.run_sync(stdout.readline)
+            tg.cancel_scope.cancel()
+        return line, timed_out
+
+    line, timed_out = anyio.run(read)
+    if timed_out:
+        _, err = proc.communicate()
+        pytest.fail(f"the worker printed no {what} line within {timeout:g} s; stderr: {err!r}")
+    return line
+
+
+def start(*args: str, script: str = WORKER, timeout: float = LINE_TIMEOUT) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, WORKER, *args],
+        [sys.executable, script, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
+    line = read_line(proc, "'ready'", timeout)
     if line.strip() != "ready":
         proc.kill()
-        raise AssertionError(f"worker did not start: {line!r} {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        _, err = proc.communicate()
+        raise AssertionError(f"worker did not start: {line!r} {err!r}")
     return proc
 
 
@@ -99,6 +130,18 @@ async def final_state(db: str) -> dict[str, tuple[str, list[dict[str, Any]]]]:
         return out
 
 
+def test_a_worker_that_prints_nothing_fails_the_test_instead_of_hanging(tmp_path: Path) -> None:
+    # Silent for 30 s, then gone: unbounded, the read would wait all of that and
+    # then see end of file; bounded, the test fails after 1 s with the worker killed.
+    silent = tmp_path / "silent_worker.py"
+    silent.write_text(
+        "import sys, time\nprint('starting', file=sys.stderr, flush=True)\ntime.sleep(30)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(pytest.fail.Exception, match=r"no 'ready' line within 1 s.*starting"):
+        start(script=str(silent), timeout=1.0)
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_worker_killed_anywhere_is_resumed_with_no_effect_twice(
     kind: str, tmp_path: Path
@@ -111,8 +154,7 @@ def test_a_worker_killed_anywhere_is_resumed_with_no_effect_twice(
     # How long one run takes on this machine now: kills land within that span.
     calibration = start("run", db, "calibration", "w0", str(tmp_path / "calibration.txt"))
     began = time.monotonic()
-    assert calibration.stdout is not None
-    assert calibration.stdout.readline().strip() == "finished"  # the run, not the exit
+    assert read_line(calibration, "'finished'").strip() == "finished"  # the run, not the exit
     span = time.monotonic() - began
     finish(calibration)
     cut_short = 0

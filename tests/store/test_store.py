@@ -356,13 +356,20 @@ async def test_a_cancel_before_a_write_writes_nothing(store: RunStore) -> None:
 
 
 async def test_a_closed_store_refuses(store_factory: Any) -> None:
+    # Reads and the lane's writes alike: each refuses before touching the database.
     made = store_factory()
-    with pytest.raises(UsageError, match="not open"):
+    lease = Lease(run_id="r", owner="w", token=1, expires_at=0)
+    name = type(made).__name__
+    with pytest.raises(UsageError, match=f"{name}: the store is not open"):
         await made.get_run("r")
+    with pytest.raises(UsageError, match=f"{name}: the store is not open"):
+        await made.save_transcript(lease, USER, iteration=1)
     async with made:
         pass
-    with pytest.raises(UsageError, match="closed"):
+    with pytest.raises(UsageError, match=f"{name}: the store is closed"):
         await made.get_run("r")
+    with pytest.raises(UsageError, match=f"{name}: the store is closed"):
+        await made.save_transcript(lease, USER, iteration=1)
 
 
 def test_postgres_repr_and_errors_hide_the_password() -> None:

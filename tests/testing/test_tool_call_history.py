@@ -268,6 +268,23 @@ async def test_the_server_answers_a_good_history_from_its_script() -> None:
     assert completion.choices[0].message.content == "fine"
 
 
+async def test_the_server_takes_a_history_whose_empty_tool_calls_healing_removed() -> None:
+    messages: Any = [USER, {"role": "assistant", "content": "x", "tool_calls": []}, USER]
+    async with (
+        open_fake_openai_server([CompletionResponse(content="fine")]) as server,
+        sdk(server.base_url) as client,
+    ):
+        with pytest.raises(openai.BadRequestError, match="empty array"):
+            await client.chat.completions.create(model="m", messages=messages)
+        healed: Any = heal_transcript(messages).messages
+        completion = await client.chat.completions.create(model="m", messages=healed)
+    assert completion.choices[0].message.content == "fine"
+    assert json.loads(server.requests[-1].body)["messages"][1] == {
+        "role": "assistant",
+        "content": "x",
+    }
+
+
 async def test_validation_can_be_switched_off_and_on() -> None:
     broken: Any = [USER, answer("a")]
     script = [CompletionResponse(content="one"), CompletionResponse(content="two")]
@@ -320,7 +337,8 @@ def transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
     for _ in range(draw(st.integers(0, 12))):
         kind = draw(st.sampled_from(["user", "system", "said", "asks", "tool", "tool"]))
         if kind == "asks":
-            out.append(asks(*draw(st.lists(IDS, min_size=1, max_size=3, unique=True))))
+            # max_size 0 too: an empty tool_calls list, which the API refuses
+            out.append(asks(*draw(st.lists(IDS, max_size=3, unique=True))))
         elif kind == "tool":
             out.append(answer(draw(IDS)))
         elif kind == "said":

@@ -154,6 +154,43 @@ async def test_message_content_is_recorded_only_when_asked(
     assert got[0]["content"] == "Clear."
 
 
+async def test_the_content_switch_is_read_once_per_run(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @tool
+    async def flip(to: str) -> str:
+        """Changes the switch in the middle of the run.
+
+        Args:
+            to: The variable's new value.
+        """
+        monkeypatch.setenv(_tracing.CAPTURE_CONTENT_ENV, to)
+        return "flipped"
+
+    def arguments_of(run: int) -> list[object]:
+        spans = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+        return [(s.attributes or {}).get("gen_ai.tool.call.arguments") for s in spans[run * 3 :]]
+
+    # Set before the run: it takes effect, for the whole run, though the first
+    # tool turns it off and the second batch starts after that.
+    monkeypatch.setenv(_tracing.CAPTURE_CONTENT_ENV, "true")
+    turns = [
+        Say(calls=[call("c1", "flip", to="false")]),
+        Say(calls=[call("c2", "get_weather", city="Oslo")]),
+        Say(calls=[call("c3", "flip", to="true")]),
+        Say(text="done"),
+    ]
+    agent = Agent(ScriptedModel(list(turns)), tools=[flip, get_weather])
+    await agent.run("go")
+    assert arguments_of(0) == ['{"to": "false"}', '{"city": "Oslo"}', '{"to": "true"}']
+    # The next run reads it again: "false" when it started; the last flip
+    # ("true") waits for the run after it.
+    monkeypatch.setenv(_tracing.CAPTURE_CONTENT_ENV, "false")
+    agent = Agent(ScriptedModel(list(turns)), tools=[flip, get_weather])
+    await agent.run("go")
+    assert arguments_of(1) == [None, None, None]
+
+
 async def test_a_hard_cancel_interrupts_the_running_call_and_records_the_rest(
     exporter: InMemorySpanExporter,
 ) -> None:

@@ -20,6 +20,7 @@ from transcript_checks import (
 )
 
 from juno_bind_trio import ABORTED_TOOL_CALL_MESSAGE, INTERRUPTED_TOOL_CALL_MESSAGE
+from juno_bind_trio.testing import ToolCallHistoryError, check_tool_call_history
 from juno_bind_trio.transcript import HealChange, TranscriptError, heal_transcript
 
 
@@ -160,12 +161,48 @@ def test_an_id_reused_by_a_later_turn_is_answered_per_turn() -> None:
     assert result.changes == ()
 
 
-@pytest.mark.parametrize("calls", [None, []])
-def test_an_assistant_without_calls_opens_no_block(calls: Any) -> None:
-    message = {"role": "assistant", "content": "hello", "tool_calls": calls}
+def test_an_assistant_with_null_tool_calls_opens_no_block() -> None:
+    message = {"role": "assistant", "content": "hello", "tool_calls": None}
     result = heal_transcript([message, user()])
     assert result.changes == ()
     assert result.messages[0] is message
+
+
+def test_an_empty_tool_calls_list_is_removed_and_its_message_kept() -> None:
+    # The API refuses `tool_calls: []` (an empty array); a message that calls no
+    # tool says so by having no tool_calls at all.
+    message = {"role": "assistant", "content": "hello", "tool_calls": []}
+    messages = [user(), message, user("more")]
+    with pytest.raises(ToolCallHistoryError, match="empty array"):
+        check_tool_call_history(messages)
+    result = heal_transcript(messages)
+    assert result.messages == [user(), {"role": "assistant", "content": "hello"}, user("more")]
+    assert message["tool_calls"] == []  # the input is not mutated
+    assert result.changes == (
+        HealChange(action="removed_empty_tool_calls", tool_call_id=None, index=1, healed_index=1),
+    )
+    assert result.changes[0].describe() == (
+        "messages[1] has an empty tool_calls list, which the API refuses: removed it, "
+        "the message kept at healed[1]"
+    )
+    check_tool_call_history(result.messages)
+    assert heal_transcript(result.messages).changes == ()
+
+
+def test_an_empty_tool_calls_message_closes_the_block_before_it() -> None:
+    empty = types.MappingProxyType({"role": "assistant", "content": None, "tool_calls": ()})
+    result = heal_transcript([assistant("a"), empty, tool("a")])
+    assert result.messages == [
+        assistant("a"),
+        synthesized("a", "interrupted"),
+        {"role": "assistant", "content": None},
+    ]
+    assert [(c.action, c.tool_call_id, c.index, c.healed_index) for c in result.changes] == [
+        ("synthesized", "a", 0, 1),
+        ("removed_empty_tool_calls", None, 1, 2),
+        ("dropped_orphan", "a", 2, None),
+    ]
+    check_tool_call_history(result.messages)
 
 
 def test_healing_never_mutates_its_input() -> None:

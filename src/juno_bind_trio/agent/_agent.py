@@ -21,7 +21,10 @@ from juno_bind_trio._errors import SchemaError, UsageError
 from juno_bind_trio._validate import shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
-from juno_bind_trio.providers.openai._stream import RESERVED_REQUEST_OPTIONS
+from juno_bind_trio.providers.openai._model import (
+    candidate_option_clashes,
+    checked_request_options,
+)
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
 from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
@@ -63,26 +66,13 @@ def _is_async_callable(value: object) -> bool:
 def _request_options(
     owner: str, given: object, response_format: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The agent's request options, checked, with the output type's format added."""
-    options: dict[str, Any] = {}
-    if given is not None:
-        if not isinstance(given, Mapping):
-            raise TypeError(f"{owner}: request_options must be a mapping or None, got {given!r}")
-        for key in given:
-            if not isinstance(key, str):
-                raise TypeError(f"{owner}: request_options keys must be strings, got {key!r}")
-        options = dict(given)
-        clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(options))
-        if clash:
-            raise ValueError(
-                f"{owner}: request_options must not set {clash!r}: the model, the messages, the "
-                "tools and the streaming of each request are the package's own"
-            )
-        if response_format is not None and "response_format" in options:
-            raise ValueError(
-                f"{owner}: request_options sets response_format, which output_type sets; "
-                "leave one out"
-            )
+    """The agent's request options, checked as the model checks its own, with the output
+    type's format added."""
+    options = checked_request_options(owner, given, or_none=True)
+    if response_format is not None and "response_format" in options:
+        raise ValueError(
+            f"{owner}: request_options sets response_format, which output_type sets; leave one out"
+        )
     if response_format is not None:
         options["response_format"] = response_format
     return options
@@ -117,14 +107,13 @@ def _model_source(
         if response_format is not None:
             # A candidate's options win over the model's for its attempts: one
             # with its own format would silently replace the output type's.
-            for stage in model.plan.stages:
-                for candidate in stage.candidates:
-                    if "response_format" in candidate.options:
-                        raise ValueError(
-                            f"{owner}: the plan's candidate {candidate.provider!r} for "
-                            f"{stage.model!r} sets response_format in its options, which "
-                            "output_type sets; remove it there"
-                        )
+            for provider, stage_model, _ in candidate_option_clashes(
+                model.plan, frozenset({"response_format"})
+            ):
+                raise ValueError(
+                    f"{owner}: the plan's candidate {provider!r} for {stage_model!r} sets "
+                    "response_format in its options, which output_type sets; remove it there"
+                )
         if extra:
             # The host's own options stay; the output type's format is added.
             chat = model.with_request_options(**extra)
@@ -622,7 +611,13 @@ class Agent(Generic[DepsT, OutputT]):
         )
         return open_agent_run(core, pipe)
 
-    async def resume(self, run_id: str, *, deps: DepsT | None = None) -> AgentResult[OutputT]:
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        deps: DepsT | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AgentResult[OutputT]:
         """Continue a stored run from where it stopped, on this worker.
 
         Loads the run from the agent's store, heals its transcript, and
@@ -634,6 +629,15 @@ class Agent(Generic[DepsT, OutputT]):
         ``uses_idempotency_key``. Then the run goes on as
         [run][juno_bind_trio.agent.Agent.run] would.
 
+        * *usage_limits*: this resume's [UsageLimits][juno_bind_trio.agent.UsageLimits],
+          instead of the agent's. They count from zero, what this resume
+          spends: the store keeps no usage of the run before it. The calls
+          of the turn the run stopped in were asked for before the resume,
+          so answering them (from receipts, or by running them) is not
+          counted against ``tool_calls_limit``.
+
+        :raises UsageLimitExceeded: the resumed run reached a usage limit and
+            stopped softly; the error carries the result so far.
         :raises UsageError: the agent has no store.
         :raises RunNotFoundError: no such run. :raises RunLeasedError: another
             worker holds it. :raises ValueError: the run already ended for good.
@@ -654,6 +658,7 @@ class Agent(Generic[DepsT, OutputT]):
             run_id=run_id,
             parent=None,
             pipe=None,
+            usage_limits=usage_limits,
         )
         core.resuming = True
         return await core.run()

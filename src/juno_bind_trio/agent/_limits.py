@@ -32,8 +32,11 @@ def _limit(name: str) -> Any:
 class UsageLimits:
     """What one run may spend before it stops; ``None`` (the default) is no limit.
 
-    * *request_limit*: model requests (turns). Checked before each request:
-      the run never makes request ``request_limit + 1``.
+    * *request_limit*: model requests, counted by turn. Checked before each
+      request: the run never makes request ``request_limit + 1``. A
+      structured-output re-ask (the answer did not match ``output_type`` and
+      the model is asked again, inside the same turn) belongs to its turn and
+      is not counted here; its tokens count when the turn reports them.
     * *input_tokens_limit*, *output_tokens_limit*, *total_tokens_limit*:
       tokens summed over the run's responses, as the provider reports them
       (what [RunStats][juno_bind_trio.loop.RunStats] sums). Checked after
@@ -46,7 +49,9 @@ class UsageLimits:
     [UsageLimitExceeded][juno_bind_trio.UsageLimitExceeded] carrying the
     result so far. Give limits to the [Agent][juno_bind_trio.agent.Agent]
     (every run) or to one run (``run(..., usage_limits=...)``, which replaces
-    the agent's).
+    the agent's). Each run counts from zero, a resumed run
+    (``resume(..., usage_limits=...)``) included: the store keeps no usage,
+    so a resume spends a budget of its own.
     """
 
     request_limit: int | None = _limit("request_limit")

@@ -9,6 +9,13 @@ The format is strict (OpenAI's grammar-constrained decoding) whenever the
 schema can be expressed strictly; when it cannot (a ``dict[str, X]`` field,
 say), it is sent non-strict and the validation here is what holds the line,
 unless the agent was built with ``strict=True``, which then refuses it.
+
+While the answer streams, ``OutputSpec.partial`` reads the text received so
+far with pydantic's partial JSON mode (``experimental_allow_partial=
+"trailing-strings"``): an unfinished string counts as far as it goes, digits
+at the very end as far as they go (``1`` of ``12``), an unfinished ``1.``,
+``-``, ``tru`` or key is left out, and a model validates once every required
+field has begun.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any, Final
 
 import attrs
 import pydantic
+import pydantic_core
 
 from juno_bind_trio._errors import SchemaError
 from juno_bind_trio.schema import sanitize_tool_schema
@@ -38,6 +46,7 @@ class OutputSpec:
     text: bool
     response_format: dict[str, Any] | None
     _read: Callable[[str], Any] = attrs.field(alias="read")
+    _read_partial: Callable[[str], Any] = attrs.field(alias="read_partial", default=str)
 
     def read(self, content: str | None) -> Any:
         """The validated output; raises ``pydantic.ValidationError`` or ``ValueError``."""
@@ -46,6 +55,24 @@ class OutputSpec:
         if content is None:
             raise ValueError("the answer has no content; expected a JSON value")
         return self._read(content)
+
+    def partial(self, content: str, *, complete: bool) -> Any:
+        """The output as far as *content*, a prefix of the answer, goes.
+
+        *complete*: the turn is over and *content* is its whole text, which is
+        then read exactly as the run reads its answer (so the value equals the
+        run's output), and partially only if that fails. Raises
+        ``pydantic.ValidationError`` or ``ValueError`` when nothing validates
+        yet; for a ``str`` output the text is the value.
+        """
+        if self.text:
+            return content
+        if complete:
+            try:
+                return self._read(content)
+            except ValueError:
+                pass
+        return self._read_partial(content)
 
     def problem(self, content: str | None) -> str | None:
         """``None`` when *content* is a valid output, else what is wrong with it, for the model."""
@@ -118,4 +145,18 @@ def output_spec(owner: str, output_type: Any, *, strict: bool) -> OutputSpec:
             value = validate_python(_drop_absent_nulls(parsed, schema, schema))
         return value.result if wrapped else value
 
-    return OutputSpec(text=False, response_format=response_format, read=read)
+    def read_partial(content: str) -> Any:
+        try:
+            value = validate_json(content, experimental_allow_partial="trailing-strings")
+        except pydantic.ValidationError:
+            # Strict mode's nulls for optional properties again, on what parses so far.
+            parsed = pydantic_core.from_json(content, allow_partial="trailing-strings")
+            value = validate_python(
+                _drop_absent_nulls(parsed, schema, schema),
+                experimental_allow_partial="trailing-strings",
+            )
+        return value.result if wrapped else value
+
+    return OutputSpec(
+        text=False, response_format=response_format, read=read, read_partial=read_partial
+    )

@@ -686,6 +686,9 @@ class AgentRun(Generic[OutputT]):
     * *run_id*; *turn_id*: the turn whose events were read last.
     * *text*: what a reader should show for that turn now, retractions
       applied (a reset clears it); once the turn ended, its final text.
+    * [partial_output][juno_bind_trio.agent.AgentRun.partial_output]: the
+      output type read from *text* so far, for a structured answer shown as
+      it arrives.
     * *result*: the [AgentResult][juno_bind_trio.agent.AgentResult], once
       the run ended (``None`` before, and after a cancel or failure).
     * *messages*: the transcript so far (a snapshot).
@@ -701,6 +704,10 @@ class AgentRun(Generic[OutputT]):
         "_cancel_requested",
         "_core",
         "_error",
+        "_partial_epoch",
+        "_partial_text",
+        "_partial_value",
+        "_partial_view",
         "_pipe",
         "_scope",
         "_turn_id",
@@ -717,6 +724,11 @@ class AgentRun(Generic[OutputT]):
         self._view: TurnTextView | None = None
         self._turn_id: str | None = None
         self.result: AgentResult[OutputT] | None = None
+        # What partial_output last read: the view, its epoch and whether it
+        # was final, the text, and the value (None: nothing validated).
+        self._partial_view: tuple[TurnTextView, int, bool] | None = None
+        self._partial_text: str = ""
+        self._partial_value: OutputT | None = None
 
     def __repr__(self) -> str:
         return f"<AgentRun run_id={self._core.run_id!r} ended={self.result is not None}>"
@@ -735,6 +747,55 @@ class AgentRun(Generic[OutputT]):
     def text(self) -> str:
         """The text a reader should show now for the current turn (retractions applied)."""
         return "" if self._view is None else self._view.text
+
+    @property
+    def partial_output(self) -> OutputT | None:
+        """The output type read from [text][juno_bind_trio.agent.AgentRun.text] so far.
+
+        For a structured answer shown while it streams. For an agent with an
+        ``output_type`` other than ``str``, the text received so far is
+        validated with pydantic's partial JSON mode: an unfinished string
+        counts as far as it goes, and a model validates once every required
+        field has begun (fields with a default show the default until they
+        arrive). ``None`` until something validates.
+
+        It follows [text][juno_bind_trio.agent.AgentRun.text]: a reset (a
+        fallback to another endpoint, a structured-output re-ask) or a new turn
+        starts it again from ``None``. Within one attempt, a longer text that
+        does not validate (a list item whose required fields have not all
+        begun, an answer that turns out wrong) keeps the last value that did,
+        so a screen never flickers back to nothing. Once the turn ended, its
+        whole text is read as the run reads its answer, so after the last
+        event of a completed run this equals ``run.result.output``.
+
+        With ``output_type=str`` it is [text][juno_bind_trio.agent.AgentRun.text]
+        itself (``None`` before the first event of a turn). Reading it never
+        raises; it parses again only when the text changed, so polling it per
+        event costs one parse per change.
+        """
+        view = self._view
+        if view is None:
+            return None
+        text = view.text
+        key = (view, view.epoch, view.final)
+        last = self._partial_view
+        if last == key and text == self._partial_text:
+            return self._partial_value
+        # The same attempt grew: a prefix that does not validate keeps the last value.
+        same_attempt = (
+            last is not None
+            and last[0] is view
+            and last[1] == key[1]
+            and text.startswith(self._partial_text)
+        )
+        value: OutputT | None = self._partial_value if same_attempt else None
+        # Any prefix, and whatever a user's validator raises on one: never raise here.
+        with contextlib.suppress(Exception):
+            value = self._core.settings.output.partial(text, complete=view.final)
+        self._partial_view = key
+        self._partial_text = text
+        self._partial_value = value
+        return value
 
     @property
     def messages(self) -> Sequence[dict[str, Any]]:

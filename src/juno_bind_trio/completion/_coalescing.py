@@ -248,6 +248,7 @@ class CoalescingSink(Generic[ItemT]):
             raise TypeError(
                 f"CoalescingSink.emit: expected a TextEvent or ResetEvent, got {event!r}"
             )
+        # _wake(), inlined: this runs once per text delta of every turn.
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -268,10 +269,7 @@ class CoalescingSink(Generic[ItemT]):
         if refusal is not None:
             raise refusal
         self._pending.append(item)
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            waiter.set()
+        self._wake()
 
     def close(self) -> None:
         """No more items: the reader takes what is waiting, then its iteration ends. Idempotent."""

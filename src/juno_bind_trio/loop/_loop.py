@@ -1044,31 +1044,30 @@ class ToolLoop:
         return settled[0] if settled else None
 
     async def _call_tool(self, call: ToolCallLike) -> ToolCallOutcome:
-        """``run_tool_call``, with what it returned checked where the loop can still say so."""
+        """``run_tool_call``, with what it returned checked where the loop can still say so.
+
+        One coroutine per call, traced or not: the tool's own awaitable is
+        awaited here, inside the call's span when a tracer is installed.
+        """
         open_batch = self._open
         spans = None if open_batch is None else open_batch.spans
+        call_id = ""
+        token: object = None
         if spans is not None:
             # Current for this call only, detached in this task: a pool worker's
             # next call parents under the batch's context, never this span.
             call_id = tool_call_id(call)
             token = spans.start(call_id, tool_call_name(call), tool_call_arguments(call))
-            try:
-                return await self._call_tool_untraced(call)
-            finally:
+        try:
+            pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
+            if not inspect.isawaitable(pending):
+                # Settled as a value, not raised: raised, it would become the tool
+                # message the model reads. _settle raises the UsageError instead.
+                return cast("ToolCallOutcome", _NotAwaitable(pending))
+            return cast("ToolCallOutcome", await pending)
+        finally:
+            if spans is not None:
                 spans.stop(call_id, token)
-        # Untraced, inline: no second coroutine per call when no tracer is installed.
-        pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
-        if not inspect.isawaitable(pending):
-            # Settled as a value, not raised: raised, it would become the tool
-            # message the model reads. _settle raises the UsageError instead.
-            return cast("ToolCallOutcome", _NotAwaitable(pending))
-        return cast("ToolCallOutcome", await pending)
-
-    async def _call_tool_untraced(self, call: ToolCallLike) -> ToolCallOutcome:
-        pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
-        if not inspect.isawaitable(pending):
-            return cast("ToolCallOutcome", _NotAwaitable(pending))
-        return cast("ToolCallOutcome", await pending)
 
     def _settle(
         self,

@@ -540,14 +540,23 @@ class DurableRun:
             self._lose()
 
 
+async def _give_back(store: RunStore, lease: Lease, status: RunStatus) -> None:
+    """Release *lease*, recording *status*, on the way out of a block.
+
+    Shielded: this runs on the way out of a cancel too. Quiet: the error or
+    cancel on its way out is the one the caller must see, and a lease that
+    cannot be given back expires. Not bounded by a timer: a store call is one
+    transaction, bounded by the database's own timeouts.
+    """
+    with anyio.CancelScope(shield=True), suppress(Exception):
+        await store.release(lease, status=status)
+
+
 async def _release_on_exit(store: RunStore, run: DurableRun, status: RunStatus) -> None:
     if run._finished or run.lost:
         return
     run._finished = True
-    # Shielded: this runs on the way out of a cancel too. Not bounded by a timer:
-    # a store call is one transaction, bounded by the database's own timeouts.
-    with anyio.CancelScope(shield=True), suppress(Exception):
-        await store.release(run.lease, status=status)
+    await _give_back(store, run.lease, status)
 
 
 def _heal_for_resume(loaded: StoredRun, run_id: str) -> HealResult:
@@ -645,13 +654,11 @@ async def open_durable_run(
         healed = _heal_for_resume(loaded, run_id)
     except BaseException:
         if claimed_here:
-            # Claimed here and not handed out: give the lease back (shielded, as on
-            # any way out) so the run does not sit leased to a worker that refused
-            # it until the lease expires. Its status stays what it was; nothing
-            # else is written.
+            # Claimed here and not handed out: give the lease back, so the run does
+            # not sit leased to a worker that refused it until the lease expires.
+            # Its status stays what it was; nothing else is written.
             status: RunStatus = "running" if loaded is None else loaded.record.status
-            with anyio.CancelScope(shield=True), suppress(Exception):
-                await store.release(lease, status=status)
+            await _give_back(store, lease, status)
         raise
     run = DurableRun(
         store=store,

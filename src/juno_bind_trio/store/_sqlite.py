@@ -137,8 +137,13 @@ class SqliteRunStore(ThreadedRunStore):
         try:
             return self._transaction(lambda ex: self._each(ex, writes), write=True)
         except sqlite3.Error:
-            # The database refused the group as a whole (it rolled back): apply
-            # each write alone, so each gets its own answer.
+            # A statement of one write failed in the database itself (``_each``
+            # lets sqlite3.Error through: after some, SQLite has already rolled
+            # the whole transaction back, so no savepoint is left to return
+            # to), and the group's transaction was rolled back: none of it
+            # landed. Apply each write alone, so only the one at fault gets the
+            # error. A BEGIN or COMMIT that fails is not caught here: it is a
+            # StoreError from _transaction, and every write of the group gets it.
             return [outcome.capture(self._transaction, w.checked, write=True) for w in writes]
 
     @staticmethod

@@ -271,10 +271,14 @@ class ThreadedRunStore:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._close)
 
-    async def _run(self, fn: Callable[..., T], *args: Any, write: bool, **kwargs: Any) -> T:
+    def _check_open(self) -> None:
+        """Refuse a call on a store that is not open yet, or closed."""
         if not self._opened or self._closed:
             state = "closed" if self._closed else "not open (use `async with`)"
             raise UsageError(f"{type(self).__name__}: the store is {state}")
+
+    async def _run(self, fn: Callable[..., T], *args: Any, write: bool, **kwargs: Any) -> T:
+        self._check_open()
 
         def work(ex: _core.Exec) -> T:
             return fn(ex, *args, **kwargs)
@@ -289,9 +293,7 @@ class ThreadedRunStore:
 
     async def _write(self, write: _core.Write) -> Any:
         """Apply one of a run's hot writes through the lane (see "Group commit" above)."""
-        if not self._opened or self._closed:
-            state = "closed" if self._closed else "not open (use `async with`)"
-            raise UsageError(f"{type(self).__name__}: the store is {state}")
+        self._check_open()
         await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing written
         item = _Queued(write)
         self._queue.append(item)

@@ -16,7 +16,8 @@ A provider answers each of these with a 400 and the run cannot continue, not
 even to tell the user what happened. Healing repairs exactly the rule and
 nothing else: it adds an answer where one is missing (saying honestly that the
 call's effect is unknown, or that it never started), moves a real answer up to
-sit beside its call, and drops a tool message that answers nothing. It never
+sit beside its call, drops a tool message that answers nothing, and removes an
+empty ``tool_calls`` list, which the API refuses as it stands. It never
 writes user or assistant content, never reorders user, assistant or system
 messages, and reports every change it made so a host can log or audit it.
 """
@@ -38,7 +39,9 @@ from juno_bind_trio.plugins import tool_failure_message
 
 __all__ = ["HealAction", "HealChange", "HealResult", "heal_transcript"]
 
-HealAction = Literal["synthesized", "moved", "dropped_orphan", "dropped_duplicate"]
+HealAction = Literal[
+    "synthesized", "moved", "dropped_orphan", "dropped_duplicate", "removed_empty_tool_calls"
+]
 """What healing did to one tool answer (see
 [`HealChange`][juno_bind_trio.transcript.HealChange])."""
 
@@ -71,6 +74,11 @@ class HealChange:
         did not call. ``index`` is where it was; it is not in the result.
     ``"dropped_duplicate"``
         A second answer to a call that already had one; the first is kept.
+    ``"removed_empty_tool_calls"``
+        An assistant message had an empty ``tool_calls`` list, which the API
+        refuses (a message that calls no tool has no ``tool_calls``); the
+        message is kept, as a copy without the key. ``index`` is the
+        message, and ``tool_call_id`` is ``None``: no call is concerned.
 
     ``index`` always counts in the list you passed; ``healed_index`` counts
     in [`HealResult.messages`][juno_bind_trio.transcript.HealResult] and is ``None`` for a dropped
@@ -78,7 +86,7 @@ class HealChange:
     """
 
     action: HealAction
-    tool_call_id: str
+    tool_call_id: str | None
     index: int
     healed_index: int | None
     kind: Literal["interrupted", "not_run"] | None = None
@@ -96,6 +104,11 @@ class HealChange:
                 f"the answer to {call} at messages[{self.index}] came after another message: "
                 f"moved beside its call, to healed[{self.healed_index}]"
             )
+        if self.action == "removed_empty_tool_calls":
+            return (
+                f"messages[{self.index}] has an empty tool_calls list, which the API refuses: "
+                f"removed it, the message kept at healed[{self.healed_index}]"
+            )
         if self.action == "dropped_orphan":
             return (
                 f"messages[{self.index}] answers {call}, which no assistant message "
@@ -111,7 +124,8 @@ class HealResult:
 
     ``messages`` is a new list owned by you. A message healing kept is the
     very object you passed (not a copy; a non-``dict`` mapping is copied into
-    a ``dict``); a synthesized answer is a new ``dict``. ``changes`` is in
+    a ``dict``); a synthesized answer, and an assistant message whose empty
+    ``tool_calls`` was removed, are new ``dict``s. ``changes`` is in
     the order the healed transcript reads; empty means the transcript was
     already well-formed and ``messages`` equals what you passed.
     """
@@ -151,9 +165,11 @@ class _Read(NamedTuple):
     role: str
     call_ids: tuple[str, ...]  # an assistant message's tool call ids, in order
     answers: str | None  # a tool message's tool_call_id
+    empty_calls: bool = False  # an assistant message with an empty tool_calls list
 
 
 _SPOKEN: Final = {role: _Read(role, (), None) for role in _ROLES}
+_EMPTY_CALLS: Final = _Read("assistant", (), None, empty_calls=True)
 
 
 def heal_transcript(
@@ -176,10 +192,13 @@ def heal_transcript(
       ``kind: "not_run"`` if its id is in *not_started*, else
       ``kind: "interrupted"`` (see below);
     * a second answer to the same call is dropped (the first one wins), and
-      so is a tool message that answers no call of its own turn.
+      so is a tool message that answers no call of its own turn;
+    * an empty ``tool_calls`` list, which the API refuses, is removed from
+      its message (the message itself stays).
 
-    User, assistant, system and developer messages are never changed, added,
-    removed or reordered. Healing a healed transcript changes nothing.
+    User, assistant, system and developer messages are never added, removed
+    or reordered, and never changed but for that empty list. Healing a
+    healed transcript changes nothing.
 
     **Which kind.** ``"interrupted"`` says the call may have run and its
     effect is unknown; ``"not_run"`` says nothing happened, in the loop's
@@ -299,7 +318,18 @@ def heal_transcript(
         if block_open:
             close_block(i)
             block_open = False
-        healed.append(_as_dict(messages[i]))
+        if info.empty_calls:
+            healed.append({k: v for k, v in messages[i].items() if k != "tool_calls"})
+            changes.append(
+                HealChange(
+                    action="removed_empty_tool_calls",
+                    tool_call_id=None,
+                    index=i,
+                    healed_index=len(healed) - 1,
+                )
+            )
+        else:
+            healed.append(_as_dict(messages[i]))
         if info.role == "assistant":
             turn_index = i
             turn_calls = info.call_ids
@@ -394,6 +424,8 @@ def _read_message(index: int, message: object) -> _Read:
             f"{where()}.tool_calls must be a list of tool calls, got {type(calls).__name__}",
             index,
         )
+    if not calls:
+        return _EMPTY_CALLS
     if type(calls) is list and set(map(type, calls)) <= {dict}:
         # The usual shape, checked at C speed: dicts whose ids are distinct,
         # non-empty strings. One assistant message may make thousands of calls.

@@ -22,7 +22,7 @@ to get right:
 from __future__ import annotations
 
 import types
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import attrs
@@ -120,9 +120,18 @@ def _check_inter(value: float) -> float:
     return _check_seconds("inter_chunk_timeout", value)
 
 
-def _checked_options(owner: str, value: object) -> dict[str, Any]:
+def checked_request_options(owner: str, value: object, *, or_none: bool = False) -> dict[str, Any]:
+    """*value* as extra request options, or a clear error naming *owner*.
+
+    A mapping of str keys, none of them an argument every request sets itself
+    (``RESERVED_REQUEST_OPTIONS``). With *or_none*, ``None`` is accepted, as
+    no options. Shared by ``OpenAIChatModel`` and the ``Agent``.
+    """
+    if value is None and or_none:
+        return {}
     if not isinstance(value, Mapping):
-        raise TypeError(f"{owner}: request_options must be a mapping, got {shown(value)}")
+        expected = "a mapping or None" if or_none else "a mapping"
+        raise TypeError(f"{owner}: request_options must be {expected}, got {shown(value)}")
     options = dict(value)
     for key in options:
         if not isinstance(key, str):
@@ -136,10 +145,25 @@ def _checked_options(owner: str, value: object) -> dict[str, Any]:
     return options
 
 
+def candidate_option_clashes(
+    plan: RoutePlan, keys: frozenset[str]
+) -> Iterator[tuple[str, str, list[str]]]:
+    """``(provider, model, keys set)`` for each candidate of *plan* whose options set any of *keys*.
+
+    A candidate's options are merged over the request's for its attempts, so
+    one that sets a key somebody else owns would silently replace it.
+    """
+    for stage in plan.stages:
+        for candidate in stage.candidates:
+            clash = sorted(keys.intersection(candidate.options))
+            if clash:
+                yield candidate.provider, stage.model, clash
+
+
 def _check_request_options(given: Mapping[str, Any]) -> Mapping[str, Any]:
     # Refused here, not at the first request: a reserved key would otherwise
     # fail every attempt of every turn, found in production.
-    return types.MappingProxyType(_checked_options("OpenAIChatModel", given))
+    return types.MappingProxyType(checked_request_options("OpenAIChatModel", given))
 
 
 def _check_callable(name: str, *, optional: bool) -> Callable[[Any, Any, Any], None]:
@@ -236,14 +260,13 @@ class OpenAIChatModel:
                 f"OpenAIChatModel: no client for provider(s) {missing!r} named in the plan; "
                 f"clients has {sorted(self._clients)!r}"
             )
-        for stage in self._plan.stages:
-            for candidate in stage.candidates:
-                clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(candidate.options))
-                if clash:
-                    raise ValueError(
-                        f"OpenAIChatModel: the options of candidate {candidate.provider!r} for "
-                        f"{stage.model!r} set {clash!r}, which every request sets itself"
-                    )
+        for provider, model, clash in candidate_option_clashes(
+            self._plan, RESERVED_REQUEST_OPTIONS
+        ):
+            raise ValueError(
+                f"OpenAIChatModel: the options of candidate {provider!r} for "
+                f"{model!r} set {clash!r}, which every request sets itself"
+            )
 
     def __repr__(self) -> str:
         return (
@@ -282,7 +305,7 @@ class OpenAIChatModel:
         through the loop's ``build_tools``, and models through the plan.
         """
         owner = "OpenAIChatModel.with_request_options"
-        added = _checked_options(owner, options)
+        added = checked_request_options(owner, options)
         derived = OpenAIChatModel(
             plan=self._plan,
             clients=self._clients,
