@@ -94,6 +94,24 @@ def soak(session: nox.Session) -> None:
 
 
 @nox.session
+def cancel_sweep(session: nox.Session) -> None:
+    """The demo's fallback scenario cancelled before every 5th event-loop step, both backends.
+
+    The default run of the suite cancels before every 30th step and at the
+    steps of the one window where the cancel was lost before the fix.
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/test_fallback_demo_native_cancel.py",
+        *session.posargs,
+        env={"JUNO_CANCEL_SWEEP": "full"},
+    )
+
+
+@nox.session
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the core modules (tools/mutation.py); CPU heavy, outside CI."""
     session.install("-e", ".[test]")

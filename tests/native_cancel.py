@@ -154,6 +154,15 @@ def run_trio_cancelled_before(
     return Run(k, "cancelled" if scope.cancelled_caught else "returned")
 
 
+def run_cancelled_before(
+    backend: str, k: int, scenario: Scenario, on_trio_cancel: Callable[[], object] | None = None
+) -> Run:
+    """One run of *scenario* on *backend*, cancelled before its *k*-th step."""
+    if backend == "trio":
+        return run_trio_cancelled_before(k, scenario, on_trio_cancel)
+    return run_asyncio_cancelled_before(k, scenario)
+
+
 def sweep(
     backend: str,
     scenario: Scenario,
@@ -176,10 +185,7 @@ def sweep(
     """
     runs: list[Run] = []
     for k in range(start, limit, stride):
-        if backend == "trio":
-            result = run_trio_cancelled_before(k, scenario, on_trio_cancel)
-        else:
-            result = run_asyncio_cancelled_before(k, scenario)
+        result = run_cancelled_before(backend, k, scenario, on_trio_cancel)
         if result.ending == "finished before k":
             return runs
         check(result)

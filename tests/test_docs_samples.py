@@ -16,10 +16,12 @@ a web framework the package does not depend on is a stub (``STUB_MODULES``).
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import re
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -27,6 +29,7 @@ from unittest import mock
 import pytest
 
 from conftest import run_on
+from juno_bind_trio import _tracing
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
@@ -176,6 +179,10 @@ class FastAPI:
     },
 }
 
+# A page that sets the process's global tracer provider (which OpenTelemetry
+# lets a process do once) sets it for the package only, for the page's run:
+# no other test in the process is traced.
+TRACER_PROVIDER_PAGES = {"how-to/tracing.md"}
 CHECKS: dict[str, str] = {
     "how-to/heal-a-transcript.md": """
 healed = _stored["run-1"]
@@ -214,6 +221,20 @@ assert asked[1][:1] == asked[0] and asked[1][1]["content"] == "Lisbon, I think."
 """,
     "how-to/request-options.md": """
 assert "response_format" not in model.request_options and json_request["stream"] is True
+""",
+    "how-to/tracing.md": """
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from juno_bind_trio.agent import Agent
+from juno_bind_trio.loop import ModelTurnResult
+_seen = InMemorySpanExporter()
+provider.add_span_processor(SimpleSpanProcessor(_seen))
+async def _answer(turn):
+    return ModelTurnResult(content="Clear in Oslo.")
+_result = await Agent(_answer, name="forecaster").run("Weather in Oslo?")
+provider.shutdown()                        # flushes the batch and stops its thread
+assert _result.output == "Clear in Oslo."
+assert [s.name for s in _seen.get_finished_spans()] == ["invoke_agent forecaster"]
 """,
 }
 
@@ -324,6 +345,28 @@ async def run_code(source: str, filename: str, namespace: dict[str, Any]) -> Non
         await result
 
 
+@contextlib.contextmanager
+def stub_modules(stubs: dict[str, types.ModuleType]) -> Iterator[None]:
+    """*stubs* in ``sys.modules`` for the block; only they are taken out after it.
+
+    Not ``mock.patch.dict(sys.modules, ...)``: that puts back the whole dict as it
+    was, dropping every module the page imported for the first time (the
+    ``openai`` SDK's HTTP stack, say). A later import then makes a second copy
+    of such a module, whose exception classes the first copy's code, still
+    referenced by others, does not recognise.
+    """
+    saved = {name: sys.modules[name] for name in stubs if name in sys.modules}
+    sys.modules.update(stubs)
+    try:
+        yield
+    finally:
+        for name in stubs:
+            if name in saved:
+                sys.modules[name] = saved[name]
+            else:
+                sys.modules.pop(name, None)
+
+
 async def run_page(page: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__docs_sample__"}
     stubs = {}
@@ -331,7 +374,16 @@ async def run_page(page: str) -> dict[str, Any]:
         module = types.ModuleType(name)
         exec(compile(source, f"<stub {name}>", "exec"), module.__dict__)
         stubs[name] = module
-    with mock.patch.dict(sys.modules, stubs):
+    with contextlib.ExitStack() as patches:
+        patches.enter_context(stub_modules(stubs))
+        if page in TRACER_PROVIDER_PAGES:
+            patches.enter_context(mock.patch.object(_tracing, "_provider_override", None))
+            patches.enter_context(
+                mock.patch(
+                    "opentelemetry.trace.set_tracer_provider",
+                    lambda provider: setattr(_tracing, "_provider_override", provider),
+                )
+            )
         await run_code(HOST_CODE.get(page, ""), f"<host code for {page}>", namespace)
         await run_code(program(page), str(DOCS / page), namespace)
         await run_code(CHECKS.get(page, ""), f"<checks for {page}>", namespace)

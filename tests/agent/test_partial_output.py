@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import anyio
+import hypothesis
 import pydantic
 import pytest
 from agent_scripts import Say, ScriptedModel
@@ -21,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_on
+from juno_bind_trio import StructuredOutputError
 from juno_bind_trio.agent import Agent, AgentRun, RunEndedEvent, TurnEndedEvent
 from juno_bind_trio.completion import ResetEvent, TextEvent
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
@@ -472,3 +474,42 @@ async def test_a_model_function_without_a_stream_still_ends_with_the_output() ->
         async for _ in run:
             pass
     assert run.partial_output == Trip(city="Lima", nights=4)
+
+
+# --- any text at all -----------------------------------------------------------------------
+
+_tokens = st.sampled_from(
+    [
+        *("{", "}", "[", "]", ",", ":", " ", "\\", "1", "-", "2.", "tru", "null", '"x'),
+        *('"owner"', '"items"', '"name"', '"qty"', '{"name": "fig", "qty": 5}', "]}"),
+    ]
+)
+# A good start, as often as not, so that some prefixes validate before the text goes wrong.
+_starts = st.sampled_from(["", '{"owner": "An', '{"owner": "Ana", "items": ['])
+_texts = st.tuples(
+    _starts, st.lists(st.lists(_tokens, min_size=1, max_size=6).map("".join), max_size=8)
+).map(lambda drawn: [drawn[0], *drawn[1]] if drawn[0] else drawn[1])
+
+
+async def _stream_anything(chunks: list[str]) -> None:
+    text = "".join(chunks) or "x"
+    model = Paced([Say(text=text, chunks=chunks)])
+    agent = Agent(model, output_type=Basket, max_output_retries=0)
+    values: list[object] = []
+    try:
+        async with agent.open_run("anything") as run:
+            async for _ in run:
+                values.append(run.partial_output)  # never raises, whatever the text
+    except StructuredOutputError:
+        assert run.result is None
+    else:
+        assert run.result is not None
+        assert run.partial_output == run.result.output
+    assert all(value is None or isinstance(value, Basket) for value in values)
+    hypothesis.event("some value shown" if any(values) else "nothing validated")
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=_texts)
+def test_partial_output_never_raises_whatever_the_text(backend: str, chunks: list[str]) -> None:
+    run_on(backend, _stream_anything, chunks)

@@ -169,6 +169,19 @@ def test_a_database_that_is_not_there_is_an_error_not_a_new_file(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_file_that_is_not_a_database_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database, only words\n" * 20, encoding="utf-8")
+    assert main([str(notes), "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: SqliteRunStore: cannot open ")
+    assert "notes.txt" in err
+    assert "not a database" in err
+    assert notes.read_text(encoding="utf-8").startswith("not a database")  # left as it was
+
+
 def test_a_libpq_keyword_string_is_taken_for_postgresql(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -208,22 +208,23 @@ async def test_sqlite_a_database_error_in_one_write_retries_the_group_write_by_w
             "r1", broken_statement, guarded=None, params=(), result=None, touches_run=False
         )
         transactions: list[bool] = []
-        inner = store._transaction
+        inner = store._raw_transaction
 
         def counted(fn: Any, *, write: bool) -> Any:
             transactions.append(write)
             return inner(fn, write=write)
 
-        store._transaction = counted  # type: ignore[method-assign]
+        store._raw_transaction = counted  # type: ignore[method-assign]
         results = await anyio.to_thread.run_sync(
             store._commit_group, [save(leases[0]), broken, save(leases[1])]
         )
-        store._transaction = inner  # type: ignore[method-assign]
+        store._raw_transaction = inner  # type: ignore[method-assign]
         assert transactions == [True] * 4  # the group, then each write alone
         assert isinstance(results[0], outcome.Value)
         assert isinstance(results[2], outcome.Value)
-        with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+        with pytest.raises(StoreError, match=r"SqliteRunStore: .*no_such_table") as info:
             results[1].unwrap()
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
         for run_id in ("r1", "r2"):
             assert (await store.load(run_id)).record.iteration == 1
 

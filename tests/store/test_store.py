@@ -287,6 +287,15 @@ async def test_a_corrupted_receipt_names_the_run(store: RunStore) -> None:
         await store.load("r1")
 
 
+async def test_a_statement_the_database_fails_is_a_store_error(store: RunStore) -> None:
+    # Both stores report a failure of the database itself as StoreError, never as
+    # their driver's own exception (which a caller could not catch without it).
+    await started_run(store)
+    raw_execute(store, "DROP TABLE juno_receipts")
+    with pytest.raises(StoreError, match=f"{type(store).__name__}: .*juno_receipts"):
+        await store.receipts("r1")
+
+
 async def test_a_newer_schema_is_refused_on_open(store_factory: Any, store: RunStore) -> None:
     raw_execute(store, "INSERT INTO juno_schema (version) VALUES (?)", (SCHEMA_VERSION + 1,))
     with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION + 1}"):

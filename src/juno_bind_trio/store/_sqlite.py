@@ -45,7 +45,9 @@ class SqliteRunStore(ThreadedRunStore):
     lease is checked and used in the same transaction. Reads see the last
     commit (WAL readers never wait for the writer). ``synchronous=NORMAL``:
     a process that dies, even by SIGKILL, loses no committed write; a power
-    cut may lose the last few, but never leaves a half-written one.
+    cut may lose the last few, but never leaves a half-written one. A failure
+    of SQLite itself (a file that is not a database, a full disk) is a
+    [StoreError][juno_bind_trio.store.StoreError].
 
     *path*: the database file (created if missing; ``":memory:"`` for a store
     that lives as long as this object). *busy_timeout*: seconds a write waits
@@ -94,9 +96,11 @@ class SqliteRunStore(ThreadedRunStore):
             conn.execute("PRAGMA foreign_keys=ON")
             self._conn = conn
             self._transaction(lambda ex: _core.migrate(ex, self._dialect), write=True)
-        except BaseException:
+        except BaseException as exc:
             self._conn = None
             conn.close()
+            if isinstance(exc, sqlite3.Error):  # a file that is not a SQLite database, say
+                raise StoreError(f"SqliteRunStore: cannot open {self._path!r}: {exc}") from exc
             raise
 
     def _close(self) -> None:
@@ -106,6 +110,13 @@ class SqliteRunStore(ThreadedRunStore):
                 self._conn = None
 
     def _transaction(self, fn: Callable[[_core.Exec], T], *, write: bool) -> T:
+        try:
+            return self._raw_transaction(fn, write=write)
+        except sqlite3.Error as exc:  # a statement failed in SQLite itself
+            raise StoreError(f"SqliteRunStore: {self._path!r}: {exc}") from exc
+
+    def _raw_transaction(self, fn: Callable[[_core.Exec], T], *, write: bool) -> T:
+        """The transaction, letting a statement's sqlite3.Error through as it is."""
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -135,15 +146,15 @@ class SqliteRunStore(ThreadedRunStore):
         if len(writes) == 1:
             return [outcome.capture(self._transaction, writes[0].checked, write=True)]
         try:
-            return self._transaction(lambda ex: self._each(ex, writes), write=True)
+            return self._raw_transaction(lambda ex: self._each(ex, writes), write=True)
         except sqlite3.Error:
             # A statement of one write failed in the database itself (``_each``
             # lets sqlite3.Error through: after some, SQLite has already rolled
             # the whole transaction back, so no savepoint is left to return
             # to), and the group's transaction was rolled back: none of it
             # landed. Apply each write alone, so only the one at fault gets the
-            # error. A BEGIN or COMMIT that fails is not caught here: it is a
-            # StoreError from _transaction, and every write of the group gets it.
+            # error (a StoreError). A BEGIN or COMMIT that fails is not caught
+            # here: it is a StoreError already, and every write of the group gets it.
             return [outcome.capture(self._transaction, w.checked, write=True) for w in writes]
 
     @staticmethod
