@@ -329,6 +329,14 @@ async def test_cross_site_state_changes_are_refused() -> None:
             headers={"content-type": "application/x-www-form-urlencoded"},
         )
         assert form.status == 415
+        # Media types are case-insensitive: this one is JSON.
+        shouted = await client.request(
+            "POST",
+            "/runs",
+            body=b'{"prompt": 5}',
+            headers={"content-type": "Application/JSON; charset=UTF-8"},
+        )
+        assert shouted.status == 400, shouted.body
         friend = Client(app, origin="https://app.example")
         await anyio.sleep(1)
         assert (await friend.request("POST", f"/runs/{run_id}/stop")).status == 200

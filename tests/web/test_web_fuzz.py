@@ -142,7 +142,7 @@ good_bodies = st.fixed_dictionaries(
 """Bodies a run starts from (sent as JSON)."""
 
 content_types = st.sampled_from(
-    ["application/json", "application/json; charset=utf-8", "text/plain", ""]
+    ["application/json", "application/json; charset=utf-8", "Application/JSON", "text/plain", ""]
 )
 last_event_ids = st.one_of(st.text(max_size=8), st.integers(0, 6).map(str))
 """Any header text, and small ids, which a run's short stream makes valid, current or too new."""
@@ -155,7 +155,7 @@ def accepted_prompt(body: bytes, content_type: str) -> str | None:
     allowed) that is an object whose ``prompt`` is a non-blank string of at
     most 100,000 characters.
     """
-    if content_type.split(";")[0].strip() != "application/json":
+    if content_type.split(";")[0].strip().lower() != "application/json":  # media types ignore case
         return None
     try:
         value = json.loads(body)
@@ -192,7 +192,7 @@ async def exchange(body: bytes, content_type: str, last_event_id: str) -> None:
         header = {"last-event-id": last_event_id} if last_event_id.isprintable() else {}
         if prompt is None:
             # Refused with a reason, and nothing started.
-            json_type = content_type.startswith("application/json")
+            json_type = content_type.lower().startswith("application/json")
             assert started.status == (400 if json_type else 415), started.body
             assert started.headers["content-type"] == "application/json"
             assert set(started.json()) == {"error"}

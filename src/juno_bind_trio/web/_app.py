@@ -216,7 +216,10 @@ def create_app(
         if isinstance(passed, Response):
             return passed
         principal, _ = passed
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        if (
+            request.headers.get("content-type", "").split(";")[0].strip().lower()
+            != "application/json"
+        ):
             return _refuse(415, "send the prompt as application/json")
         try:
             body = json.loads(await request.body())
