@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -187,8 +188,20 @@ def test_a_libpq_keyword_string_is_taken_for_postgresql(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     dsn = "host=127.0.0.1 port=1 user=me password=pw-s3cr3t connect_timeout=1"
-    assert main([dsn, "list"]) == 1
+    started = time.monotonic()
+    assert main([dsn, "--connect-timeout", "0.5", "list"]) == 1
+    # Real time, bounded: the pool gives up after --connect-timeout, not the default 10 s.
+    assert time.monotonic() - started < 8
     err = capsys.readouterr().err
     assert "PostgresRunStore: cannot connect" in err
     assert "pw-s3cr3t" not in err
     assert list(tmp_path.iterdir()) == []  # no SQLite file named after the DSN
+
+
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf"])
+def test_a_bad_connect_timeout_is_an_error_not_a_traceback(
+    bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["host=127.0.0.1 port=1", "--connect-timeout", bad, "list"]) == 1
+    assert "connect_timeout" in capsys.readouterr().err

@@ -43,9 +43,9 @@ __all__ = ["main"]
 _KEYWORD_DSN: Final = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 
-def _open(database: str) -> RunStore:
+def _open(database: str, connect_timeout: float = 10.0) -> RunStore:
     if database.startswith(("postgresql://", "postgres://")) or _KEYWORD_DSN.match(database):
-        return PostgresRunStore(database)
+        return PostgresRunStore(database, connect_timeout=connect_timeout)
     if not os.path.exists(database):
         # Opening would create an empty database there: a typo must not look like
         # a store with no runs, nor leave a stray file behind.
@@ -117,7 +117,7 @@ async def _resume(store: RunStore, run_id: str, handler: str, owner: str) -> Non
 async def _main(args: argparse.Namespace, out: TextIO) -> None:
     if args.command == "list" and args.limit < 1:
         raise ValueError(f"--limit must be a positive number of runs, got {args.limit}")
-    async with _open(args.database) as store:
+    async with _open(args.database, args.connect_timeout) as store:
         if args.command == "list":
             await _list(store, args.status, args.limit, out)
         elif args.command == "show":
@@ -132,6 +132,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         prog="python -m juno_bind_trio.store", description="Look at and resume stored runs."
     )
     parser.add_argument("database", help="a SQLite file, or a PostgreSQL DSN")
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="PostgreSQL: how long to keep trying to connect (default 10)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="list runs, oldest first")
     listing.add_argument("--status", choices=sorted(RUN_STATUSES))
