@@ -510,10 +510,13 @@ dense_schedules = st.lists(
     ttft=st.sampled_from([0.25, 1.25, 3.25]),
     inter=st.sampled_from([0.25, 1.25, 3.25, 20.25]),
     events=dense_schedules,
+    waits_after=st.booleans(),
 )
 def test_a_fast_stream_stalls_no_earlier_than_the_budget_and_at_most_the_slack_later(
-    backend: str, ttft: float, inter: float, events: list[tuple[float, Kind]]
+    backend: str, ttft: float, inter: float, events: list[tuple[float, Kind]], waits_after: bool
 ) -> None:
+    # waits_after=False: the stream ends after its last chunk, which may itself
+    # have come inside the slack after a deadline: that is still a stall.
     async def scenario() -> tuple[float, str | None]:
         start = anyio.current_time()
         try:
@@ -521,15 +524,44 @@ def test_a_fast_stream_stalls_no_earlier_than_the_budget_and_at_most_the_slack_l
                 for gap, kind in events:
                     await anyio.sleep(gap)
                     report(wd, kind)
-                await anyio.sleep_forever()
+                if waits_after:
+                    await anyio.sleep_forever()
         except StreamStallError as stall:
             return anyio.current_time() - start, stall.budget
-        raise AssertionError("sleep_forever returned")
+        return anyio.current_time() - start, None
 
     elapsed, budget = run_on(backend, scenario)
-    at, expected_budget, _ = reference(ttft, inter, events, waits_after=True)
-    assert budget == expected_budget
-    assert at - 1e-9 <= elapsed <= at + _slack(inter) + 1e-9, (elapsed, at)
+    at, expected_budget, _ = reference(ttft, inter, events, waits_after)
+    assert budget == expected_budget, (elapsed, at)
+    if expected_budget is None:
+        assert elapsed == at  # the end of the stream, no stall
+    else:
+        assert at - 1e-9 <= elapsed <= at + _slack(inter) + 1e-9, (elapsed, at)
+
+
+@pytest.mark.parametrize("then", ["ends", "checkpoints"])
+async def test_a_chunk_inside_the_slack_after_the_deadline_is_still_a_stall(then: str) -> None:
+    # Two chunks 0.5 ms apart file the scope's deadline 1 ms late (slack of a
+    # 1 s budget); the next chunk comes 0.2 ms after the true deadline, before
+    # the scope fires. However the block goes on, that is a stall at once.
+    async def body(wd: StreamWatchdog) -> None:
+        wd.answer()
+        await anyio.sleep(0.0005)
+        wd.answer()
+        await anyio.sleep(1.0002)
+        wd.answer()
+        if then == "checkpoints":
+            await anyio.sleep(0.5)
+
+    start = anyio.current_time()
+    wd = StreamWatchdog(time_to_first_token=1.0, inter_chunk_timeout=1.0)
+    stall, elapsed = await stall_of(wd, body)
+    assert stall is not None
+    assert stall.budget == "inter_chunk"
+    assert wd.stalled
+    assert elapsed == pytest.approx(1.0007)
+    assert wd.statistics().answer_chunks == 2
+    assert anyio.current_time() - start == pytest.approx(1.0007)
 
 
 async def test_a_fast_stream_reports_its_stall_within_the_slack_and_keeps_the_true_deadline() -> (

@@ -399,3 +399,21 @@ async def test_postgres_connection_error_hides_the_password() -> None:
 def test_sqlite_store_refuses_a_bad_path() -> None:
     with pytest.raises(TypeError, match="SqliteRunStore: path"):
         SqliteRunStore("")
+
+
+async def test_a_full_sqlite_database_says_it_is_full(tmp_path: Any) -> None:
+    # A full disk ends the transaction inside SQLite itself; the store must
+    # report that, not the "no transaction is active" of a ROLLBACK after it.
+    async with SqliteRunStore(str(tmp_path / "full.db")) as store:
+        await store.create_run("r0", messages=USER)
+        conn = store._conn  # the store's own connection
+        assert conn is not None
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count={pages + 2}")
+        with pytest.raises(StoreError, match="full") as caught:
+            await store.create_run("r1", messages=[{"role": "user", "content": "x" * 200_000}])
+        assert "no transaction is active" not in str(caught.value)
+        conn.execute("PRAGMA max_page_count=1073741823")
+        # Nothing of the failed write landed, and the store still works.
+        assert [record.run_id for record in await store.list_runs()] == ["r0"]
+        await store.create_run("r2", messages=USER)

@@ -704,7 +704,6 @@ class AgentRun(Generic[OutputT]):
         "_cancel_requested",
         "_core",
         "_error",
-        "_partial_epoch",
         "_partial_text",
         "_partial_value",
         "_partial_view",

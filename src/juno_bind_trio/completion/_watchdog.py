@@ -244,6 +244,7 @@ class StreamWatchdog:
     _stalled: bool = attrs.field(default=False, init=False)
     _scope_deadline: float = attrs.field(default=math.inf, init=False)
     _slack: float = attrs.field(default=0.0, init=False)
+    _late: bool = attrs.field(default=False, init=False)
 
     def __repr__(self) -> str:
         return (
@@ -322,6 +323,7 @@ class StreamWatchdog:
         # a chunk that arrived too late rescue the stream, and would relabel the
         # stall that is already on its way.
         if now >= self._deadline:
+            self._overdue()
             return
         self._answer_chunks += 1
         self._last_chunk_at = now
@@ -340,6 +342,7 @@ class StreamWatchdog:
             return
         now = self._clock()
         if now >= self._deadline:
+            self._overdue()
             return
         self._reasoning_chunks += 1
         self._alive(now)
@@ -355,6 +358,7 @@ class StreamWatchdog:
             return
         now = self._clock()
         if now >= self._deadline:
+            self._overdue()
             return
         self._other_chunks += 1
         self._alive(now)
@@ -393,7 +397,9 @@ class StreamWatchdog:
         # The scope only catches a cancellation it caused itself, and the only
         # thing that can cause one is its deadline: so this is a stall. An outer
         # cancellation is not caught here and is already on its way out.
-        if swallowed and scope.cancelled_caught:
+        # The same when a chunk reported after the deadline was the stream's
+        # last and the block ended before a checkpoint could deliver the stall.
+        if (swallowed and scope.cancelled_caught) or (exc_type is None and self._late):
             self._stalled = True
             timeout = (
                 self._time_to_first_token if self._budget == _TTFT else self._inter_chunk_timeout
@@ -453,6 +459,16 @@ class StreamWatchdog:
             scope_deadline = deadline
         self._scope_deadline = scope_deadline
         self._scope.deadline = scope_deadline  # type: ignore[union-attr]
+
+    def _overdue(self) -> None:
+        # A chunk came after the true deadline. The stall has happened even if
+        # the scope, filed up to the slack late, has not fired yet: pull the
+        # scope's deadline back so the next checkpoint delivers it, and let
+        # __exit__ report it should the block end before one.
+        self._late = True
+        if self._scope_deadline > self._deadline:
+            self._scope_deadline = self._deadline
+            self._scope.deadline = self._deadline  # type: ignore[union-attr]
 
     def _not_open(self, method: str) -> None:
         if self._state == "new":

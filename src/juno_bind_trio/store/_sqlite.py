@@ -133,12 +133,17 @@ class SqliteRunStore(ThreadedRunStore):
             try:
                 result = fn(ex)
             except BaseException:
-                conn.execute("ROLLBACK")
+                # Some failures (a full disk, an I/O error) end the transaction
+                # inside SQLite already; a ROLLBACK then would raise "no
+                # transaction is active" and hide the real error.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise StoreError(f"SqliteRunStore: {self._path!r}: commit failed: {exc}") from exc
             return result
 
