@@ -214,9 +214,9 @@ class StreamWatchdog:
     provider's), the cancel scope's deadline is filed up to that much late,
     so that most chunks do not have to move it; the stall is then reported
     at most that much after the budget ran out (a chunk arriving in that gap
-    is still a stall, raised at the next checkpoint or at the block's exit). A stream with gaps of at
-    least that size, and a burst arriving at one instant, get exact
-    deadlines. [`deadline`][juno_bind_trio.completion.StreamWatchdog.deadline] is
+    is still a stall, raised at the next checkpoint or at the block's exit).
+    A stream with gaps of at least that size, and a burst arriving at one
+    instant, get exact deadlines. [`deadline`][juno_bind_trio.completion.StreamWatchdog.deadline] is
     always the true one.
 
     One watchdog guards one stream: it cannot be entered twice. The reporting
