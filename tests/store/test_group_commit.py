@@ -28,6 +28,7 @@ from conftest import run_on
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.run import tool_call_id
 from juno_bind_trio.store import (
+    DurableRun,
     LeaseLostError,
     PostgresRunStore,
     RunStore,
@@ -321,21 +322,25 @@ def scripted(dispatched: list[str]) -> tuple[Any, Any]:
     return call_model, run_tool_call
 
 
+def durable_loop(run: DurableRun, call_model: Any, run_tool_call: Any) -> ToolLoop:
+    """A three-iteration loop wired to *run* the documented way."""
+    return ToolLoop(
+        state=run.state,
+        max_iterations=3,
+        call_model=run.wrap_call_model(call_model),
+        run_tool_call=run.wrap_tool_call(run_tool_call),
+        save_session=run.save_session,
+        stop=run.stop,
+    )
+
+
 async def test_a_run_writes_four_commits_per_iteration(store: RunStore) -> None:
     await store.create_run("r1", messages=USER)
     dispatched: list[str] = []
     call_model, run_tool_call = scripted(dispatched)
     lane = Lane(store)
     async with open_durable_run(store, "r1", owner="w1") as run:
-        loop = ToolLoop(
-            state=run.state,
-            max_iterations=3,
-            call_model=run.wrap_call_model(call_model),
-            run_tool_call=run.wrap_tool_call(run_tool_call),
-            save_session=run.save_session,
-            stop=run.stop,
-        )
-        result = await loop.run()
+        result = await durable_loop(run, call_model, run_tool_call).run()
         await run.finish("completed")
     assert result.reason == "completed"
     assert sorted(dispatched) == ["c1", "c2"]
@@ -358,14 +363,7 @@ async def test_a_cancel_while_the_batch_receipts_wait_dispatches_nothing(
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as scope:
             async with open_durable_run(store, "r1", owner="w1") as run:
-                loop = ToolLoop(
-                    state=run.state,
-                    max_iterations=3,
-                    call_model=run.wrap_call_model(call_model),
-                    run_tool_call=run.wrap_tool_call(run_tool_call),
-                    save_session=run.save_session,
-                    stop=run.stop,
-                )
+                loop = durable_loop(run, call_model, run_tool_call)
 
                 async def cancel_when_held() -> None:
                     await lane.held()
