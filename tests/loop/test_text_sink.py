@@ -377,3 +377,27 @@ async def test_a_close_error_propagates_only_when_nothing_else_is_leaving(how: s
         await loop.run()
     reports(channel)
     assert sink.closed == 1
+
+
+async def test_a_turn_sink_whose_close_raises_still_has_its_errors_reported() -> None:
+    # A factory's sink drops the turn's second delta and then fails to close
+    # after a successful turn: the close error is the run's, but the host
+    # still hears which turn's reader is out of step, with the text to resync.
+    class DropsThenCloseFails(CloseFailsSink):
+        def emit(self, event: TurnStreamEvent) -> None:
+            if event.seq == 1:
+                raise ConnectionResetError("socket closed")
+            super().emit(event)
+
+    made: list[DropsThenCloseFails] = []
+
+    def factory(_turn_id: str) -> DropsThenCloseFails:
+        made.append(DropsThenCloseFails())
+        return made[-1]
+
+    loop, channel = build(factory, [[["a", "b", "c"]]], owns_text_sink=True)
+    with pytest.raises(OSError, match="sink socket gone"):
+        await loop.run()
+    [report] = reports(channel)
+    assert (report.turn_id, report.sink_errors, report.text) == ("run:1", 1, "abc")
+    assert [sink.closed for sink in made] == [1]

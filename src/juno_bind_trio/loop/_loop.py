@@ -782,15 +782,16 @@ class ToolLoop:
         # text to resync it from, rather than leave the count on a stream
         # nobody else holds.
         stream.finish(outcome)
-        turn_sink = self._turn_sink
-        if turn_sink is not None:
-            self._turn_sink = None
-            self._close_sink(turn_sink, leaving=leaving)
         errors = stream.sink_errors
         if errors:
             self._text_sink_errors += errors
             if self._send_event is not None:
                 self._emit(TextSinkErrorsEvent(iteration, stream.turn_id, errors, stream.text))
+        # Last: a close() that raises must not lose the report above.
+        turn_sink = self._turn_sink
+        if turn_sink is not None:
+            self._turn_sink = None
+            self._close_sink(turn_sink, leaving=leaving)
 
     def _close_owned_sink(self, *, leaving: bool) -> None:
         # Synchronous: runs on the way out of a cancel too.
