@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,6 +184,30 @@ async def test_the_pair_closes_the_sink_even_when_the_block_raises() -> None:
         sink.emit(text(0, 1, "late"))
 
 
+def test_a_streams_text_reaches_the_reader_with_its_turn_and_epoch() -> None:
+    # A TurnTextStream hands this sink its text without building an event (the
+    # fast path); what the reader gets must be what the events would have said.
+    sink, events = open_memory_sink()
+    stream = TurnTextStream(sink=sink, turn_id="t1")
+    stream.begin_attempt()
+    stream.observe("a")
+    stream.observe("b")
+    assert drain(events) == [text(0, 0, "ab")]
+    stream.begin_attempt("attempt_failed")
+    stream.observe("c")
+    second = TurnTextStream(sink=sink, turn_id="t2")
+    second.begin_attempt()
+    second.observe("d")
+    stream.observe("e")
+    assert drain(events) == [
+        reset(1, 1),
+        text(1, 2, "c"),
+        text(0, 0, "d", turn="t2"),
+        text(1, 3, "e"),
+    ]
+    assert (stream.sink_errors, second.sink_errors) == (0, 0)
+
+
 async def test_a_closed_reader_makes_emit_raise_and_the_stream_count_it() -> None:
     sink, events = open_memory_sink()
     stream = TurnTextStream(sink=sink, turn_id="t1")
@@ -317,6 +342,76 @@ async def test_other_items_and_a_closed_sinks_text_are_not_paced() -> None:
     sink.close()
     assert await events.receive() == text(0, 1, "b")
     assert anyio.current_time() == start
+
+
+@pytest.mark.parametrize("text_waiting", [True, False])
+async def test_a_close_ends_a_reader_that_is_waiting_out_the_interval(text_waiting: bool) -> None:
+    # The reader of a finished turn ends at the close, not an interval later:
+    # a task group around it (the documented pattern) would otherwise hold the
+    # turn's end back by up to a frame.
+    sink: CoalescingSink[Any] = CoalescingSink(interval=10)
+    events = sink.receiver
+    sink.emit(text(0, 0, "a"))
+    start = anyio.current_time()
+    assert await events.receive() == text(0, 0, "a")
+    got: list[tuple[float, Any]] = []
+
+    async def read() -> None:
+        async for item in events:
+            got.append((anyio.current_time() - start, item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.sleep(1)
+        if text_waiting:
+            sink.emit(text(0, 1, "b"))
+            await anyio.sleep(1)
+            assert got == []  # text alone still waits out the interval
+        sink.close()
+    assert anyio.current_time() - start == pytest.approx(2 if text_waiting else 1)
+    # Virtual clock: the sleeps add up to exact times.
+    assert got == ([(2.0, text(0, 1, "b"))] if text_waiting else [])
+
+
+@pytest.mark.parametrize("arrives", ["item", "reset", "reader_close"])
+async def test_a_pacing_reader_is_woken_by_anything_but_text(arrives: str) -> None:
+    sink: CoalescingSink[Any] = CoalescingSink(interval=10)
+    events = sink.receiver
+    sink.emit(text(0, 0, "a"))
+    start = anyio.current_time()
+    assert await events.receive() == text(0, 0, "a")
+    sink.emit(text(0, 1, "b"))
+    got: list[tuple[float, Any]] = []
+    refused: list[BaseException] = []
+
+    async def read() -> None:
+        try:
+            async for item in events:
+                got.append((anyio.current_time() - start, item))
+        except anyio.ClosedResourceError as error:
+            refused.append(error)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.sleep(1)
+        if arrives == "item":
+            sink.send_nowait("tool call")
+        elif arrives == "reset":
+            sink.emit(reset(0, 2))
+        else:
+            events.close()
+        await anyio.lowlevel.checkpoint()
+        sink.close()  # ends a reader still waiting for a second item
+    assert anyio.current_time() - start == pytest.approx(1)
+    if arrives == "item":
+        # In order: the text ahead of the item comes with it, not an interval later.
+        assert got == [(1, text(0, 1, "b")), (1, "tool call")]
+    elif arrives == "reset":
+        # "b" was never shown, so the reset drops it and comes at once.
+        assert got == [(1, reset(0, 1))]
+    else:
+        assert got == []
+        assert len(refused) == 1
 
 
 @pytest.mark.parametrize("bad", [-1, math.nan, math.inf, "1", True, None])

@@ -66,6 +66,8 @@ import anyio
 import anyio.lowlevel
 import attrs
 
+from juno_bind_trio._cancel import raise_task_cancellation, task_cancellation
+
 from ._events import ResetEvent, TextEvent, TurnStreamEvent
 
 __all__ = [
@@ -184,6 +186,8 @@ class CoalescingSink(Generic[ItemT]):
     # handed anything of it; a reset for a turn that is not has nothing to clear.
     _next_seq: dict[str, int] = attrs.field(factory=dict, init=False)
     _waiter: anyio.Event | None = attrs.field(default=None, init=False)
+    # Set while the reader waits out the interval: woken by anything but text.
+    _pacer: anyio.Event | None = attrs.field(default=None, init=False)
     # None while both ends are open; otherwise the error emit raises. One
     # attribute so that the hot path checks both ends with one read.
     _refusal: type[Exception] | None = attrs.field(default=None, init=False)
@@ -226,29 +230,35 @@ class CoalescingSink(Generic[ItemT]):
         [TurnTextStream][juno_bind_trio.completion.TurnTextStream] counts
         either as a sink error.
         """
-        refusal = self._refusal
-        if refusal is not None:
-            raise refusal
-        pending = self._pending
         if event.__class__ is TextEvent:
-            if pending:
-                last = pending[-1]
-                if (
-                    last.__class__ is _TextRun
-                    and last.epoch == event.epoch
-                    and last.turn_id == event.turn_id
-                ):
-                    last.parts.append(event.text)
-                    return
-            pending.append(_TextRun(event.turn_id, event.epoch, event.text))
+            self._emit_text(event.turn_id, event.epoch, event.text)
         elif event.__class__ is ResetEvent:
-            if not self._queue_reset(event):
-                return
+            refusal = self._refusal
+            if refusal is not None:
+                raise refusal
+            if self._queue_reset(event):
+                self._wake()
         else:
             raise TypeError(
                 f"CoalescingSink.emit: expected a TextEvent or ResetEvent, got {event!r}"
             )
-        # _wake(), inlined: this runs once per text delta of every turn.
+
+    def _emit_text(self, turn_id: str, epoch: int, text: str) -> None:
+        # emit() of a TextEvent, without the event: a TurnTextStream writing to
+        # this sink calls it directly, since the event's seq is restamped on
+        # delivery anyway and this runs once per text delta of every turn.
+        refusal = self._refusal
+        if refusal is not None:
+            raise refusal
+        pending = self._pending
+        if pending:
+            last = pending[-1]
+            if last.__class__ is _TextRun and last.epoch == epoch and last.turn_id == turn_id:
+                last.parts.append(text)
+                return
+        pending.append(_TextRun(turn_id, epoch, text))
+        # Wakes an idle reader only, never one pacing itself (see _receive):
+        # text waits out the interval. Inline for the same reason.
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -359,10 +369,19 @@ class CoalescingSink(Generic[ItemT]):
         return True
 
     def _wake(self) -> None:
+        """Wake the reader, whether idle or pacing: something that must not wait arrived."""
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
             waiter.set()
+        pacer = self._pacer
+        if pacer is not None:
+            self._pacer = None
+            pacer.set()
+
+    def _holds_more_than_text(self) -> bool:
+        """Whether anything but text waits: the text ahead of it is not paced then."""
+        return any(item.__class__ is not _TextRun for item in self._pending)
 
     def _take(self) -> ItemT:
         """Hand the next waiting item to the reader; raise WouldBlock / EndOfStream if none."""
@@ -451,7 +470,9 @@ class CoalescingReceiver(Generic[ItemT]):
         Text is handed over at most once per the sink's ``interval``: if the
         last text was taken less than that ago, the reader waits out the rest
         while more text merges into what is waiting. Any other item, a reset,
-        and everything after the sink was closed come at once.
+        and everything after the sink was closed come at once, with the text
+        ahead of them, even to a reader already waiting out the interval: the
+        reader of a finished turn ends when the sink closes, not a frame later.
 
         There is one reader: a second task calling ``receive()`` while one
         waits raises ``anyio.BusyResourceError`` (the sink wakes one waiter,
@@ -474,9 +495,9 @@ class CoalescingReceiver(Generic[ItemT]):
                 if pending[0].__class__ is not _TextRun or sink._sink_closed:
                     return sink._take()
                 now = anyio.current_time()
-                if now < sink._not_before:
+                if now < sink._not_before and not sink._holds_more_than_text():
                     # Too soon after the last text: let more merge first.
-                    await anyio.sleep(sink._not_before - now)
+                    await self._pace(sink._not_before - now)
                     continue
                 sink._not_before = now + sink._interval
                 return sink._take()
@@ -486,11 +507,33 @@ class CoalescingReceiver(Generic[ItemT]):
             if now < sink._not_before:
                 # Nothing yet, and no text may be taken before then anyway:
                 # one timer wake-up instead of a wake per emit plus a timer.
-                await anyio.sleep(sink._not_before - now)
+                await self._pace(sink._not_before - now)
                 continue
             waiter = anyio.Event()
             sink._waiter = waiter
             await waiter.wait()
+
+    async def _pace(self, delay: float) -> None:
+        # Wait out the interval, but not past a close, a reset or any other
+        # item: those come at once, and so does the text ahead of them. A
+        # reader that slept through a close kept the turn's end (a task group
+        # waiting for the reader) a frame late.
+        #
+        # A host's bare task.cancel() landing in the step where this scope's
+        # deadline fires arrives with the scope's message, and anyio could then
+        # let an outer scope swallow it; raised afresh, no scope claims it.
+        sink = self._sink
+        pacer = sink._pacer = anyio.Event()
+        try:
+            with anyio.move_on_after(delay):
+                await pacer.wait()
+        except BaseException as exc:
+            fresh = task_cancellation(exc)
+            if fresh is not None:
+                raise_task_cancellation(fresh)
+            raise
+        finally:
+            sink._pacer = None
 
     def __aiter__(self) -> CoalescingReceiver[ItemT]:
         return self

@@ -71,12 +71,14 @@ attempt that was thrown away.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Final, Literal, final
 
 import attrs
 
 from juno_bind_trio._errors import TurnStreamUsageError
 
+from ._coalescing import CoalescingSink
 from ._events import RESET_REASONS, ResetEvent, TextEvent, TurnResetReason, TurnStreamEvent
 from ._sinks import TurnStreamSink
 
@@ -168,6 +170,8 @@ class TurnTextStream:
     _retractable: bool = attrs.field(init=False)
     # Bound once: the hot path calls it per delta.
     _emit_fn: object = attrs.field(init=False)
+    # A CoalescingSink takes text without an event object (see observe).
+    _text_fn: Callable[[str, int, str], None] | None = attrs.field(default=None, init=False)
     _epoch: int = attrs.field(default=-1, init=False)
     _seq: int = attrs.field(default=0, init=False)
     _reset_count: int = attrs.field(default=0, init=False)
@@ -208,6 +212,9 @@ class TurnTextStream:
             raise TypeError(f"TurnTextStream: sink.retractable must be a bool, got {retractable!r}")
         self._retractable = retractable
         self._emit_fn = self._sink.emit
+        sink = self._sink
+        if isinstance(sink, CoalescingSink):  # final: no subclass overrides emit
+            self._text_fn = sink._emit_text
 
     def __repr__(self) -> str:
         return (
@@ -420,6 +427,15 @@ class TurnTextStream:
         # from inside emit cannot back-date this delta to the newer epoch.
         seq = self._seq
         self._seq = seq + 1
+        text_fn = self._text_fn
+        if text_fn is not None:
+            # The same-process reader's sink: it stamps its own seq on delivery,
+            # so the event this would build is never read.
+            try:
+                text_fn(self._turn_id, self._epoch, text)
+            except Exception:
+                self._sink_errors += 1
+            return
         event = _new_event(TextEvent)
         _set_turn_id(event, self._turn_id)
         _set_epoch(event, self._epoch)

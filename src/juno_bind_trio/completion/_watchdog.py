@@ -331,7 +331,13 @@ class StreamWatchdog:
         if self._first_answer_at is None:
             self._first_answer_at = now
             self._budget = _INTER
-        self._move_to(now + self._inter_chunk_timeout)
+        deadline = now + self._inter_chunk_timeout
+        if self._deadline <= deadline <= self._scope_deadline:
+            # _move_to's common case, inline (once per chunk): the scope,
+            # filed late, already covers the new deadline.
+            self._deadline = deadline
+        else:
+            self._move_to(deadline)
 
     def reasoning(self) -> None:
         """A reasoning chunk arrived: a sign of life, not the first token.
