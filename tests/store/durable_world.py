@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import attrs
@@ -51,6 +51,9 @@ SCRIPT: tuple[ModelTurnResult, ...] = (
 )
 
 
+Wiring = Literal["tool_loop", "by_hand"]
+
+
 @attrs.define
 class World:
     """What the tools did, across every worker that ran the run."""
@@ -76,8 +79,13 @@ async def drive(
     *,
     owner: str = "w1",
     script: Sequence[ModelTurnResult] = SCRIPT,
+    wiring: Wiring = "tool_loop",
 ) -> LoopResult:
-    """Claim the run, answer its open turn, run the loop to its end, record how it ended."""
+    """Claim the run, answer its open turn, run the loop to its end, record how it ended.
+
+    *wiring*: the loop from ``run.tool_loop(...)``, or a ToolLoop given the
+    run's five ports by hand (still supported; both must store the same run).
+    """
     async with open_durable_run(
         store,
         run_id,
@@ -114,15 +122,20 @@ async def drive(
             await run.finish("completed")
             return LoopResult(reason="completed", iterations=0, stats=RunStats())
         await run.finish_open_turn(run_tool_call)
-        loop = ToolLoop(
-            state=run.state,
-            max_iterations=10,
-            call_model=run.wrap_call_model(call_model),
-            run_tool_call=run.wrap_tool_call(run_tool_call),
-            save_session=run.save_session,
-            stop=run.stop,
-            run_id=run_id,
-        )
+        if wiring == "tool_loop":
+            loop = run.tool_loop(
+                call_model=call_model, run_tool_call=run_tool_call, max_iterations=10
+            )
+        else:
+            loop = ToolLoop(
+                state=run.state,
+                max_iterations=10,
+                call_model=run.wrap_call_model(call_model),
+                run_tool_call=run.wrap_tool_call(run_tool_call),
+                save_session=run.save_session,
+                stop=run.stop,
+                run_id=run_id,
+            )
         result = await loop.run()
         await run.finish(result.reason)
     return result

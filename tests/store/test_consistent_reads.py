@@ -11,6 +11,8 @@ gone reads as corrupted, or its receipts come from a later moment than its row.
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,11 @@ import anyio.from_thread
 import pytest
 
 from juno_bind_trio.run import ToolCallReceiptKey, tool_call_args_hash
-from juno_bind_trio.store import Lease, RunStore, StoredRun
+from juno_bind_trio.store import Lease, ReceiptRecord, RunStore, StoredRun
+from juno_bind_trio.store.__main__ import _show
+from juno_bind_trio.testing import CrashingStore, SimulatedCrash, run_until_crash
+from juno_bind_trio.web import LiveRuns
+from juno_bind_trio.web._runs import _new_run_id
 
 pytestmark = pytest.mark.anyio
 
@@ -161,3 +167,107 @@ async def test_a_read_next_to_a_working_worker_sees_one_moment(
     # and not, with its receipt absent, started and settled.
     phases = {steps % STEPS_PER_ITERATION for steps, _ in loads}
     assert phases == set(range(STEPS_PER_ITERATION)), phases
+
+
+async def steps_to_phase(worker: Worker, n: int) -> None:
+    while worker.steps % STEPS_PER_ITERATION != n % STEPS_PER_ITERATION:
+        await worker.step()  # each read starts at each point of the loop in turn
+
+
+def receipts_seen(receipts: list[ReceiptRecord]) -> list[tuple[int, str, str]]:
+    return [(r.iteration, r.tool_call_id, r.state) for r in receipts]
+
+
+async def test_a_run_and_all_its_receipts_are_read_as_of_one_moment(
+    store: RunStore, store_factory: Callable[[], RunStore]
+) -> None:
+    await store.create_run("r1", messages=USER)
+    async with store_factory() as worker_store:
+        lease = await worker_store.claim_run("r1", owner="w1", ttl=300)
+        worker = Worker(worker_store, lease)
+        starts: list[int] = []
+        interleave_worker(store, worker, starts)
+        together: list[tuple[int, StoredRun, list[ReceiptRecord]]] = []
+        apart: list[tuple[int, StoredRun, list[ReceiptRecord]]] = []
+        for n in range(16):
+            await steps_to_phase(worker, n)
+            loaded, receipts = await store.load_with_receipts("r1")
+            together.append((starts[-1], loaded, receipts))
+            # The same, read as two calls: the receipts come from a later moment.
+            await steps_to_phase(worker, n)
+            loaded = await store.load("r1")
+            apart.append((starts[-1], loaded, await store.receipts("r1")))
+    for steps, loaded, receipts in together:
+        assert seen(loaded) == expected_load(steps), f"load after {steps} writes"
+        assert receipts_seen(receipts) == receipts_after(steps), f"receipts after {steps} writes"
+    assert {steps % STEPS_PER_ITERATION for steps, _, _ in together} == set(
+        range(STEPS_PER_ITERATION)
+    )
+    # What this test would catch: two reads let receipts newer than the run through.
+    assert any(receipts_seen(receipts) != receipts_after(steps) for steps, _, receipts in apart)
+
+
+def calls_after(steps: int) -> list[tuple[str, str]]:
+    """The web view's tool calls (id, status) once the worker made *steps* writes."""
+    done, phase = divmod(steps, STEPS_PER_ITERATION)
+    calls = [(f"c{i}", "finished") for i in range(1, done + 1)]
+    if phase:  # the open turn's call: no receipt yet, started, settled
+        calls.append((f"c{done + 1}", ("not_run", "running", "finished")[phase - 1]))
+    return calls
+
+
+class NoAgent:
+    """A run source that must never be asked to run: these views only read the store."""
+
+    def open_run(self, prompt: str, *, run_id: str | None = None) -> Any:
+        raise AssertionError("a run was started")
+
+
+async def test_the_cli_and_the_web_view_show_a_run_as_of_one_moment(
+    store: RunStore, store_factory: Callable[[], RunStore]
+) -> None:
+    run_id = _new_run_id("w1")  # an id the web view looks up in the store
+    await store.create_run(run_id, messages=USER)
+    async with store_factory() as worker_store:
+        lease = await worker_store.claim_run(run_id, owner="w1", ttl=300)
+        worker = Worker(worker_store, lease)
+        starts: list[int] = []
+        interleave_worker(store, worker, starts)
+        shown: list[tuple[int, dict[str, Any]]] = []
+        views: list[tuple[int, dict[str, Any]]] = []
+        live_runs = LiveRuns(NoAgent(), store=store)
+        async with live_runs.running():
+            for n in range(8):
+                await steps_to_phase(worker, n)
+                out = io.StringIO()
+                await _show(store, run_id, out)
+                shown.append((starts[-1], json.loads(out.getvalue())))
+                await steps_to_phase(worker, n)
+                found = await live_runs.find(run_id)
+                assert found is not None
+                views.append((starts[-1], found.snapshot()))
+    for steps, document in shown:
+        done, phase = divmod(steps, STEPS_PER_ITERATION)
+        assert (document["run"]["iteration"], document["open_turn"]) == (
+            done,
+            turn(done + 1) if phase else None,
+        ), f"show after {steps} writes"
+        assert [
+            (r["iteration"], r["tool_call_id"], r["state"]) for r in document["receipts"]
+        ] == receipts_after(steps), f"show after {steps} writes"
+    for steps, snapshot in views:
+        assert snapshot["stored"]["iteration"] == steps // STEPS_PER_ITERATION
+        assert [(c["toolCallId"], c["status"]) for c in snapshot["toolCalls"]] == calls_after(
+            steps
+        ), f"web view after {steps} writes"
+    assert {steps % STEPS_PER_ITERATION for steps, _ in views} == set(range(STEPS_PER_ITERATION))
+
+
+async def test_the_crashing_store_reads_through_until_it_crashes(store: RunStore) -> None:
+    await store.create_run("r1", messages=USER)
+    crashing = CrashingStore(store, "after_model_answer")
+    assert await crashing.load_with_receipts("r1") == await store.load_with_receipts("r1")
+    lease = await crashing.claim_run("r1", owner="w1", ttl=300)
+    assert await run_until_crash(lambda: crashing.save_turn(lease, iteration=1, assistant=turn(1)))
+    with pytest.raises(SimulatedCrash):
+        await crashing.load_with_receipts("r1")

@@ -324,14 +324,7 @@ def scripted(dispatched: list[str]) -> tuple[Any, Any]:
 
 def durable_loop(run: DurableRun, call_model: Any, run_tool_call: Any) -> ToolLoop:
     """A three-iteration loop wired to *run* the documented way."""
-    return ToolLoop(
-        state=run.state,
-        max_iterations=3,
-        call_model=run.wrap_call_model(call_model),
-        run_tool_call=run.wrap_tool_call(run_tool_call),
-        save_session=run.save_session,
-        stop=run.stop,
-    )
+    return run.tool_loop(call_model=call_model, run_tool_call=run_tool_call, max_iterations=3)
 
 
 async def test_a_run_writes_four_commits_per_iteration(store: RunStore) -> None:

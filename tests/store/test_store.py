@@ -89,6 +89,10 @@ async def test_unknown_run(store: RunStore) -> None:
     assert info.value.run_id == "nope"
     with pytest.raises(RunNotFoundError):
         await store.claim_run("nope", owner="w", ttl=1)
+    with pytest.raises(RunNotFoundError, match="'nope'"):
+        await store.load_with_receipts("nope")
+    with pytest.raises(TypeError, match=r"load_with_receipts: run_id must be a non-empty string"):
+        await store.load_with_receipts("")
 
 
 async def test_values_travel_as_parameters(store: RunStore) -> None:

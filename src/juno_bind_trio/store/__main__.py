@@ -89,8 +89,7 @@ async def _list(store: RunStore, status: str | None, limit: int, out: TextIO) ->
 
 
 async def _show(store: RunStore, run_id: str, out: TextIO) -> None:
-    loaded = await store.load(run_id)
-    receipts = await store.receipts(run_id)
+    loaded, receipts = await store.load_with_receipts(run_id)  # one moment, not two
     document = {
         "run": _record(loaded.record),
         "messages": loaded.messages,

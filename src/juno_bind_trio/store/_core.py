@@ -326,14 +326,25 @@ def load(ex: Exec, run_id: str) -> StoredRun:
     return StoredRun(record=record, messages=messages, pending_turn=pending_turn, receipts=receipts)
 
 
-def all_receipts(ex: Exec, run_id: str) -> list[ReceiptRecord]:
-    get_run(ex, run_id)
+def _all_receipt_rows(ex: Exec, run_id: str) -> list[ReceiptRecord]:
     rows = ex(
         f"SELECT {_RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? "
         "ORDER BY iteration, position",
         (run_id,),
     ).fetchall()
     return [_receipt(r) for r in rows]
+
+
+def all_receipts(ex: Exec, run_id: str) -> list[ReceiptRecord]:
+    get_run(ex, run_id)
+    return _all_receipt_rows(ex, run_id)
+
+
+def load_with_receipts(ex: Exec, run_id: str) -> tuple[StoredRun, list[ReceiptRecord]]:
+    # One transaction, so one snapshot: the receipts are those of the moment the
+    # run was read, never one a worker committed between two calls.
+    loaded = load(ex, run_id)
+    return loaded, _all_receipt_rows(ex, run_id)
 
 
 # --- leases --------------------------------------------------------------------------------

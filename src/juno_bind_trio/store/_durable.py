@@ -41,7 +41,7 @@ import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, final
+from typing import Any, Final, final
 
 import anyio
 import attrs
@@ -55,7 +55,8 @@ from juno_bind_trio._errors import (
     TranscriptError,
     UsageError,
 )
-from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome
+from juno_bind_trio._validate import is_async_callable
+from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_message
 from juno_bind_trio.run import (
     ChainRef,
@@ -169,6 +170,12 @@ class OpenTurnAnswer:
     reason: str
 
 
+# The ToolLoop arguments that are the run's own: tool_loop gives them, the host never.
+# Another state is a transcript the store never sees; another save_session (or none)
+# saves no iteration; another stop lets a worker that lost its lease run on.
+_RUN_OWNED: Final = ("state", "save_session", "stop")
+
+
 def _non_repeatable(_name: str) -> EffectResumability:
     return "non_repeatable"
 
@@ -182,11 +189,21 @@ def _never(_name: str) -> bool:
 class DurableRun:
     """A claimed run: its transcript, its lease, and the ports that persist it.
 
-    Made by [open_durable_run][juno_bind_trio.store.open_durable_run]. Give a
-    [ToolLoop][juno_bind_trio.loop.ToolLoop] ``state=run.state``,
-    ``call_model=run.wrap_call_model(...)``,
+    Made by [open_durable_run][juno_bind_trio.store.open_durable_run]. Answer
+    the open turn a crash left
+    ([finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]),
+    build the run's loop with
+    [tool_loop][juno_bind_trio.store.DurableRun.tool_loop], run it, then
+    ``await run.finish(result.reason)``.
+
+    ``tool_loop`` wires the five ports a durable loop needs. Wiring a
+    [ToolLoop][juno_bind_trio.loop.ToolLoop] by hand stays supported (a host
+    that combines the run's stop with its own, say): give it
+    ``state=run.state``, ``call_model=run.wrap_call_model(...)``,
     ``run_tool_call=run.wrap_tool_call(...)``, ``save_session=run.save_session``
-    and ``stop=run.stop``; then ``await run.finish(result.reason)``.
+    and ``stop=run.stop``. Leave out ``save_session`` or ``stop`` and nothing
+    refuses it, but the run is no longer durable: no iteration is saved, or a
+    worker that lost its lease runs on.
     """
 
     _store: RunStore = attrs.field(alias="store")
@@ -366,6 +383,78 @@ class DurableRun:
             return await self._dispatch(run_tool_call, call, self._iteration)
 
         return durable_tool_call
+
+    def tool_loop(
+        self,
+        *,
+        call_model: Callable[[ModelTurn], Awaitable[ModelTurnResult]],
+        run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
+        **loop_options: Any,
+    ) -> ToolLoop:
+        """A [ToolLoop][juno_bind_trio.loop.ToolLoop] on this run, its durable ports wired.
+
+        The loop gets the run's ``state``; *call_model* and *run_tool_call*
+        wrapped by [wrap_call_model][juno_bind_trio.store.DurableRun.wrap_call_model]
+        and [wrap_tool_call][juno_bind_trio.store.DurableRun.wrap_tool_call]
+        (both must be async functions, as the loop requires of its ports);
+        ``save_session`` the run's; ``stop`` the run's
+        [SoftStop][juno_bind_trio.store.SoftStop], fired when the lease is lost;
+        and ``run_id`` the run's id. Every other ToolLoop keyword
+        (``max_iterations``, which the loop requires, ``text_sink``, ``events``,
+        ``per_tool_limit``, ...) is passed on as given.
+
+        ``state``, ``save_session`` and ``stop`` belong to the run and are
+        refused: with another of them the loop would not be durable. To stop
+        the run softly yourself, call ``run.stop.cancel()``. A ``run_id`` is
+        accepted only if it is the run's.
+
+        Call it after [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]:
+        a loop started on a run whose open turn is unanswered would ask the
+        model again with those calls missing from the transcript.
+
+        :raises TypeError: ``state``, ``save_session`` or ``stop`` was given, a
+            port is not an async function, or ToolLoop refused an option.
+        :raises ValueError: *run_id* is not this run's id.
+        :raises UsageError: the open turn is not answered yet, or the run was
+            already finished.
+        """
+        for name in _RUN_OWNED:
+            if name in loop_options:
+                raise TypeError(
+                    f"DurableRun.tool_loop: {name} is the run's own and cannot be given "
+                    f"(the loop gets run.{name}; wire a ToolLoop by hand to replace it)"
+                )
+        ports: tuple[tuple[str, object], ...] = (
+            ("call_model", call_model),
+            ("run_tool_call", run_tool_call),
+        )
+        for name, port in ports:
+            if not is_async_callable(port):
+                raise TypeError(
+                    f"DurableRun.tool_loop: {name} must be an async function, got {port!r}"
+                )
+        run_id = loop_options.pop("run_id", self.run_id)
+        if run_id != self.run_id:
+            raise ValueError(
+                f"DurableRun.tool_loop: run_id {run_id!r} is not this run's ({self.run_id!r}); "
+                "leave it out"
+            )
+        if self._finished:
+            raise UsageError("DurableRun.tool_loop: the run was already finished")
+        if self._loaded.pending_turn is not None:
+            raise UsageError(
+                f"DurableRun.tool_loop: run {self.run_id!r} has an open turn; "
+                "await run.finish_open_turn(run_tool_call) before building its loop"
+            )
+        return ToolLoop(
+            state=self.state,
+            call_model=self.wrap_call_model(call_model),
+            run_tool_call=self.wrap_tool_call(run_tool_call),
+            save_session=self.save_session,
+            stop=self.stop,
+            run_id=self.run_id,
+            **loop_options,
+        )
 
     async def _dispatch(
         self,

@@ -112,6 +112,15 @@ class RunStore(Protocol):
         """Every receipt of the run, by iteration and call order."""
         ...
 
+    async def load_with_receipts(self, run_id: str) -> tuple[StoredRun, list[ReceiptRecord]]:
+        """``load(run_id)`` and ``receipts(run_id)`` as of one moment, in one read.
+
+        Two calls are two transactions: a worker's commit between them gives
+        receipts newer than the run (a call settled that the transcript does not
+        answer yet). A reader showing a run whole (the CLI's ``show``, the web
+        view) reads it with this instead."""
+        ...
+
     async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
         """Take the run's lease for *ttl* seconds, unless another worker holds it."""
         ...
@@ -422,6 +431,10 @@ class ThreadedRunStore:
     async def receipts(self, run_id: str) -> list[ReceiptRecord]:
         _text(f"{type(self).__name__}.receipts: run_id", run_id)
         return await self._run(_core.all_receipts, run_id, write=False)
+
+    async def load_with_receipts(self, run_id: str) -> tuple[StoredRun, list[ReceiptRecord]]:
+        _text(f"{type(self).__name__}.load_with_receipts: run_id", run_id)
+        return await self._run(_core.load_with_receipts, run_id, write=False)
 
     # --- leases ---
 

@@ -165,6 +165,9 @@ class CrashingStore:
     async def receipts(self, run_id: str) -> list[ReceiptRecord]:
         return await self._pass(lambda: self._store.receipts(run_id))
 
+    async def load_with_receipts(self, run_id: str) -> tuple[StoredRun, list[ReceiptRecord]]:
+        return await self._pass(lambda: self._store.load_with_receipts(run_id))
+
     async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
         return await self._pass(lambda: self._store.claim_run(run_id, owner=owner, ttl=ttl))
 

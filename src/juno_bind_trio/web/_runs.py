@@ -582,8 +582,7 @@ class LiveRuns:
         if run is not None or store is None or _split_run_id(run_id) is None:
             return run
         try:
-            stored = await store.load(run_id)
-            receipts = await store.receipts(run_id)
+            stored, receipts = await store.load_with_receipts(run_id)
         except RunNotFoundError:
             return None
         return _stored_run(run_id, stored, receipts, store.now())
