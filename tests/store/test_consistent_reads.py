@@ -148,13 +148,10 @@ async def test_a_read_next_to_a_working_worker_sees_one_moment(
         loads: list[tuple[int, StoredRun]] = []
         receipt_reads: list[tuple[int, list[tuple[int, str, str]]]] = []
         for n in range(32):
-            while worker.steps % STEPS_PER_ITERATION != n % STEPS_PER_ITERATION:
-                await worker.step()  # each read starts at each point of the loop in turn
+            await steps_to_phase(worker, n)
             if n % 3 == 2:
-                found = await store.receipts("r1")
-                receipt_reads.append(
-                    (starts[-1], [(r.iteration, r.tool_call_id, r.state) for r in found])
-                )
+                found = receipts_seen(await store.receipts("r1"))  # the read sets starts[-1]
+                receipt_reads.append((starts[-1], found))
             else:
                 loaded = await store.load("r1")  # never StoreDataError
                 loads.append((starts[-1], loaded))
