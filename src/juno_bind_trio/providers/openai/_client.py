@@ -103,7 +103,7 @@ def new_openai_client(**options: Any) -> openai.AsyncOpenAI:
     """An ``AsyncOpenAI`` on the shared TLS context, its platform probe answered.
 
     Synchronous and cheap (well under a millisecond once
-    [sdk_ready][juno_bind_trio.providers.openai._client.sdk_ready] ran): no CA
+    ``sdk_ready()`` ran): no CA
     bundle is loaded and no worker thread is needed for the platform probe.
     *options* go to ``AsyncOpenAI``; an ``http_client`` among them is used as
     given.

@@ -78,7 +78,7 @@ class OwnedClient:
     ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, read when a loop's client is
     opened (so an agent built before the environment is set, as in the
     quick start, still finds it). Building one imports the SDK
-    ([sdk_ready][juno_bind_trio.providers.openai._client.sdk_ready]).
+    (``sdk_ready()``).
     """
 
     __slots__ = ("_api_key", "_base_url", "_clients", "_owner", "opened")
