@@ -88,9 +88,11 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session
 def soak(session: nox.Session) -> None:
-    """The randomized cancellation soak of ToolLoop: 10,000 seeded runs per backend."""
+    """The randomized cancellation soaks: ToolLoop, then Agent.run / open_run, 10,000 seeded
+    runs per backend each (``-- --runs N`` plays N instead)."""
     session.install("-e", ".[test]")
     session.run("python", "tests/loop/soak.py", "--runs", "10000", *session.posargs)
+    session.run("python", "tests/agent/soak_agent.py", "--runs", "10000", *session.posargs)
 
 
 @nox.session

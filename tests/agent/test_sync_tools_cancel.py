@@ -109,27 +109,30 @@ async def test_a_function_cancelled_before_its_thread_began_is_not_run(serial: b
 
 
 async def test_a_deadline_that_fires_while_the_function_runs_keeps_its_result() -> None:
-    seen: list[str] = []
+    gates = Gates()
 
     @tool
     def slow_export() -> str:
         # Runs until the deadline has fired around it (the thread can see that,
         # and cannot be stopped by it), then returns all the same.
+        gates.entered.set()
         for _ in range(int(WAIT / 0.01)):
             try:
                 anyio.from_thread.check_cancelled()
             except BaseException:
-                seen.append("cancelled around me")
+                gates.ran.append("cancelled around me")
                 return "exported anyway"
             time.sleep(0.01)
         return "never saw the deadline"
 
     model = ScriptedModel([Say(calls=[call("c0", "slow_export")]), Say("never")])
-    with anyio.move_on_after(0.5) as scope:
+    with anyio.move_on_after(1000) as scope:
         async with Agent(model, tools=[slow_export]).open_run("go") as run:
-            async for _ in run:
-                pass
+            async for event in run:
+                if isinstance(event, ToolCallStartedEvent):
+                    await gates.wait_entered()
+                    scope.deadline = anyio.current_time()  # due now, while it runs
     assert scope.cancelled_caught
-    assert seen == ["cancelled around me"]
+    assert gates.ran == ["cancelled around me"]
     assert tool_answers(run.messages)["c0"] == "exported anyway"
     assert len(model.turns) == 1  # no model call after the cancel

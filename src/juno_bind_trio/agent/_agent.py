@@ -35,6 +35,7 @@ from juno_bind_trio.store._agent import DEFAULT_LEASE_TTL, StoreSpec, check_stor
 from juno_bind_trio.transcript import heal_transcript
 
 from ._context import DepsT, RunContext
+from ._history import check_message_history
 from ._limits import UsageLimits
 from ._output import output_spec
 from ._result import AgentResult, OutputT
@@ -48,7 +49,7 @@ from ._run import (
     _RunCore,
     new_run_id,
 )
-from ._tool import Tool, Toolset, collect_tools
+from ._tool import Tool, Toolset, check_tool_deps, collect_tools
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -222,6 +223,12 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
     """A text prompt, or a list of content parts (text, images) copied for the transcript."""
     if isinstance(prompt, str):
         return prompt
+    if isinstance(prompt, Mapping) and "role" in prompt:
+        raise TypeError(
+            f"{owner}: prompt must be a str or a list of content parts, got a chat message "
+            f"({shown(prompt)}); did you mean `message_history=`? Pass the earlier messages "
+            "as message_history= and the new user message as the prompt"
+        )
     if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence) or not prompt:
         raise TypeError(
             f"{owner}: prompt must be a str or a non-empty list of content parts "
@@ -229,6 +236,12 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
         )
     parts: list[dict[str, Any]] = []
     for index, part in enumerate(prompt):
+        if isinstance(part, Mapping) and "role" in part and "type" not in part:
+            raise TypeError(
+                f"{owner}: prompt[{index}] is a chat message ({shown(part)}), not a content "
+                "part; did you mean `message_history=`? Pass the earlier messages as "
+                "message_history= and the new user message as the prompt"
+            )
         if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
             raise TypeError(
                 f"{owner}: prompt[{index}] must be a content part dict with a string 'type', "
@@ -280,7 +293,9 @@ class Agent(Generic[DepsT, OutputT]):
       *max_output_retries* times when it does not validate.
     * *deps_type*: the type of ``deps=`` the tools receive in their
       [RunContext][juno_bind_trio.agent.RunContext]; checked at each run when
-      it is a class.
+      it is a class, and here against every tool's ``RunContext[X]`` (a tool
+      asking for ``X`` on an agent whose *deps_type* is not ``X`` or a
+      subclass, or that has none, is a ``TypeError`` naming the tool).
     * *name*: the agent's name in run lineage (sub-agent cycle checks).
     * *max_iterations*: model calls per run; *per_tool_limit*: concurrent
       calls per tool name.
@@ -433,6 +448,8 @@ class Agent(Generic[DepsT, OutputT]):
                         "(tool(fn, name=...))"
                     )
                 static[item.name] = item
+        # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
+        check_tool_deps(owner, static.values(), deps_type)
         self._model_described = described
         self._deps_type: Any = deps_type
         self._output_type: Any = output_type
@@ -548,14 +565,9 @@ class Agent(Generic[DepsT, OutputT]):
         _check_limits(owner, usage_limits)
         history: list[dict[str, Any]] = []
         if message_history is not None:
-            if isinstance(message_history, (str, bytes, Mapping)) or not isinstance(
-                message_history, Sequence
-            ):
-                raise TypeError(
-                    f"{owner}: message_history must be a list of messages (an earlier "
-                    f"AgentResult.messages), got {message_history!r}"
-                )
-            history = heal_transcript(message_history).messages
+            # Every message checked (naming message_history[i]) before the healing
+            # and before any request.
+            history = heal_transcript(check_message_history(owner, message_history)).messages
         if stop is not None and not isinstance(getattr(stop, "cancel_called", None), bool):
             raise TypeError(
                 f"{owner}: stop must be None or a CancelScope (anything with a bool "

@@ -33,7 +33,7 @@ import attrs
 import pydantic_core
 
 from juno_bind_trio import _tracing
-from juno_bind_trio._cancel import cancelled_now, split_cancellations
+from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled, split_cancellations
 from juno_bind_trio._errors import (
     StructuredOutputError,
     ToolFailureError,
@@ -79,7 +79,7 @@ from ._events import (
 )
 from ._limits import UsageLimits, UsageMeter
 from ._result import AgentResult, OutputT
-from ._tool import Tool
+from ._tool import Tool, check_deps_value
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import LoopEvent
@@ -656,6 +656,10 @@ class _RunCore(Generic[OutputT]):
                 if not self._may_reask():
                     extra.spend(rejected.result, meter, sign=-1)  # the turn's result after all
                     raise _ReaskRefused(rejected)
+                # No request is made under a pending cancel, a re-ask no more than
+                # a turn: the model function would start its work before its
+                # first await saw the cancellation.
+                await checkpoint_if_cancelled()
                 extra.requests += 1
                 if meter is not None:
                     meter.requests += 1
@@ -723,6 +727,8 @@ class _RunCore(Generic[OutputT]):
                         "read at the start of each run); rename one"
                     )
                 tools[each.name] = each
+        # A toolset's tools are known only now: their RunContext[X] checked against deps.
+        check_deps_value("Agent.run", tools.values(), self.deps)
         self.tools = tools
         self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
 

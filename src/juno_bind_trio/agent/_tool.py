@@ -30,6 +30,7 @@ import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Final, Protocol, TypeVar, final, get_args, get_origin, overload
 
+import anyio.from_thread
 import anyio.to_thread
 import attrs
 import pydantic
@@ -37,13 +38,22 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from juno_bind_trio._cancel import cancelled_now
-from juno_bind_trio._errors import AbortedToolCallError, SchemaError, ToolFailureError
+from juno_bind_trio._errors import AbortedToolCallError, SchemaError, ToolFailureError, UsageError
 from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._context import RunContext
 from ._docstrings import parse_docstring
 
-__all__ = ["Tool", "ToolFunction", "Toolset", "announce_start", "tool", "validation_message"]
+__all__ = [
+    "Tool",
+    "ToolFunction",
+    "Toolset",
+    "announce_start",
+    "check_deps_value",
+    "check_tool_deps",
+    "tool",
+    "validation_message",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,6 +63,8 @@ ToolFunction = Callable[..., Any]
 # The function-name rule of OpenAI-compatible APIs (the same rule ToolDef checks).
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_SHOWN: Final = 60
+# What a worker thread returns for a function it did not start (a cancel came first).
+_NOT_BEGUN: Final = object()
 # How deep unions nest inside unions in a schema before it is read as going no further.
 _MAX_UNION_DEPTH: Final = 32
 
@@ -216,6 +228,14 @@ def _is_run_context(annotation: object) -> bool:
     return annotation is RunContext or get_origin(annotation) is RunContext
 
 
+def _context_deps(annotation: object) -> object:
+    """The ``X`` of a ``RunContext[X]`` annotation; ``None`` for a bare ``RunContext``."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    args = get_args(annotation)
+    return args[0] if args else None
+
+
 def _is_async(fn: object) -> bool:
     call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
@@ -256,6 +276,7 @@ class _Signature:
     """What ``@tool`` learned from a function: names in call order and the argument model."""
 
     takes_context: bool
+    context_deps: object  # the X of its RunContext[X], or None
     names: tuple[str, ...]
     model: type[pydantic.BaseModel]
     parameters: dict[str, Any]
@@ -284,6 +305,7 @@ def _read_function(fn: Callable[..., Any], owner: str, description: str | None) 
     fields: dict[str, Any] = {}
     names: list[str] = []
     takes_context = False
+    context_deps: object = None
     for position, parameter in enumerate(signature.parameters.values()):
         annotation = hints.get(parameter.name, parameter.annotation)
         if _is_run_context(annotation):
@@ -293,6 +315,7 @@ def _read_function(fn: Callable[..., Any], owner: str, description: str | None) 
                     "parameter; make it the first (it is injected, never sent by the model)"
                 )
             takes_context = True
+            context_deps = _context_deps(annotation)
             continue
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             star = "*" if parameter.kind is parameter.VAR_POSITIONAL else "**"
@@ -333,7 +356,12 @@ def _read_function(fn: Callable[..., Any], owner: str, description: str | None) 
     except (pydantic.PydanticUserError, pydantic.ValidationError, TypeError, ValueError) as exc:
         raise TypeError(_inexpressible(owner, fields, names, exc)) from None
     return _Signature(
-        takes_context, tuple(names), model, parameters, description or doc.description
+        takes_context,
+        context_deps,
+        tuple(names),
+        model,
+        parameters,
+        description or doc.description,
     )
 
 
@@ -389,6 +417,8 @@ class Tool:
     repeatable: bool = True
     uses_idempotency_key: bool = False
     _invoke: _Invoke = attrs.field(alias="invoke", repr=False)
+    # The X of the function's RunContext[X] (checked against an agent's deps_type).
+    _context_deps: object = attrs.field(default=None, init=False, repr=False)
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> object:
         """Validate *arguments* (the model's raw JSON text), then run the tool with them.
@@ -560,6 +590,12 @@ def _function_tool(
 
             def call() -> object:
                 nonlocal began
+                # The thread may take the function after a cancel came (on trio it
+                # starts through a shielded step): then it does not start at all.
+                try:
+                    anyio.from_thread.check_cancelled()
+                except BaseException:
+                    return _NOT_BEGUN
                 began = True
                 return fn(ctx, **kwargs) if takes_context else fn(**kwargs)
 
@@ -570,13 +606,16 @@ def _function_tool(
             # never started: that is a refusal, not an interruption, and the
             # pool and the loop answer it "not_run". See docs/how-to/agent-tools.md.
             try:
-                return await anyio.to_thread.run_sync(call, abandon_on_cancel=False)
+                value = await anyio.to_thread.run_sync(call, abandon_on_cancel=False)
             except BaseException:
                 if not began and cancelled_now():
                     raise AbortedToolCallError(ctx.tool_call_id) from None
                 raise
+            if value is _NOT_BEGUN:
+                raise AbortedToolCallError(ctx.tool_call_id)
+            return value
 
-    return Tool(
+    made = Tool(
         name=tool_name,
         description=read.description,
         parameters=schema,
@@ -585,6 +624,8 @@ def _function_tool(
         uses_idempotency_key=uses_idempotency_key,
         invoke=invoke,
     )
+    object.__setattr__(made, "_context_deps", read.context_deps)
+    return made
 
 
 @overload
@@ -686,6 +727,66 @@ class Toolset(Protocol):
 
     @property
     def tools(self) -> Sequence[Tool]: ...
+
+
+def _checkable(wanted: object) -> type | None:
+    """The class a tool's ``RunContext[X]`` asks for, when that is a class to check."""
+    if wanted is None or wanted is Any or wanted is object or wanted is type(None):
+        return None
+    if not isinstance(wanted, type):
+        return None  # a generic alias, a union, a type variable: not checked
+    return wanted
+
+
+def check_tool_deps(owner: str, tools: Iterable[Tool], deps_type: object) -> None:
+    """Refuse a tool whose ``RunContext[X]`` the agent's *deps_type* cannot give.
+
+    A tool that reads ``ctx.deps.db`` on an agent built without a ``deps_type``
+    would fail at its first call, with an ``AttributeError`` the model reads;
+    found here, it is a ``TypeError`` naming the tool and the fix. Only plain
+    classes are compared (a union, a generic alias or a protocol is not).
+    """
+    for each in tools:
+        wanted = _checkable(each._context_deps)
+        if wanted is None:
+            continue
+        name = wanted.__name__
+        if deps_type is type(None):
+            raise TypeError(
+                f"{owner}: tool {each.name!r} takes RunContext[{name}], but the agent has no "
+                f"deps_type; build it with Agent(..., deps_type={name}) and pass "
+                f"deps={name}(...) to each run"
+            )
+        if not isinstance(deps_type, type):
+            continue
+        try:
+            gives = issubclass(deps_type, wanted)
+        except TypeError:  # a protocol issubclass cannot answer: not checked
+            continue
+        if not gives:
+            raise TypeError(
+                f"{owner}: tool {each.name!r} takes RunContext[{name}], but the agent's "
+                f"deps_type is {deps_type.__name__}; make them agree (the tool's "
+                f"RunContext[{deps_type.__name__}], or Agent(..., deps_type={name}))"
+            )
+
+
+def check_deps_value(owner: str, tools: Iterable[Tool], deps: object) -> None:
+    """At a run's start: every tool's ``RunContext[X]`` gets an ``X`` (toolsets' tools included)."""
+    for each in tools:
+        wanted = _checkable(each._context_deps)
+        if wanted is None:
+            continue
+        try:
+            ok = isinstance(deps, wanted)
+        except TypeError:
+            continue
+        if not ok:
+            raise UsageError(
+                f"{owner}: tool {each.name!r} takes RunContext[{wanted.__name__}], but the run's "
+                f"deps is {deps!r}; pass deps={wanted.__name__}(...) (and give the agent "
+                f"deps_type={wanted.__name__})"
+            )
 
 
 def collect_tools(owner: str, given: Iterable[object]) -> list[Tool | Toolset]:
