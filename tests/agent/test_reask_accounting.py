@@ -105,3 +105,18 @@ async def test_a_token_limit_spent_by_a_rejected_answer_stops_the_reask() -> Non
     assert len(asked) == 1
     assert (caught.value.limit, caught.value.used) == ("total_tokens_limit", 110)
     assert caught.value.usage.input_tokens == 60
+
+
+async def test_no_reask_is_made_under_a_pending_cancel() -> None:
+    asked: list[int] = []
+
+    async def model(turn: ModelTurn) -> ModelTurnResult:
+        asked.append(1)
+        await anyio.sleep(1)
+        scope.cancel()  # lands as the answer that needs a re-ask comes back
+        return ModelTurnResult(content='{"n": "bad"}')
+
+    with anyio.CancelScope() as scope:
+        await Agent(model, output_type=Out).run("go")
+    assert scope.cancelled_caught
+    assert len(asked) == 1
