@@ -4,11 +4,21 @@ PostgreSQL comes from ``JUNO_TEST_POSTGRES_DSN`` (``.ci/run`` starts a server an
 sets it). Without it, or with a server that does not answer, the PostgreSQL
 tests skip with the reason on a developer's machine and FAIL under ``CI=true``:
 a CI run that silently tested only SQLite would be a green lie.
+
+Under pytest-xdist each worker has a schema of its own in that database
+(``juno_gw0``, ``juno_gw1``, …, made on first use; the DSN's role may create
+schemas in a database it owns), named first in the connection's
+``search_path``: the store's unqualified tables land there, so one worker's
+``TRUNCATE`` never empties another's runs. A serial run (``-n 0``) uses the
+database's default schema, as before.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import urllib.parse
+from typing import Any
 
 import pytest
 
@@ -37,11 +47,78 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-_checked: dict[str, str | None] = {}
+def worker_schema() -> str | None:
+    """This xdist worker's schema (``juno_gw0``), or ``None`` in a serial run."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker:
+        return None
+    if not worker.isalnum():
+        raise ValueError(f"PYTEST_XDIST_WORKER is not a plain name: {worker!r}")
+    return f"juno_{worker}"
+
+
+def with_search_path(dsn: str, schema: str) -> str:
+    """*dsn* with *schema* as the session's ``search_path``, in the DSN's own form.
+
+    A URL stays a URL (the kill worker and the CLI tell PostgreSQL from SQLite
+    by the ``postgresql://`` prefix); a keyword string gets one more keyword.
+    """
+    option = f"-csearch_path={schema}"
+    if dsn.startswith(("postgresql://", "postgres://")):
+        url = urllib.parse.urlsplit(dsn)
+        query = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
+        others = [(k, v) for k, v in query if k != "options"]
+        given = [v for k, v in query if k == "options"]
+        options = " ".join([*given, option])
+        return url._replace(query=urllib.parse.urlencode([*others, ("options", options)])).geturl()
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    given_options = conninfo_to_dict(dsn).get("options")
+    return make_conninfo(dsn, options=f"{given_options} {option}" if given_options else option)
+
+
+def _base_dsn() -> str:
+    """``JUNO_TEST_POSTGRES_DSN``, narrowed to this worker's schema under xdist."""
+    dsn = os.environ[DSN_ENV]
+    schema = worker_schema()
+    return dsn if schema is None else with_search_path(dsn, schema)
+
+
+_schema_made: set[str] = set()
+_housekeeper: list[Any] = []  # this process's one connection for emptying the tables
+
+
+def _empty_tables(dsn: str) -> None:
+    """Empty the store's tables over a connection kept for the whole session.
+
+    ``DELETE``, not ``TRUNCATE``: a test leaves a few rows, and a ``TRUNCATE``
+    makes new files for every table and index (some 60 ms a call here, against
+    1 ms), which the hundreds of PostgreSQL tests paid each time. A schema left
+    newer or broken by a test is dropped whole, and the next store recreates it.
+    """
+    import psycopg
+
+    if _housekeeper and _housekeeper[0].closed:
+        _housekeeper.clear()
+    if not _housekeeper:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=5, prepare_threshold=None)
+        atexit.register(conn.close)
+        _housekeeper.append(conn)
+    conn = _housekeeper[0]
+    try:
+        conn.execute("DELETE FROM juno_receipts")
+        conn.execute("DELETE FROM juno_runs")
+        conn.execute("DELETE FROM juno_schema WHERE version > %s", (SCHEMA_VERSION,))
+    except psycopg.OperationalError:
+        conn.close()  # the connection itself failed: the next call makes a new one
+        raise
+    except psycopg.Error:
+        for table in TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
 
 
 def postgres_dsn() -> str:
-    """The test server's DSN, with a fresh schema (the store's tables dropped).
+    """The test server's DSN, with a fresh schema (the store's tables emptied).
 
     Skips (or fails under CI) when there is no reachable server.
     """
@@ -53,16 +130,14 @@ def postgres_dsn() -> str:
         import psycopg
     except ImportError:
         _unavailable("psycopg is not installed (the [postgres] extra)")
+    schema = worker_schema()
     try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            # Emptied, not dropped: cheaper per test. A schema left newer or broken
-            # by a test is dropped whole, and the next store recreates it.
-            try:
-                conn.execute("TRUNCATE juno_receipts, juno_runs")
-                conn.execute("DELETE FROM juno_schema WHERE version > %s", (SCHEMA_VERSION,))
-            except psycopg.Error:
-                for table in TABLES:
-                    conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+        if schema is not None and schema not in _schema_made:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            _schema_made.add(schema)
+        dsn = _base_dsn()
+        _empty_tables(dsn)
     except psycopg.Error as exc:
         _unavailable(f"PostgreSQL at {DSN_ENV} is not reachable: {type(exc).__name__}")
     return dsn
@@ -78,7 +153,7 @@ def raw_execute(store: RunStore, sql: str, params: tuple[object, ...] = ()) -> N
     else:
         import psycopg
 
-        with psycopg.connect(os.environ[DSN_ENV], autocommit=True) as conn:
+        with psycopg.connect(_base_dsn(), autocommit=True) as conn:
             conn.execute(sql.replace("?", "%s"), params)
 
 
@@ -92,5 +167,5 @@ def raw_query(
             return list(conn.execute(sql, params).fetchall())
     import psycopg
 
-    with psycopg.connect(os.environ[DSN_ENV], autocommit=True) as conn:
+    with psycopg.connect(_base_dsn(), autocommit=True) as conn:
         return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
