@@ -8,10 +8,15 @@ Each test gets a fresh clock starting at zero.
 ``--backend trio`` / ``--backend asyncio`` narrows the run (the nox sessions
 use it). Tests that want a plain synchronous body (hypothesis over whole
 scenarios) call :func:`run_on` with the ``backend`` fixture's value.
+
+The suite runs on pytest-xdist workers (``-n auto`` in pyproject's addopts):
+one per CPU this process may use, at most :data:`MAX_WORKERS`;
+``PYTEST_XDIST_AUTO_NUM_WORKERS`` sets the number, ``-n 0`` runs serially.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -30,6 +35,22 @@ hypothesis.settings.load_profile("juno")
 
 T = TypeVar("T")
 BACKENDS = ("trio", "asyncio")
+
+# Past eight workers the suite's longest tests (the browser's, on the wall
+# clock) bound the run, and every worker holds PostgreSQL connections of its own.
+MAX_WORKERS = 8
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: the CPUs this process may run on, at most :data:`MAX_WORKERS`."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cpus))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
