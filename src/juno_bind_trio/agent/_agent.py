@@ -12,19 +12,22 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Final, Generic, Literal, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Self, TypeAlias, cast, final
 
 import anyio
+import anyio.lowlevel
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
 from juno_bind_trio._validate import shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
-from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
+from juno_bind_trio.providers.openai import OpenAIChatModel
 from juno_bind_trio.providers.openai._model import (
     candidate_option_clashes,
     checked_request_options,
 )
+from juno_bind_trio.providers.openai._owned import OwnedClient
+from juno_bind_trio.providers.openai._stream import check_client
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
 from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
@@ -39,13 +42,18 @@ from ._run import (
     AgentRun,
     ModelFn,
     ModelSource,
+    OpenRun,
     RunSettings,
     _EventPipe,
     _RunCore,
     new_run_id,
-    open_agent_run,
 )
 from ._tool import Tool, Toolset, collect_tools
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import openai
 
 __all__ = ["DEFAULT_MAX_ITERATIONS", "Agent"]
 
@@ -83,9 +91,25 @@ def _model_source(
     model: object,
     response_format: Mapping[str, Any] | None,
     request_options: object = None,
-) -> tuple[ModelSource, str]:
-    """How each run gets its model, and a short description of it for ``repr``."""
+    *,
+    base_url: object = None,
+    api_key: object = None,
+    client: object = None,
+) -> tuple[ModelSource, str, OwnedClient | None]:
+    """How each run gets its model, a short description of it for ``repr``, and the
+    client the agent owns (a model string without ``client=``), if any."""
     extra = _request_options(owner, request_options, response_format)
+    endpoint = {"base_url": base_url, "api_key": api_key, "client": client}
+    given = [name for name, value in endpoint.items() if value is not None]
+    if given and not isinstance(model, str):
+        why = (
+            "an OpenAIChatModel brings its own clients"
+            if isinstance(model, OpenAIChatModel)
+            else "a function model calls no endpoint"
+        )
+        raise ValueError(
+            f"{owner}: {'/'.join(given)} configure the client of an 'openai:<name>' model; {why}"
+        )
     if isinstance(model, str):
         name = model[len(_OPENAI_PREFIX) :] if model.startswith(_OPENAI_PREFIX) else ""
         if not name:
@@ -95,13 +119,42 @@ def _model_source(
                 "an OpenAIChatModel"
             )
         plan = RoutePlan([RouteStage(name, [Candidate("openai")])])
+        if client is not None:
+            if base_url is not None or api_key is not None:
+                raise ValueError(
+                    f"{owner}: pass client= or base_url=/api_key=, not both (the client "
+                    "already has its endpoint and key)"
+                )
+            shared = OpenAIChatModel(
+                plan=plan,
+                clients={"openai": check_client(owner, client)},
+                request_options=extra,
+            )
+
+            @asynccontextmanager
+            async def shared_client_model() -> AsyncIterator[ModelFn]:
+                yield shared
+
+            return shared_client_model, model, None
+        owned = OwnedClient(owner, base_url=base_url, api_key=api_key)
+        # One model per client: a loop's runs share both.
+        built: list[tuple[object, OpenAIChatModel]] = []
 
         @asynccontextmanager
-        async def open_string_model() -> AsyncIterator[ModelFn]:
-            async with open_openai_client() as client:
-                yield OpenAIChatModel(plan=plan, clients={"openai": client}, request_options=extra)
+        async def owned_client_model() -> AsyncIterator[ModelFn]:
+            opened = await owned.client()
+            if not built or built[0][0] is not opened:
+                built[:] = [
+                    (
+                        opened,
+                        OpenAIChatModel(
+                            plan=plan, clients={"openai": opened}, request_options=extra
+                        ),
+                    )
+                ]
+            yield built[0][1]
 
-        return open_string_model, model
+        return owned_client_model, model, owned
     if isinstance(model, OpenAIChatModel):
         chat: OpenAIChatModel = model
         if response_format is not None:
@@ -122,7 +175,7 @@ def _model_source(
         async def given_model() -> AsyncIterator[ModelFn]:
             yield chat
 
-        return given_model, repr(model)
+        return given_model, repr(model), None
     if callable(model):
         if request_options is not None:
             raise ValueError(
@@ -140,7 +193,7 @@ def _model_source(
         async def function_model() -> AsyncIterator[ModelFn]:
             yield function
 
-        return function_model, getattr(model, "__name__", type(model).__name__)
+        return function_model, getattr(model, "__name__", type(model).__name__), None
     raise TypeError(
         f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async function "
         f"(ModelTurn) -> ModelTurnResult, got {model!r}"
@@ -195,11 +248,24 @@ class Agent(Generic[DepsT, OutputT]):
     print(result.output)
     ```
 
-    * *model*: ``"openai:<model-name>"`` (an ``AsyncOpenAI`` client from
-      ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``, opened and closed by each
-      run); an [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel]
+    * *model*: ``"openai:<model-name>"``; an
+      [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel]
       (routed over its plan, with fallback; you own its clients); or any
       ``async (ModelTurn) -> ModelTurnResult`` (a scripted model for tests).
+    * *base_url*, *api_key*: for a model string, the OpenAI-compatible
+      endpoint and its key (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` by
+      default, read when the client is opened). The agent then owns one
+      ``AsyncOpenAI`` per event loop, opened by its first run there (or by
+      [prepare][juno_bind_trio.agent.Agent.prepare]), shared by every later
+      run, and closed by [aclose][juno_bind_trio.agent.Agent.aclose], by
+      leaving ``async with agent:``, or when that event loop ends. The SDK is
+      imported here, when the agent is built, never inside a run's deadline.
+      A missing key is a [UsageError][juno_bind_trio.UsageError] at the first
+      run, naming ``OPENAI_API_KEY``.
+    * *client*: for a model string, an ``AsyncOpenAI`` of yours (created
+      with ``max_retries=0``; an ``AsyncAzureOpenAI`` too) that the agent
+      uses instead and never closes: share one between agents, or configure
+      it as you like.
     * *tools*: [Tool][juno_bind_trio.agent.Tool]s, plain functions (made
       into tools with [tool][juno_bind_trio.agent.tool]) and
       [Toolset][juno_bind_trio.agent.Toolset]s (read at each run's start).
@@ -242,7 +308,9 @@ class Agent(Generic[DepsT, OutputT]):
       [RunStore][juno_bind_trio.store.RunStore] you opened. Each run is then
       saved as it goes and can be [resumed][juno_bind_trio.agent.Agent.resume]
       after a crash, on any worker, with no effect repeated. *store_owner*
-      names this worker in the run's lease (default ``host:pid``);
+      names this worker in the run's lease (default ``host:pid:machine``,
+      this process: once it is gone, a process of the same machine resumes
+      its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
 
@@ -276,6 +344,9 @@ class Agent(Generic[DepsT, OutputT]):
         store_owner: str | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         usage_limits: UsageLimits | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
     ) -> None:
         owner = "Agent"
         _check_limits(owner, usage_limits)
@@ -328,7 +399,16 @@ class Agent(Generic[DepsT, OutputT]):
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
         output = output_spec(owner, output_type, strict=strict)
-        source, described = _model_source(owner, model, output.response_format, request_options)
+        source, described, owned = _model_source(
+            owner,
+            model,
+            output.response_format,
+            request_options,
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+        )
+        self._owned = owned
         collected = collect_tools(owner, tools)
         dialect: SchemaDialect = schema_dialect
 
@@ -404,6 +484,52 @@ class Agent(Generic[DepsT, OutputT]):
     def output_type(self) -> type[OutputT]:
         """What ``AgentResult.output`` holds."""
         return cast("type[OutputT]", self._output_type)
+
+    # --- the client's life -----------------------------------------------------------
+
+    async def prepare(self) -> None:
+        """Open the client the first run would open, now, outside any run's deadline.
+
+        For an agent built from a model string without ``client=``: its
+        ``AsyncOpenAI`` for the current event loop is opened (reading
+        ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` now), so a missing key is
+        reported here and the first run starts at once. Calling it again, or
+        for any other agent, does nothing. ``async with agent:`` calls it.
+
+        :raises UsageError: no API key (``OPENAI_API_KEY`` unset and no
+            *api_key*), or ``OPENAI_BASE_URL`` is not an http(s) URL.
+        """
+        if self._owned is None:
+            await anyio.lowlevel.checkpoint()
+            return
+        await self._owned.client()
+
+    async def aclose(self) -> None:
+        """Close the client this agent opened in the current event loop, if any.
+
+        Closes its connections now; a later run opens a new client. Call it
+        once the runs using the agent have ended. A client passed as
+        ``client=`` is yours and is left open. Without it, the client is
+        closed anyway when the event loop ends, with no warning.
+        """
+        if self._owned is None:
+            await anyio.lowlevel.checkpoint()
+            return
+        await self._owned.aclose()
+
+    async def __aenter__(self) -> Self:
+        """``async with agent:`` [prepares][juno_bind_trio.agent.Agent.prepare] it and
+        [closes][juno_bind_trio.agent.Agent.aclose] its client on the way out."""
+        await self.prepare()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     # --- running ------------------------------------------------------------------
 
@@ -504,6 +630,8 @@ class Agent(Generic[DepsT, OutputT]):
         :raises UsageLimitExceeded: the run reached a usage limit and stopped
             softly; the error carries the result so far.
         :raises StructuredOutputError: no answer matched *output_type* within the re-asks.
+        :raises LeaseLostError: with a *store*, this worker lost the run's lease
+            before its work was saved: the run is not finished; resume it.
         :raises Exception: what the model raised (routing's errors, for an
             OpenAI model), or a [UsageError][juno_bind_trio.UsageError] a tool raised.
         """
@@ -535,6 +663,11 @@ class Agent(Generic[DepsT, OutputT]):
         On Trio unless *backend* is ``"asyncio"``. Inside a running event
         loop (a notebook's asyncio loop included), use ``await agent.run(...)``.
 
+        Each call is an event loop of its own, and the SDK's client cannot
+        outlive the loop it ran on: an agent built from a model string opens
+        its client for the call and closes it before returning, so calling
+        ``run_sync`` again (on either backend) opens a fresh one.
+
         :raises UsageError: called from inside a running event loop.
         """
         if backend not in ("trio", "asyncio"):
@@ -564,7 +697,17 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=None,
             usage_limits=usage_limits,
         )
-        return anyio.run(core.run, backend=backend)
+        owned = self._owned
+        if owned is None:
+            return anyio.run(core.run, backend=backend)
+
+        async def run_and_close() -> AgentResult[OutputT]:
+            try:
+                return await core.run()
+            finally:
+                await owned.aclose()
+
+        return anyio.run(run_and_close, backend=backend)
 
     def open_run(
         self,
@@ -609,7 +752,7 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=pipe,
             usage_limits=usage_limits,
         )
-        return open_agent_run(core, pipe)
+        return OpenRun(core, pipe)
 
     async def resume(
         self,
@@ -641,6 +784,8 @@ class Agent(Generic[DepsT, OutputT]):
         :raises UsageError: the agent has no store.
         :raises RunNotFoundError: no such run. :raises RunLeasedError: another
             worker holds it. :raises ValueError: the run already ended for good.
+        :raises LeaseLostError: this worker lost the run's lease before its work
+            was saved: the run is not finished; resume it again.
         """
         if self._settings.store is None:
             raise UsageError(
