@@ -6,22 +6,24 @@ tests skip with the reason on a developer's machine and FAIL under ``CI=true``:
 a CI run that silently tested only SQLite would be a green lie.
 
 Under pytest-xdist each worker has a schema of its own in that database
-(``juno_gw0``, ``juno_gw1``, …, made on first use; the DSN's role may create
-schemas in a database it owns), named first in the connection's
-``search_path``: the store's unqualified tables land there, so one worker's
-``TRUNCATE`` never empties another's runs. A serial run (``-n 0``) uses the
-database's default schema, as before.
+(``juno_gw0``, ``juno_gw1``, …, made here on first use; the DSN's role may
+create schemas in a database it owns): ``tests/conftest.py`` names it as the
+``search_path`` in the worker's ``JUNO_TEST_POSTGRES_DSN`` itself, so the
+store's unqualified tables land there for every connection the worker makes
+(and its subprocesses, which inherit the variable), and one worker never
+empties another's runs. A serial run (``-n 0``) uses the database's default
+schema.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import urllib.parse
 from typing import Any
 
 import pytest
 
+from conftest import worker_schema
 from juno_bind_trio.store import SCHEMA_VERSION, RunStore, SqliteRunStore
 
 DSN_ENV = "JUNO_TEST_POSTGRES_DSN"
@@ -45,43 +47,6 @@ def _unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"PostgreSQL is required under CI=true: {reason}")
     pytest.skip(reason)
-
-
-def worker_schema() -> str | None:
-    """This xdist worker's schema (``juno_gw0``), or ``None`` in a serial run."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker:
-        return None
-    if not worker.isalnum():
-        raise ValueError(f"PYTEST_XDIST_WORKER is not a plain name: {worker!r}")
-    return f"juno_{worker}"
-
-
-def with_search_path(dsn: str, schema: str) -> str:
-    """*dsn* with *schema* as the session's ``search_path``, in the DSN's own form.
-
-    A URL stays a URL (the kill worker and the CLI tell PostgreSQL from SQLite
-    by the ``postgresql://`` prefix); a keyword string gets one more keyword.
-    """
-    option = f"-csearch_path={schema}"
-    if dsn.startswith(("postgresql://", "postgres://")):
-        url = urllib.parse.urlsplit(dsn)
-        query = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
-        others = [(k, v) for k, v in query if k != "options"]
-        given = [v for k, v in query if k == "options"]
-        options = " ".join([*given, option])
-        return url._replace(query=urllib.parse.urlencode([*others, ("options", options)])).geturl()
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    given_options = conninfo_to_dict(dsn).get("options")
-    return make_conninfo(dsn, options=f"{given_options} {option}" if given_options else option)
-
-
-def _base_dsn() -> str:
-    """``JUNO_TEST_POSTGRES_DSN``, narrowed to this worker's schema under xdist."""
-    dsn = os.environ[DSN_ENV]
-    schema = worker_schema()
-    return dsn if schema is None else with_search_path(dsn, schema)
 
 
 _schema_made: set[str] = set()
@@ -136,7 +101,6 @@ def postgres_dsn() -> str:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
             _schema_made.add(schema)
-        dsn = _base_dsn()
         _empty_tables(dsn)
     except psycopg.Error as exc:
         _unavailable(f"PostgreSQL at {DSN_ENV} is not reachable: {type(exc).__name__}")
@@ -153,7 +117,7 @@ def raw_execute(store: RunStore, sql: str, params: tuple[object, ...] = ()) -> N
     else:
         import psycopg
 
-        with psycopg.connect(_base_dsn(), autocommit=True) as conn:
+        with psycopg.connect(os.environ[DSN_ENV], autocommit=True) as conn:
             conn.execute(sql.replace("?", "%s"), params)
 
 
@@ -167,5 +131,5 @@ def raw_query(
             return list(conn.execute(sql, params).fetchall())
     import psycopg
 
-    with psycopg.connect(_base_dsn(), autocommit=True) as conn:
+    with psycopg.connect(os.environ[DSN_ENV], autocommit=True) as conn:
         return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
