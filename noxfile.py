@@ -143,6 +143,8 @@ def soak_store(session: nox.Session) -> None:
         "-m",
         "pytest",
         "-s",
+        "-n",
+        "0",  # serially, so that -s shows each soak's figures as it ends
         "tests/store/test_kill.py",
         *session.posargs,
         env={"JUNO_STORE_SOAK": "1"},
