@@ -69,3 +69,20 @@ async def test_the_ended_event_carries_the_exception() -> None:
     assert ended["c2"].error is None
     # The exception is for the developer, never on the wire.
     assert "error" not in ended["c1"].to_wire()
+
+
+async def test_a_call_refused_before_it_ran_is_logged_in_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="juno_bind_trio")
+    await agent(call("c1", "divide", a="one", b=2), call("c2", "nope")).run("go")
+    records = {r.getMessage().split(" (call ")[1][:2]: r for r in caplog.records}
+    assert set(records) == {"c1", "c2"}
+    bad_arguments, no_tool = records["c1"], records["c2"]
+    assert "divide refused before it ran" in bad_arguments.getMessage()
+    assert "kind validation" in bad_arguments.getMessage()
+    assert "invalid arguments for divide: a:" in bad_arguments.getMessage()
+    assert "kind not_found" in no_tool.getMessage()
+    # The reason is the message; there is no traceback of the package's own to show.
+    assert bad_arguments.exc_info is None
+    assert no_tool.exc_info is None

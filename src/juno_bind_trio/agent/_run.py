@@ -428,10 +428,12 @@ class _RunCore(Generic[OutputT]):
         found = self.tools.get(name)
         emit = self.emit
         iteration = self.iteration
-        on_start: Callable[[], None] | None = None
-        if emit is not None:
-            # Sent by the tool once the arguments validated, right before it runs.
-            def on_start() -> None:
+        began: list[bool] = []
+
+        # Called by the tool once the arguments validated, right before it runs.
+        def on_start() -> None:
+            began.append(True)
+            if emit is not None:
                 emit(ToolCallStartedEvent(iteration, call_id, name, arguments))
 
         try:
@@ -470,7 +472,7 @@ class _RunCore(Generic[OutputT]):
             if not cancelled_now():
                 kind = kind_for_error(exc)
                 if not isinstance(exc, UsageError):
-                    self._log_failure(iteration, call_id, name, arguments, kind, exc)
+                    self._log_failure(iteration, call_id, name, arguments, kind, exc, bool(began))
                 if emit is not None:
                     emit(self._failed(iteration, call_id, name, exc, kind))
             raise
@@ -482,30 +484,44 @@ class _RunCore(Generic[OutputT]):
         return outcome
 
     def _log_failure(
-        self, iteration: int, call_id: str, name: str, arguments: str, kind: Any, exc: Exception
+        self,
+        iteration: int,
+        call_id: str,
+        name: str,
+        arguments: str,
+        kind: Any,
+        exc: Exception,
+        ran: bool,
     ) -> None:
         # The model reads the failure in the tool message; this is the developer's
-        # copy, with the traceback. Arguments are content: only when content is on.
+        # copy. The tool's own exception comes with its traceback; a call refused
+        # before the tool ran (no such tool, arguments that did not validate) is
+        # said in one line, its reason. Arguments are content: only when content is on.
+        what = "failed" if ran else "refused before it ran"
         if _tracing.capture_content():
             _tracing.logger.warning(
-                "run %s: tool %s failed (call %s, iteration %d, kind %s, arguments %s)",
+                "run %s: tool %s %s (call %s, iteration %d, kind %s, arguments %s): %s",
                 self.run_id,
                 name,
+                what,
                 call_id,
                 iteration,
                 kind,
                 arguments,
-                exc_info=exc,
+                tool_error_text(exc),
+                exc_info=exc if ran else None,
             )
         else:
             _tracing.logger.warning(
-                "run %s: tool %s failed (call %s, iteration %d, kind %s)",
+                "run %s: tool %s %s (call %s, iteration %d, kind %s): %s",
                 self.run_id,
                 name,
+                what,
                 call_id,
                 iteration,
                 kind,
-                exc_info=exc,
+                tool_error_text(exc),
+                exc_info=exc if ran else None,
             )
 
     def _unknown_tool(self, name: str) -> Tool:
