@@ -94,6 +94,20 @@ def soak(session: nox.Session) -> None:
 
 
 @nox.session
+def mcp_ctrl_c(session: nox.Session) -> None:
+    """Ctrl-C with an MCP call in flight, 40 rounds per backend and transport (5 in the suite)."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/mcp_servers/test_mcp_ctrl_c.py",
+        *session.posargs,
+        env={"JUNO_CTRL_C_ROUNDS": "40", "CI": "true"},
+    )
+
+
+@nox.session
 def cancel_sweep(session: nox.Session) -> None:
     """The demo's fallback scenario cancelled before every 5th event-loop step, both backends.
 

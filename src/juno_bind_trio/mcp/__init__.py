@@ -11,6 +11,7 @@ from juno_bind_trio._errors import MCPConnectionError as MCPConnectionError
 from juno_bind_trio._errors import MCPToolError as MCPToolError
 from juno_bind_trio._public import publish as _publish
 
+from ._convert import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS
 from ._convert import MCPToolInfo as MCPToolInfo
 from ._toolset import IDEMPOTENCY_KEY_META as IDEMPOTENCY_KEY_META
 from ._toolset import MCPToolset as MCPToolset
@@ -19,6 +20,7 @@ from ._toolset import open_mcp_http as open_mcp_http
 from ._toolset import open_mcp_stdio as open_mcp_stdio
 
 __all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
     "IDEMPOTENCY_KEY_META",
     "MCPConnectionError",
     "MCPToolError",
