@@ -23,6 +23,8 @@ scenario's turn against a real OpenAI-compatible endpoint instead; if that
 endpoint fails, two lines say which and why, and the exit status is 1.
 Ctrl-C stops it at once (exit status 130).
 
+Needs only the base install (``pip install -e .`` in the checkout), no extra.
+
 The scenarios are importable (``fallback_scenario``, ``cancel_scenario``), so
 a test can run them on a virtual clock.
 """
