@@ -120,3 +120,21 @@ def test_public_members_are_pinned(module: str, name: str) -> None:
         # attrs fields without defaults are not class attributes.
         members |= {field.name for field in cls.__attrs_attrs__ if not field.name.startswith("_")}
     assert members == PINNED_MEMBERS[(module, name)]
+
+
+def test_every_agent_event_is_importable_from_the_agent_package() -> None:
+    """A reader matching on events imports each of them from one place."""
+    import typing
+
+    from juno_bind_trio import UsageLimitExceeded, agent
+    from juno_bind_trio.completion import ResetEvent, TextEvent
+
+    members = typing.get_args(agent.AgentEvent)
+    assert TextEvent in members
+    assert ResetEvent in members
+    for member in members:
+        assert getattr(agent, member.__name__) is member
+        assert member.__name__ in agent.__all__
+    # The limits and the error they raise live together.
+    assert agent.UsageLimitExceeded is UsageLimitExceeded
+    assert "UsageLimitExceeded" in agent.__all__

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+from typing import Any
 
 from browser import ARTIFACTS, example_server, launched
 
@@ -17,14 +18,20 @@ NARRATION = "I will use the tools for this."
 
 # Installed before the run starts: records every text any turn element ever
 # showed, straight from the DOM, so "never both at once" is checked on what
-# the user could have seen, not on the client's own bookkeeping.
+# the user could have seen, not on the client's own bookkeeping; and the
+# first turn's laid-out height at each change, while it streams.
 WATCH_TURNS = """
 () => {
   window.turnTexts = [];
+  window.turnHeights = [];
   const turns = document.getElementById("turns");
   new MutationObserver(() => {
     for (const el of turns.querySelectorAll(".turn")) window.turnTexts.push(el.textContent);
-  }).observe(turns, { subtree: true, childList: true, characterData: true });
+    const first = turns.querySelector(".turn");
+    if (first !== null && first.getAttribute("aria-busy") === "true") {
+      window.turnHeights.push([first.textContent, first.getBoundingClientRect().height]);
+    }
+  }).observe(turns, { subtree: true, childList: true, characterData: true, attributes: true });
 }
 """
 
@@ -50,6 +57,17 @@ def test_the_page_shows_the_reset_and_stop_answers_every_call(backend: str) -> N
         shown: list[str] = page.evaluate("window.turnTexts")
         assert any(PARTIAL_START in text for text in shown)
         assert not [t for t in shown if PARTIAL_START in t and "tools" in t]
+        # The box kept its height through the reset: the same before, at and
+        # after it (every text here fits one line), never the padding more.
+        heights: list[list[object]] = page.evaluate("window.turnHeights")
+        texts = [text for text, _ in heights]
+        reset_at = next(
+            i for i in range(1, len(texts)) if not str(texts[i]).startswith(str(texts[i - 1]))
+        )
+        before, at, after = heights[reset_at - 1][1], heights[reset_at][1], heights[-1][1]
+        assert PARTIAL_START in str(heights[reset_at - 1][0])
+        assert before == at == after, heights
+        assert {height for _, height in heights} == {before}, heights
         # The turn ends: not busy any more, and announced once.
         page.wait_for_selector(".turn[aria-busy='false']", timeout=20_000)
         assert page.text_content("#announcer") == NARRATION
@@ -87,3 +105,64 @@ def test_the_page_shows_the_reset_and_stop_answers_every_call(backend: str) -> N
         assert process.wait(timeout=30) == 0
         assert process.stdout is not None
         assert "Stopped." in process.stdout.read()
+
+
+RENDERER_PAGE = """<!doctype html>
+<html><head><style>
+  body { margin: 0; font: 16px/20px sans-serif; }
+  .turn { width: 240px; padding: 7px 9px 5px; border: 3px solid #333; }
+  #border-box .turn { box-sizing: border-box; }
+</style></head>
+<body><section id="content-box"></section><section id="border-box"></section>
+<script type="module">
+  import { TurnRenderer } from "/static/renderer.js";
+  window.measure = (sectionId) => {
+    const renderer = new TurnRenderer(document.getElementById(sectionId));
+    const height = () => renderer.elementFor("t1").getBoundingClientRect().height;
+    const seen = [];
+    renderer.update("t1", "A first attempt, long enough to wrap over two lines or more.");
+    seen.push(height());                       // before the reset
+    renderer.update("t1", "");                  // the reset
+    seen.push(height());
+    renderer.update("t1", "The retry");         // after it, shorter
+    seen.push(height());
+    renderer.update("t1", "The retry, then");
+    renderer.update("t1", "A");                 // a second reset
+    seen.push(height());
+    renderer.finish("t1", "The retry.");        // the end lets go of the height
+    seen.push(height());
+    return seen;
+  };
+  window.ready = true;
+</script></body></html>
+"""
+
+
+def test_a_reset_holds_the_boxs_height_exactly_whatever_its_padding_and_box_sizing() -> None:
+    """The renderer alone, in real Chromium: the box measures the same before, at
+    and after each reset, with padding and borders, in both box-sizing models."""
+    from juno_bind_trio.web import STATIC_DIR
+
+    def answer(route: Any) -> None:
+        path = route.request.url.split("://", 1)[1].split("/", 1)[1]
+        if path == "":
+            route.fulfill(status=200, content_type="text/html", body=RENDERER_PAGE)
+        elif path.startswith("static/") and (STATIC_DIR / path[7:]).is_file():
+            body = (STATIC_DIR / path[7:]).read_text()
+            route.fulfill(status=200, content_type="text/javascript", body=body)
+        else:
+            route.fulfill(status=404, body="")
+
+    with launched() as page:
+        page.route("http://renderer.test/**", answer)
+        page.goto("http://renderer.test/")
+        page.wait_for_function("() => window.ready === true", timeout=20_000)
+        for section in ("content-box", "border-box"):
+            before, at, after, second, ended = page.evaluate(f"window.measure({section!r})")
+            # Whole 20px lines (more than one), 12px of padding, 6px of border.
+            lines, rest = divmod(before - 12 - 6, 20)
+            assert (lines > 1, rest) == (True, 0), (section, before)
+            assert at == before, section
+            assert after == before, section
+            assert second == before, section
+            assert ended == 20 + 12 + 6, section

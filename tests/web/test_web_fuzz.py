@@ -129,12 +129,20 @@ def _dumps(value: object) -> bytes:
     return json.dumps(value, default=str).encode()
 
 
+def _nested(depth: int, opener: bytes) -> bytes:
+    closer = b"]" if opener == b"[" else b"}"
+    inner = opener if opener == b"[" else b'{"k":'
+    return b'{"prompt": ' + inner * depth + b"1" * (opener == b"{") + closer * depth + b"}"
+
+
 bodies = st.one_of(
     st.binary(max_size=40),
     anything.map(_dumps),
     st.fixed_dictionaries({"prompt": prompts}, optional={"other": anything}).map(_dumps),
+    # Nested past what the parser recurses through: a bad body like the rest.
+    st.builds(_nested, st.integers(2_000, 60_000), st.sampled_from([b"[", b"{"])),
 )
-"""Any request body: bytes, any JSON, an object with a ``prompt`` of any value."""
+"""Any request body: bytes, any JSON, an object with a ``prompt`` of any value, deep JSON."""
 
 good_bodies = st.fixed_dictionaries(
     {"prompt": st.text(min_size=1, max_size=20).filter(str.strip)}, optional={"other": anything}
@@ -159,7 +167,7 @@ def accepted_prompt(body: bytes, content_type: str) -> str | None:
         return None
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     prompt = value.get("prompt") if isinstance(value, dict) else None
     if isinstance(prompt, str) and prompt.strip() and len(prompt) <= MAX_PROMPT:

@@ -8,7 +8,10 @@ Built on the kernel, adding no loop of its own: every run is one
 schemas come from their signatures.
 """
 
+from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
+from juno_bind_trio.completion import ResetEvent as ResetEvent
+from juno_bind_trio.completion import TextEvent as TextEvent
 
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
@@ -32,14 +35,17 @@ __all__ = [
     "AgentEvent",
     "AgentResult",
     "AgentRun",
+    "ResetEvent",
     "RunContext",
     "RunEndedEvent",
+    "TextEvent",
     "Tool",
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
     "Toolset",
     "TurnEndedEvent",
+    "UsageLimitExceeded",
     "UsageLimits",
     "tool",
 ]

@@ -42,11 +42,11 @@ from ._run import (
     AgentRun,
     ModelFn,
     ModelSource,
+    OpenRun,
     RunSettings,
     _EventPipe,
     _RunCore,
     new_run_id,
-    open_agent_run,
 )
 from ._tool import Tool, Toolset, collect_tools
 
@@ -748,7 +748,7 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=pipe,
             usage_limits=usage_limits,
         )
-        return open_agent_run(core, pipe)
+        return OpenRun(core, pipe)
 
     async def resume(
         self,

@@ -64,6 +64,9 @@ class RunContext(Generic[DepsT]):
     # The run's own bookkeeping for sub-agents started from this call (a count
     # of running children), shared by every context of the run.
     _children: Any = attrs.field(default=None, alias="children", repr=False, eq=False)
+    # Called by the tool once the arguments validated, right before the function
+    # runs: the run's ToolCallStartedEvent.
+    _on_start: Any = attrs.field(default=None, alias="on_start", repr=False, eq=False)
 
     @functools.cached_property
     def idempotency_key(self) -> str:

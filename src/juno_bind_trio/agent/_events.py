@@ -37,7 +37,14 @@ ToolCallEndStatus: TypeAlias = Literal["finished", "failed", "not_run", "interru
 
 @attrs.frozen
 class ToolCallStartedEvent:
-    """A tool call was claimed and its tool is about to run (after argument validation)."""
+    """A tool call's arguments validated and its tool is about to run.
+
+    Sent only for a call whose tool is called: a call to an unknown tool, or
+    one whose arguments do not validate, ends (``"failed"``) without starting.
+    A call the run refused before it started ends ``"not_run"`` without it too,
+    except a synchronous tool's call that a cancel caught before its worker
+    thread began: that one started, then ended ``"not_run"``.
+    """
 
     iteration: int
     tool_call_id: str
@@ -64,6 +71,11 @@ class ToolCallEndedEvent:
     before it started: a stop, or a cancel before it was claimed),
     ``"interrupted"`` (a cancel cut it off; its effect is unknown).
     *kind* is the failure's kind (``None`` when it finished, or failed without one).
+    *error* is the exception, for the developer (never on the wire): what the
+    tool raised when it failed, the refusal or interruption for ``"not_run"``
+    and ``"interrupted"`` (what the tool raised as it was cut off is its
+    ``__cause__``), ``None`` when it finished. A failed call is also logged
+    on the ``juno_bind_trio`` logger at WARNING, with the traceback.
     """
 
     iteration: int
@@ -72,6 +84,7 @@ class ToolCallEndedEvent:
     status: ToolCallEndStatus
     kind: ToolFailureKind | None
     content: str
+    error: BaseException | None = attrs.field(default=None, eq=False)
 
     def to_wire(self) -> dict[str, Any]:
         """``{"kind": "tool_call_ended", ..., "status", "failureKind", "content"}``."""

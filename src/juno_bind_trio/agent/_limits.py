@@ -32,15 +32,20 @@ def _limit(name: str) -> Any:
 class UsageLimits:
     """What one run may spend before it stops; ``None`` (the default) is no limit.
 
-    * *request_limit*: model requests, counted by turn. Checked before each
-      request: the run never makes request ``request_limit + 1``. A
-      structured-output re-ask (the answer did not match ``output_type`` and
-      the model is asked again, inside the same turn) belongs to its turn and
-      is not counted here; its tokens count when the turn reports them.
+    * *request_limit*: model requests, each one the run makes: one per turn,
+      and one per structured-output re-ask (the answer did not match
+      ``output_type`` and the model is asked again, inside the same turn),
+      as ``RunStats.model_calls`` counts them. Checked before each request,
+      re-asks included: the run never makes request ``request_limit + 1``. A
+      re-ask it may not make ends the run with the answer that did not
+      match in the transcript and the re-ask after it, unsent. (A provider's
+      own retries and fallbacks inside one request are routing's, and not
+      counted.)
     * *input_tokens_limit*, *output_tokens_limit*, *total_tokens_limit*:
       tokens summed over the run's responses, as the provider reports them
-      (what [RunStats][juno_bind_trio.loop.RunStats] sums). Checked after
-      each response and before each request.
+      (what [RunStats][juno_bind_trio.loop.RunStats] sums), the answers a
+      re-ask replaced included. Checked after each response and before each
+      request.
     * *tool_calls_limit*: tool calls the run may run. Checked when a response
       asks for calls: a batch that would go past it does not run at all.
 

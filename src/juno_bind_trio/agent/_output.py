@@ -84,6 +84,9 @@ class OutputSpec:
             )
         except ValueError as exc:
             return str(exc)
+        except RecursionError:
+            # Deeper than the validator can walk: an answer like any other bad one.
+            return "the answer nests too deeply to read; answer with a shallower value"
         return None
 
 

@@ -26,10 +26,11 @@ class AgentResult(Generic[OutputT]):
     * *messages*: the whole transcript (instructions, history, this run),
       JSON-serialisable; pass it as ``message_history=`` to go on.
     * *reason*: the loop's [LoopEndReason][juno_bind_trio.loop.LoopEndReason].
-    * *stats*: tokens, cost, timings and tool-call counts
-      ([RunStats][juno_bind_trio.loop.RunStats]).
-    * *run_id*, *iterations* (model calls), *suspensions* (for a
-      ``"suspended"`` run, the directives in call order).
+    * *stats*: requests, tokens, cost, timings and tool-call counts
+      ([RunStats][juno_bind_trio.loop.RunStats]): ``stats.model_calls`` is
+      every model request the run made, structured-output re-asks included.
+    * *run_id*, *iterations* (model turns: a turn's re-asks are part of it),
+      *suspensions* (for a ``"suspended"`` run, the directives in call order).
 
     [new_messages][juno_bind_trio.agent.AgentResult.new_messages] gives the
     part of *messages* this run added, without the history it was given.

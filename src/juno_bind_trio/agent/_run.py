@@ -26,14 +26,14 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, final
+from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, final
 
 import anyio
 import attrs
 import pydantic_core
 
 from juno_bind_trio import _tracing
-from juno_bind_trio._cancel import cancelled_now
+from juno_bind_trio._cancel import cancelled_now, split_cancellations
 from juno_bind_trio._errors import (
     StructuredOutputError,
     ToolFailureError,
@@ -53,6 +53,7 @@ from juno_bind_trio.loop import (
     LoopState,
     ModelTurn,
     ModelTurnResult,
+    RunStats,
     ToolCallOutcome,
     ToolCallRejectedEvent,
     ToolLoop,
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
     from ._output import OutputSpec
     from ._tool import Toolset
 
-__all__ = ["AgentRun", "ModelFn", "ModelSource"]
+__all__ = ["AgentRun", "ModelFn", "ModelSource", "OpenRun"]
 
 ModelFn = Callable[[ModelTurn], Awaitable[ModelTurnResult]]
 """``async (ModelTurn) -> ModelTurnResult``: one model turn, as the loop calls it."""
@@ -186,6 +187,7 @@ class _LoopEvents:
                     status=event.kind,
                     kind=event.kind,
                     content=tool_failure_content(event.message, event.kind),
+                    error=event.error,
                 )
             )
 
@@ -245,6 +247,48 @@ class _Checked:
         self.problem: str | None = problem
         self.tool_calls: Sequence[Any] = result.tool_calls
         self.content: str | None = result.content if problem is None else None
+
+
+class _ReaskRefused(Exception):
+    """A re-ask the run may not make; carries the answer that did not match."""
+
+    def __init__(self, checked: _Checked) -> None:
+        super().__init__("re-ask refused")
+        self.checked = checked
+
+
+@final
+class _Extra:
+    """Requests and usage of a run the loop does not see: re-asks inside its turns."""
+
+    __slots__ = ("cost", "input_tokens", "output_tokens", "requests")
+
+    def __init__(self) -> None:
+        self.requests: int = 0
+        self.input_tokens: int = 0
+        self.output_tokens: int = 0
+        self.cost: float = 0.0
+
+    def spend(self, result: ModelTurnResult, meter: UsageMeter | None, *, sign: int = 1) -> None:
+        """Count (or, *sign* -1, uncount) a replaced answer's usage, here and on *meter*."""
+        self.input_tokens += sign * result.input_tokens
+        self.output_tokens += sign * result.output_tokens
+        self.cost += sign * result.cost
+        if meter is not None:
+            meter.input_tokens += sign * result.input_tokens
+            meter.output_tokens += sign * result.output_tokens
+
+    def added_to(self, stats: RunStats) -> RunStats:
+        """*stats* (the loop's) with these requests and this usage added."""
+        if not (self.requests or self.input_tokens or self.output_tokens or self.cost):
+            return stats
+        return attrs.evolve(
+            stats,
+            model_calls=stats.model_calls + self.requests,
+            input_tokens=stats.input_tokens + self.input_tokens,
+            output_tokens=stats.output_tokens + self.output_tokens,
+            cost=stats.cost + self.cost,
+        )
 
 
 def _reask(problem: str) -> str:
@@ -341,6 +385,12 @@ class _RunCore(Generic[OutputT]):
         self.tools: Mapping[str, Tool] = settings.static_tools
         self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
         self.model: ModelFn | None = None
+        # What the loop's RunStats cannot see: the structured-output re-asks made
+        # inside turns, and the usage of the answers they replaced.
+        self.extra: _Extra = _Extra()
+        # A turn whose answer did not match the output type, and whose re-ask the
+        # run may not make (a stop, a usage limit): the re-ask it is owed.
+        self.reask_owed: str | None = None
 
     # --- the seams ----------------------------------------------------------------
 
@@ -359,6 +409,7 @@ class _RunCore(Generic[OutputT]):
             run_tool_call=self.dispatch,
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
+            on_turn_would_end=None if settings.output.text else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
             save_session=None,
@@ -377,8 +428,12 @@ class _RunCore(Generic[OutputT]):
         found = self.tools.get(name)
         emit = self.emit
         iteration = self.iteration
+        on_start: Callable[[], None] | None = None
         if emit is not None:
-            emit(ToolCallStartedEvent(iteration, call_id, name, arguments))
+            # Sent by the tool once the arguments validated, right before it runs.
+            def on_start() -> None:
+                emit(ToolCallStartedEvent(iteration, call_id, name, arguments))
+
         try:
             if found is None:
                 found = self._unknown_tool(name)
@@ -391,6 +446,7 @@ class _RunCore(Generic[OutputT]):
                 chain=self.chain,
                 arguments=arguments,
                 children=self.children,
+                on_start=on_start,
             )
             value = await found.invoke(ctx, arguments)
             if type(value) is str:
@@ -409,9 +465,14 @@ class _RunCore(Generic[OutputT]):
                         f"written as JSON ({exc})",
                     ) from None
         except Exception as exc:
-            # Cut off by a cancel: the loop answers it "interrupted" and reports that.
-            if emit is not None and not cancelled_now():
-                emit(self._failed(iteration, call_id, name, exc, kind_for_error(exc)))
+            # Cut off by a cancel (or never begun): the loop answers it and
+            # reports that. A wiring mistake ends the run and speaks for itself.
+            if not cancelled_now():
+                kind = kind_for_error(exc)
+                if not isinstance(exc, UsageError):
+                    self._log_failure(iteration, call_id, name, arguments, kind, exc)
+                if emit is not None:
+                    emit(self._failed(iteration, call_id, name, exc, kind))
             raise
         outcome = ToolCallOutcome(
             tool_message={"role": "tool", "tool_call_id": call_id, "content": content}
@@ -419,6 +480,33 @@ class _RunCore(Generic[OutputT]):
         if emit is not None:
             emit(self._ended(iteration, call_id, name, "finished", None, outcome))
         return outcome
+
+    def _log_failure(
+        self, iteration: int, call_id: str, name: str, arguments: str, kind: Any, exc: Exception
+    ) -> None:
+        # The model reads the failure in the tool message; this is the developer's
+        # copy, with the traceback. Arguments are content: only when content is on.
+        if _tracing.capture_content():
+            _tracing.logger.warning(
+                "run %s: tool %s failed (call %s, iteration %d, kind %s, arguments %s)",
+                self.run_id,
+                name,
+                call_id,
+                iteration,
+                kind,
+                arguments,
+                exc_info=exc,
+            )
+        else:
+            _tracing.logger.warning(
+                "run %s: tool %s failed (call %s, iteration %d, kind %s)",
+                self.run_id,
+                name,
+                call_id,
+                iteration,
+                kind,
+                exc_info=exc,
+            )
 
     def _unknown_tool(self, name: str) -> Tool:
         raise ToolFailureError(
@@ -442,19 +530,41 @@ class _RunCore(Generic[OutputT]):
             result = await self._structured_turn(model, turn, output)
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
-        if (
-            meter is not None
-            and isinstance(answered, ModelTurnResult)
-            and not meter.answered(answered)
-        ):
+        if not isinstance(answered, ModelTurnResult):
+            return result
+        if meter is not None and not meter.answered(answered):
             # Past a limit: none of this response's calls runs (the loop answers
             # each not_run) and the run ends before another request.
             self.own_stop.cancel()
-        if self.emit is not None and isinstance(result, ModelTurnResult):
+        stream = turn.text_stream
+        if stream is not None:
+            # The turn's text is over: finished here, before the turn's end is
+            # reported, so a reset still armed (an earlier attempt streamed text,
+            # the last none) reaches the reader before the TurnEndedEvent. A
+            # re-ask the run may not make leaves the rejected answer up, as the
+            # transcript has it. (The loop's own finish is then a no-op.)
+            stream.finish("failed" if self.reask_owed is not None else "succeeded")
+        if self.emit is not None:
             self.emit(
                 TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
             )
         return result
+
+    async def turn_would_end(self, result: ModelTurnResult) -> bool:
+        """The loop's ``on_turn_would_end``: a re-ask the run could not make goes on record.
+
+        The answer that did not match the output type is in the transcript
+        (the loop appended it); the re-ask is appended after it, so a run
+        continued from this transcript, or resumed from its store, asks the
+        model exactly what it was about to. Going on brings the loop back to
+        its stop and limit checks, which end the run before another request.
+        """
+        owed = self.reask_owed
+        if owed is None:
+            return False
+        self.reask_owed = None
+        self.state.messages.append({"role": "user", "content": _reask(owed)})
+        return True
 
     # --- the pieces -------------------------------------------------------------
 
@@ -519,17 +629,36 @@ class _RunCore(Generic[OutputT]):
             status="failed",
             kind=kind,
             content=tool_failure_content(tool_error_text(error), kind),
+            error=error,
         )
+
+    def _may_reask(self) -> bool:
+        # A re-ask is a request like any other: never after a soft stop, never past a limit.
+        if self.stop.cancel_called:
+            return False
+        meter = self.meter
+        return meter is None or meter.may_request()
 
     async def _structured_turn(
         self, model: ModelFn, turn: ModelTurn, output: OutputSpec
     ) -> ModelTurnResult:
         last: list[_Checked] = []
+        extra = self.extra
+        meter = self.meter
 
         async def produce(rejected: _Checked | None) -> _Checked:
             asked = turn
             if rejected is not None:
                 assert rejected.problem is not None
+                # The rejected answer's usage counts from now: the re-ask is
+                # checked against it, and the loop never sees that answer.
+                extra.spend(rejected.result, meter)
+                if not self._may_reask():
+                    extra.spend(rejected.result, meter, sign=-1)  # the turn's result after all
+                    raise _ReaskRefused(rejected)
+                extra.requests += 1
+                if meter is not None:
+                    meter.requests += 1
                 _tracing.run_event(
                     "juno.output.retry", {"juno.output.problem": rejected.problem[:500]}
                 )
@@ -559,6 +688,11 @@ class _RunCore(Generic[OutputT]):
                 stream=turn.text_stream,
                 max_retries=self.settings.max_output_retries,
             )
+        except _ReaskRefused as refused:
+            # The run ends without the re-ask; the answer stays the turn's, and
+            # the re-ask goes on record (see turn_would_end).
+            self.reask_owed = refused.checked.problem
+            return refused.checked.result
         except StructuredOutputError as exc:
             final = last[-1]
             raise StructuredOutputError(
@@ -649,7 +783,7 @@ class _RunCore(Generic[OutputT]):
             messages=self.state.messages,
             new_start=min(self.new_start, len(self.state.messages)),
             reason=result.reason,
-            stats=result.stats,
+            stats=self.extra.added_to(result.stats),
             run_id=self.run_id,
             iterations=result.iterations,
             suspensions=result.suspensions,
@@ -708,6 +842,7 @@ class AgentRun(Generic[OutputT]):
         "_partial_value",
         "_partial_view",
         "_pipe",
+        "_raised",
         "_scope",
         "_turn_id",
         "_view",
@@ -720,6 +855,7 @@ class AgentRun(Generic[OutputT]):
         self._scope: anyio.CancelScope | None = None
         self._cancel_requested: bool = False
         self._error: Exception | None = None
+        self._raised: BaseException | None = None  # the run's own BaseException, if any
         self._view: TurnTextView | None = None
         self._turn_id: str | None = None
         self.result: AgentResult[OutputT] | None = None
@@ -848,6 +984,13 @@ class AgentRun(Generic[OutputT]):
                 else:
                     self.result = result
                     reason = result.reason
+        except BaseException as exc:
+            # A BaseException that is not the cancellation (a tool's KeyboardInterrupt,
+            # a host's own subclass): it ends the block at once, as itself.
+            if split_cancellations(exc)[1] is not None:
+                reason = "failed"
+                self._raised = exc
+            raise
         finally:
             # Synchronous: runs on the way out of a cancel too.
             self._pipe.put(RunEndedEvent(self._core.run_id, reason))
@@ -858,18 +1001,159 @@ class AgentRun(Generic[OutputT]):
             self.cancel()
 
 
+def _leaving(
+    group: BaseExceptionGroup[Any], units: tuple[BaseException | None, ...]
+) -> BaseException:
+    """What leaves ``open_run`` when its task group raised *group*.
+
+    The task group is how the run goes on while the reader reads, an
+    implementation detail: one failure (the reader's own exception, or the
+    run's BaseException) leaves as itself, and a cancellation leaves as a
+    cancellation, which the scope that was cancelled then absorbs. A failure
+    outranks a cancellation that arrived with it, as it would have had the
+    reader's code run in no task group at all. *units* are the exceptions the
+    reader and the run raised: kept whole even when they are groups
+    themselves. Only two failures at once (the reader's and the run's) stay
+    together in the group.
+    """
+    cancelled = anyio.get_cancelled_exc_class()
+    failures: list[BaseException] = []
+    cancels: list[BaseException] = []
+    # A task group may hand back a copy of a group it was given (trio splits the
+    # cancellations out, and a split derives every group on the way): a copy
+    # holds the very same leaves, so that is how a unit is found again.
+    wholes = [(unit, _leaf_ids(unit)) for unit in units if isinstance(unit, BaseExceptionGroup)]
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, cancelled):
+            cancels.append(exc)
+        elif any(exc is unit for unit in units):
+            failures.append(exc)
+        elif isinstance(exc, BaseExceptionGroup):
+            for unit, leaves in wholes:
+                if exc.message == unit.message and _leaf_ids(exc) == leaves:
+                    failures.append(unit)
+                    return
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            failures.append(exc)
+
+    walk(group)
+    if len(failures) == 1:
+        return failures[0]
+    if not failures and cancels:
+        return cancels[0]
+    return group
+
+
+def _leaf_ids(group: BaseExceptionGroup[Any]) -> list[int]:
+    leaves: list[int] = []
+    for inner in group.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            leaves.extend(_leaf_ids(inner))
+        else:
+            leaves.append(id(inner))
+    return leaves
+
+
+_USE_ASYNC_WITH: Final = (
+    "Agent.open_run(...) starts a run only inside `async with`: write "
+    "`async with agent.open_run(...) as run:` and read the events inside the block "
+    "(`async for event in run:`); for the result alone, use `await agent.run(...)`"
+)
+
+# What a reader reaches for on the object open_run returns, thinking it the run.
+_RUN_ATTRIBUTES: Final = frozenset(
+    {"result", "messages", "text", "turn_id", "run_id", "partial_output", "stop", "cancel"}
+)
+
+
+@final
+class OpenRun(AbstractAsyncContextManager["AgentRun[OutputT]"], Generic[OutputT]):
+    """What [open_run][juno_bind_trio.agent.Agent.open_run] returns: enter it with ``async with``.
+
+    The run starts when the block is entered and is over when it is left.
+    Iterating this object, awaiting it or entering it with a plain ``with``
+    raises ``TypeError`` saying so; it can be entered once.
+    """
+
+    __slots__ = ("_core", "_entered", "_manager", "_pipe")
+
+    def __init__(self, core: _RunCore[OutputT], pipe: _EventPipe) -> None:
+        self._core = core
+        self._pipe = pipe
+        self._entered = False
+        self._manager: AbstractAsyncContextManager[AgentRun[OutputT]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<OpenRun run_id={self._core.run_id!r} entered={self._entered}>"
+
+    async def __aenter__(self) -> AgentRun[OutputT]:
+        if self._entered:
+            raise UsageError(
+                "Agent.open_run: this run was entered already; call open_run again for another run"
+            )
+        self._entered = True
+        manager = self._manager = open_agent_run(self._core, self._pipe)
+        return await manager.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        manager = self._manager
+        assert manager is not None
+        return await manager.__aexit__(*exc_info)
+
+    def __aiter__(self) -> NoReturn:
+        raise TypeError(_USE_ASYNC_WITH)
+
+    def __await__(self) -> NoReturn:
+        raise TypeError(_USE_ASYNC_WITH)
+
+    def __iter__(self) -> NoReturn:
+        raise TypeError(_USE_ASYNC_WITH)
+
+    def __enter__(self) -> NoReturn:
+        raise TypeError(_USE_ASYNC_WITH)
+
+    def __exit__(self, *exc_info: object) -> None:
+        raise TypeError(_USE_ASYNC_WITH)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _RUN_ATTRIBUTES:
+            raise TypeError(f"{_USE_ASYNC_WITH}; then read run.{name}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
 @asynccontextmanager
 async def open_agent_run(
     core: _RunCore[OutputT], pipe: _EventPipe
 ) -> AsyncIterator[AgentRun[OutputT]]:
-    """Run *core* in a task of its own while the caller reads its events."""
+    """Run *core* in a task of its own while the caller reads its events.
+
+    The caller's block runs inside the task group that runs the run; what
+    leaves it is untangled from the group (see ``_leaving``).
+    """
     run: AgentRun[OutputT] = AgentRun(core, pipe)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(run._drive)
-        try:
-            yield run
-        finally:
-            run._leave()
-    pipe.close_reader()
+    reader_raised: BaseException | None = None
+    leaving: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run._drive)
+            try:
+                yield run
+            except BaseException as exc:
+                reader_raised = exc
+                raise
+            finally:
+                run._leave()
+    except BaseExceptionGroup as group:
+        leaving = _leaving(group, (reader_raised, run._raised))
+        if leaving is group:
+            raise
+    finally:
+        pipe.close_reader()
+    if leaving is not None:
+        # Raised here, past the except: as it was raised, with no context added.
+        raise leaving
     if run._error is not None:
         raise run._error

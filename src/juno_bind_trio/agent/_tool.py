@@ -36,13 +36,14 @@ import pydantic
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from juno_bind_trio._errors import SchemaError, ToolFailureError
+from juno_bind_trio._cancel import cancelled_now
+from juno_bind_trio._errors import AbortedToolCallError, SchemaError, ToolFailureError
 from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._context import RunContext
 from ._docstrings import parse_docstring
 
-__all__ = ["Tool", "ToolFunction", "Toolset", "tool", "validation_message"]
+__all__ = ["Tool", "ToolFunction", "Toolset", "announce_start", "tool", "validation_message"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,6 +53,8 @@ ToolFunction = Callable[..., Any]
 # The function-name rule of OpenAI-compatible APIs (the same rule ToolDef checks).
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_SHOWN: Final = 60
+# How deep unions nest inside unions in a schema before it is read as going no further.
+_MAX_UNION_DEPTH: Final = 32
 
 
 def _check_name(owner: str, name: object) -> str:
@@ -116,7 +119,7 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
     return schema
 
 
-def _accepts_null(schema: Any, root: Mapping[str, Any]) -> bool:
+def _accepts_null(schema: Any, root: Mapping[str, Any], depth: int = 0) -> bool:
     schema = _resolve(schema, root)
     if not isinstance(schema, Mapping):
         return True
@@ -125,43 +128,83 @@ def _accepts_null(schema: Any, root: Mapping[str, Any]) -> bool:
         return True
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list):
-        return any(_accepts_null(option, root) for option in options)
+        # Unions nest only as deep as the type that was written; a schema whose
+        # union contains itself is read as refusing null past that.
+        return depth < _MAX_UNION_DEPTH and any(
+            _accepts_null(option, root, depth + 1) for option in options
+        )
     return kind is None and not options and "enum" not in schema and "const" not in schema
 
 
-def _drop_absent_nulls(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:
-    """*value* without the ``null`` of every optional property whose schema refuses ``null``."""
-    schema = _resolve(schema, root)
-    if not isinstance(schema, Mapping):
-        return value
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(options, list) and isinstance(value, (dict, list)):
+def _object_schema(value: Any, schema: Any, root: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema *value* (a dict or a list) is read against: a union's option of its shape."""
+    for _ in range(_MAX_UNION_DEPTH):
+        schema = _resolve(schema, root)
+        if not isinstance(schema, Mapping):
+            return None
+        options = schema.get("anyOf") or schema.get("oneOf")
+        if not isinstance(options, list):
+            return schema
         wanted = "object" if isinstance(value, dict) else "array"
         for option in options:
             resolved = _resolve(option, root)
             if isinstance(resolved, Mapping) and resolved.get("type") == wanted:
-                return _drop_absent_nulls(value, resolved, root)
+                schema = resolved
+                break
+        else:
+            return None
+    return None
+
+
+def _drop_absent_nulls(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:
+    """*value* without the ``null`` of every optional property whose schema refuses ``null``.
+
+    Walked with a stack of its own, not by recursion: arguments nested as
+    deep as the JSON parser reads (a recursive model a few hundred levels
+    down) are read again here like any other, never a ``RecursionError``.
+    The containers are copied; everything else is shared.
+    """
+    if not isinstance(value, dict | list):
         return value
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        if not isinstance(properties, Mapping):
-            return value
-        required = set(schema.get("required") or ())
-        cleaned: dict[str, Any] = {}
-        for key, item in value.items():
-            sub = properties.get(key)
-            if sub is None:
-                cleaned[key] = item
-            elif item is None and key not in required and not _accepts_null(sub, root):
+    top: list[Any] = [None]
+    # (a value to copy, its schema, the container to put the copy in, the key or index)
+    stack: list[tuple[Any, Any, Any, Any]] = [(value, schema, top, 0)]
+    while stack:
+        item, sub, parent, slot = stack.pop()
+        node = _object_schema(item, sub, root) if isinstance(item, dict | list) else None
+        if isinstance(item, dict):
+            properties = None if node is None else node.get("properties")
+            if not isinstance(properties, Mapping):
+                parent[slot] = item
                 continue
-            else:
-                cleaned[key] = _drop_absent_nulls(item, sub, root)
-        return cleaned
-    if isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            return [_drop_absent_nulls(item, items, root) for item in value]
-    return value
+            assert node is not None
+            required = set(node.get("required") or ())
+            cleaned: dict[str, Any] = {}
+            parent[slot] = cleaned
+            for key, entry in item.items():
+                inner = properties.get(key)
+                if inner is None:
+                    cleaned[key] = entry
+                elif entry is None and key not in required and not _accepts_null(inner, root):
+                    continue
+                elif isinstance(entry, dict | list):
+                    cleaned[key] = None  # keeps the key order; filled from the stack
+                    stack.append((entry, inner, cleaned, key))
+                else:
+                    cleaned[key] = entry
+        elif isinstance(item, list):
+            items = None if node is None else node.get("items")
+            if not isinstance(items, Mapping):
+                parent[slot] = item
+                continue
+            copied: list[Any] = list(item)
+            parent[slot] = copied
+            for index, entry in enumerate(item):
+                if isinstance(entry, dict | list):
+                    stack.append((entry, items, copied, index))
+        else:  # pragma: no cover - only containers are pushed
+            parent[slot] = item
+    return top[0]
 
 
 # --- reading a function ------------------------------------------------------------------
@@ -308,6 +351,14 @@ def _inexpressible(owner: str, fields: dict[str, Any], names: list[str], exc: Ex
 
 # --- the tool ------------------------------------------------------------------------------
 
+
+def announce_start(ctx: RunContext[Any]) -> None:
+    """Tell the run the call's arguments validated and its function is about to run."""
+    hook = ctx._on_start
+    if hook is not None:
+        hook()
+
+
 _Invoke = Callable[[RunContext[Any], str], Awaitable[object]]
 
 
@@ -420,6 +471,7 @@ class Tool:
                     "validation",
                     f"invalid arguments for {name}: expected a JSON object, got {_shown(parsed)}",
                 )
+            announce_start(ctx)
             return await handler(ctx, parsed)
 
         return cls(
@@ -485,12 +537,16 @@ def _function_tool(
                 raise ToolFailureError(
                     "validation", validation_message(tool_name, second)
                 ) from None
+            except RecursionError:
+                # Nested past what the validator can walk: the first reading's answer.
+                raise ToolFailureError("validation", validation_message(tool_name, first)) from None
         return dict(zip(names, values, strict=True))
 
     if is_async:
 
         async def invoke(ctx: RunContext[Any], arguments: str) -> object:
             kwargs = arguments_of(arguments)
+            announce_start(ctx)
             if takes_context:
                 return await fn(ctx, **kwargs)
             return await fn(**kwargs)
@@ -499,15 +555,26 @@ def _function_tool(
 
         async def invoke(ctx: RunContext[Any], arguments: str) -> object:
             kwargs = arguments_of(arguments)
-            call = (
-                functools.partial(fn, ctx, **kwargs)
-                if takes_context
-                else functools.partial(fn, **kwargs)
-            )
+            announce_start(ctx)
+            began = False
+
+            def call() -> object:
+                nonlocal began
+                began = True
+                return fn(ctx, **kwargs) if takes_context else fn(**kwargs)
+
             # A thread cannot be interrupted: a cancel waits for the function to
-            # return, then the call is answered "interrupted" (its effect happened,
-            # its result is dropped). See docs/how-to/agent-tools.md.
-            return await anyio.to_thread.run_sync(call, abandon_on_cancel=False)
+            # return, and the call is answered with what it returned (it ran to
+            # the end; its result is as real as any). A cancel that came before
+            # the thread took the function (anyio checkpoints first) found it
+            # never started: that is a refusal, not an interruption, and the
+            # pool and the loop answer it "not_run". See docs/how-to/agent-tools.md.
+            try:
+                return await anyio.to_thread.run_sync(call, abandon_on_cancel=False)
+            except BaseException:
+                if not began and cancelled_now():
+                    raise AbortedToolCallError(ctx.tool_call_id) from None
+                raise
 
     return Tool(
         name=tool_name,
@@ -581,8 +648,10 @@ def tool(
     [Tool][juno_bind_trio.agent.Tool].
 
     A synchronous function runs in a worker thread; a cancel cannot stop a
-    thread, so it waits for the function to return and the call is then
-    answered ``"interrupted"``.
+    thread, so it waits for the function to return, and the call is answered
+    with what the function returned (it ran to its end). A call a cancel
+    caught before a thread took it never started, and is answered
+    ``"not_run"``.
 
     :raises TypeError: the function cannot be a tool (the message says why and
         what to change).

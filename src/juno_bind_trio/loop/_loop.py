@@ -85,6 +85,7 @@ from juno_bind_trio.run import (
     tool_call_id,
     tool_call_name,
 )
+from juno_bind_trio.run._pool import never_started
 
 from ._events import (
     AssistantMessageEvent,
@@ -928,6 +929,11 @@ class ToolLoop:
                     value = how.unwrap()
         except Exception as exc:
             if cancelled_now():
+                if never_started(exc, call_id):
+                    # The dispatcher says its work never began: the exit path
+                    # answers it not_run, as a call never claimed.
+                    open_batch.running = None
+                    await checkpoint_if_cancelled()
                 # The tool turned the cancellation into an ordinary error. It was
                 # cut off, whatever it says: leave it "running", so the exit path
                 # answers it as interrupted, and let the cancellation through.
@@ -1025,7 +1031,11 @@ class ToolLoop:
                 open_batch.running = None  # never started: the exit path says not_run
             else:
                 how, stray, cut_off = settled[0]
-                if not cut_off or stray:
+                if isinstance(how, outcome.Error) and never_started(
+                    how.error, open_batch.ids[index]
+                ):
+                    open_batch.running = None  # its dispatcher says it never began
+                elif not cut_off or stray:
                     open_batch.running = None
                     self._settle(open_batch, index, how, fatal=False)
                 elif isinstance(how, outcome.Error):

@@ -310,7 +310,15 @@ class ToolCallOutcome:
 class RunStats:
     """What a run has cost so far. Frozen; the loop replaces it as it goes.
 
-    Tokens and cost are summed from each [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult].
+    *model_calls* counts requests: the loop counts one per turn (a call of
+    ``call_model``); an [Agent][juno_bind_trio.agent.Agent] adds each
+    structured-output re-ask it makes inside a turn, so its
+    ``AgentResult.stats.model_calls`` is every request the run made (its
+    ``iterations`` counts the turns). A provider's own retries and fallbacks
+    inside one request are not counted here (the route's attempts record
+    them). Tokens and cost are summed from each
+    [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult] (an Agent adds the
+    answers its re-asks replaced). *compactions* counts transcript rewrites.
     Timings are measured by the loop on the current clock: *model_seconds* across model
     calls, *tool_seconds* across tool batches (serial phase and pool, wall
     time, not the sum of the calls). Tool calls are counted by how they were

@@ -64,6 +64,7 @@ __all__ = [
     "CallState",
     "ToolBatch",
     "ToolBatchStatistics",
+    "never_started",
     "run_tool_calls_pooled_by_tool",
 ]
 
@@ -106,6 +107,17 @@ class ToolBatchStatistics:
     finished: int
     refused: int
     interrupted: int
+
+
+def never_started(error: BaseException, call_id: str) -> bool:
+    """Whether *error*, raised by a call's dispatcher, says that call never started.
+
+    ``AbortedToolCallError`` for the call's own id: the dispatcher was entered
+    but the call's work had not begun when a cancel came (a synchronous tool
+    whose worker thread never took it). Under a cancel, such a call is
+    answered ``not_run`` rather than ``interrupted``.
+    """
+    return type(error) is AbortedToolCallError and error.tool_call_id == call_id
 
 
 def _check_per_tool_limit(where: str, value: object) -> int:
@@ -292,7 +304,10 @@ class ToolBatch(Generic[T]):
         unchanged; before it leaves, every queued call is settled
         ``"refused"`` (``Error(AbortedToolCallError(id))``) and every running
         one ``"interrupted"`` (``Error(InterruptedToolCallError(id))``), for
-        the caller to read from the batch.
+        the caller to read from the batch. A call whose *run* raises
+        ``AbortedToolCallError`` for that call's own id as the cancel lands
+        says its work never began (a worker thread that never took it): it is
+        settled ``"refused"`` too.
         """
         limit = _check_per_tool_limit("ToolBatch.run", per_tool_limit)
         if not callable(run):
@@ -373,6 +388,14 @@ class ToolBatch(Generic[T]):
                 value = await run(calls[index])
             except Exception as exc:
                 if cancelled_now():
+                    if never_started(exc, self._ids[index]):
+                        # The dispatcher says the call's work never began (a
+                        # worker thread the cancel came before): refused, as
+                        # if never claimed.
+                        states[index] = "refused"
+                        results[index] = _Error(exc)
+                        await checkpoint_if_cancelled()
+                        continue  # pragma: no cover - the checkpoint above raises
                     # The tool turned the cancellation into an ordinary error
                     # (a common habit of wrappers). It was cut off, whatever
                     # it says: record it as interrupted, keeping what it

@@ -9,8 +9,8 @@ in the checkout.
 * [create_app][juno_bind_trio.web.create_app] serves them: ``POST /runs``,
   ``GET /runs/{id}/events`` (Server-Sent Events, resumable with
   ``Last-Event-ID``), ``GET /runs/{id}`` (snapshot), ``POST /runs/{id}/stop``
-  and ``/cancel``, behind a host check, a cross-site check and the host's
-  authorization hook;
+  and ``/cancel``, behind a host check (on every path), a cross-site check
+  (on every run path), a request-body bound and the host's authorization hook;
 * [serve][juno_bind_trio.web.serve] runs it with Hypercorn on 127.0.0.1;
 * ``STATIC_DIR`` holds the ES modules a page imports as they are:
   ``turn-view.js`` (the reader rules, in agreement with
@@ -35,6 +35,7 @@ from juno_bind_trio._errors import RunLimitError as RunLimitError  # noqa: E402
 from juno_bind_trio._public import publish as _publish  # noqa: E402
 
 from ._app import DEFAULT_ALLOWED_HOSTS as DEFAULT_ALLOWED_HOSTS  # noqa: E402
+from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES  # noqa: E402
 from ._app import KEEPALIVE_INTERVAL as KEEPALIVE_INTERVAL  # noqa: E402
 from ._app import Action as Action  # noqa: E402
 from ._app import Authorize as Authorize  # noqa: E402
@@ -53,6 +54,7 @@ from ._serve import serve as serve  # noqa: E402
 __all__ = [
     "DEFAULT_ALLOWED_HOSTS",
     "DEFAULT_MAX_ACTIVE_RUNS",
+    "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_KEPT_EVENTS",
     "DEFAULT_MAX_KEPT_RUNS",
     "KEEPALIVE_INTERVAL",

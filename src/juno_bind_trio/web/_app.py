@@ -4,11 +4,17 @@ Every request passes the same gate, in this order:
 
 1. **Host.** The ``Host`` header must name an allowed host (loopback names by
    default). A page on another site whose name resolves to 127.0.0.1 (DNS
-   rebinding) is refused here, before anything else runs.
-2. **Cross-site.** A state-changing request (``POST``) whose ``Origin`` is
-   not this app's own, or that a browser marks ``Sec-Fetch-Site: cross-site``
-   / ``same-site``, is refused; starting a run also needs a JSON body, which
-   an HTML form on another site cannot send.
+   rebinding) is refused here, before anything else runs. The check wraps
+   the whole app, so it holds for every path: the API, ``/static/``, the
+   page, and paths that do not exist.
+2. **Cross-site.** A request about runs (every ``/runs`` path: starting,
+   watching, reading, stopping, cancelling) whose ``Origin`` is not this
+   app's own, or that a browser marks ``Sec-Fetch-Site: cross-site`` /
+   ``same-site``, is refused: a run's events and snapshot carry its
+   conversation, which another site must not read through the user's
+   browser. Starting a run also needs a JSON body, which an HTML form on
+   another site cannot send. (The page and the client modules are served to
+   any site that links to them: they hold no run.)
 3. **Who.** The host's ``authorize(request, action, owner)`` hook names the
    principal acting (or refuses with ``None``). Without a hook, only
    loopback clients are let in, as the principal ``"local"``.
@@ -17,6 +23,13 @@ Every request passes the same gate, in this order:
    A run read back from the run store keeps no principal in the store: its
    id carries a digest binding it to the principal that started it, and the
    hook's principal must match that digest.
+
+A request body (only ``POST /runs`` reads one) is bounded by
+``max_body_bytes`` ([DEFAULT_MAX_BODY_BYTES][juno_bind_trio.web.DEFAULT_MAX_BODY_BYTES]
+by default): a ``Content-Length`` past it is answered 413 before a byte of
+the body is read, and a chunked body is read only until it passes the bound,
+then answered 413 with the rest left unread. A body that is not JSON — or is
+JSON nested deeper than the parser recurses — is a 400.
 
 A reader whose ``Last-Event-ID`` is older than what the run still keeps (or
 any reader of a run read back from the store) gets one ``resync`` event
@@ -35,10 +48,12 @@ from typing import Any, Final, Literal, TypeAlias
 
 import anyio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from juno_bind_trio._errors import RunLimitError, UsageError
 
@@ -46,6 +61,7 @@ from ._runs import LiveRun, LiveRuns
 
 __all__ = [
     "DEFAULT_ALLOWED_HOSTS",
+    "DEFAULT_MAX_BODY_BYTES",
     "KEEPALIVE_INTERVAL",
     "Action",
     "Authorize",
@@ -69,6 +85,13 @@ then serves a run only to its owner. It may be a coroutine function.
 
 DEFAULT_ALLOWED_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1"})
 """The ``Host`` names accepted by default (any port): loopback only."""
+
+DEFAULT_MAX_BODY_BYTES: Final = 1 << 20
+"""The largest request body [create_app][juno_bind_trio.web.create_app] reads by default: 1 MiB.
+
+Room for the longest prompt ``POST /runs`` accepts (100,000 characters) even
+when every character is sent as a six-byte JSON escape.
+"""
 
 KEEPALIVE_INTERVAL: Final = 15.0
 """Seconds between SSE comments on an idle stream, so proxies keep it open."""
@@ -112,6 +135,69 @@ def _check_hosts(value: object) -> frozenset[str]:
     return frozenset(h.lower() for h in value)
 
 
+def _check_body_limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"create_app: max_body_bytes must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"create_app: max_body_bytes must be a positive integer, got {value!r}")
+    return value
+
+
+class _HostGate:
+    """The first check, around the whole app: a ``Host`` this app is not served under is a 421.
+
+    Outside the router, so no path escapes it: the API, the mounted client
+    modules, the page, and a path that matches nothing are all behind it.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+        self._app = app
+        self._hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            host = b""
+            for name, value in scope.get("headers", ()):
+                if name == b"host":
+                    host = value
+                    break
+            if _host_name(host.decode("latin-1")) not in self._hosts:
+                if scope["type"] == "http":
+                    await _refuse(421, "this host name is not served here")(scope, receive, send)
+                else:  # no websocket route exists; refuse before the router says so
+                    await send({"type": "websocket.close", "code": 1008})
+                return
+        await self._app(scope, receive, send)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | Response:
+    """The request's body, or the answer that refuses it, reading at most *limit* + 1 chunk.
+
+    ``Content-Length`` is read first: a body declared too big is refused
+    before any of it is received. A body sent without one (chunked) is
+    received chunk by chunk and refused as soon as it passes *limit*; what
+    the client still sends is never read (the server then closes the
+    connection rather than drain it).
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        declared = declared.strip()
+        if not (declared.isascii() and declared.isdigit()):
+            return _refuse(400, f"Content-Length must be a number of bytes, got {declared!r}")
+        if int(declared) > limit:
+            return _refuse(413, f"the body must be at most {limit} bytes")
+    body = bytearray()
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return _refuse(400, "the client went away before the body was sent")
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return _refuse(413, f"the body must be at most {limit} bytes")
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
 def _check_origins(value: object) -> frozenset[str]:
     if (
         isinstance(value, str)
@@ -131,6 +217,7 @@ def create_app(
     allowed_hosts: Collection[str] = DEFAULT_ALLOWED_HOSTS,
     allowed_origins: Collection[str] = (),
     page: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Starlette:
     """The ASGI application serving *runs* (a [LiveRuns][juno_bind_trio.web.LiveRuns]).
 
@@ -144,7 +231,9 @@ def create_app(
     *authorize*: see [Authorize][juno_bind_trio.web.Authorize]; without it only
     loopback clients get in. *allowed_hosts*: ``Host`` names accepted (add the
     name you serve under when you bind elsewhere). *allowed_origins*: other
-    origins (``"https://app.example"``) allowed to make state-changing requests.
+    origins (``"https://app.example"``) allowed to make requests about runs.
+    *max_body_bytes*: the largest request body read; past it the answer is
+    413 (see the module's gate for when that is decided).
     """
     given_runs: object = runs
     if not isinstance(given_runs, LiveRuns):
@@ -153,6 +242,7 @@ def create_app(
         raise TypeError(f"create_app: authorize must be callable or None, got {authorize!r}")
     hosts = _check_hosts(allowed_hosts)
     origins = _check_origins(allowed_origins)
+    body_limit = _check_body_limit(max_body_bytes)
     if page is not None and not isinstance(page, str):
         raise TypeError(f"create_app: page must be a path to an HTML file or None, got {page!r}")
 
@@ -171,7 +261,7 @@ def create_app(
         return decided if isinstance(decided, str) else None
 
     def cross_site(request: Request) -> str | None:
-        """Why a state-changing request looks cross-site, or None."""
+        """Why a request about runs looks cross-site, or None."""
         origin = request.headers.get("origin")
         if origin is not None:
             own = f"{request.url.scheme}://{request.headers.get('host', '')}".lower()
@@ -184,11 +274,10 @@ def create_app(
         return None
 
     async def gate(
-        request: Request, action: Action, run_id: str | None
+        request: Request, action: Action, run_id: str | None, *, about_runs: bool = True
     ) -> tuple[str, LiveRun | None] | Response:
-        if _host_name(request.headers.get("host", "")) not in hosts:
-            return _refuse(421, "this host name is not served here")
-        if request.method == "POST":
+        # The Host check ran already, around the whole app (_HostGate).
+        if about_runs:
             why = cross_site(request)
             if why is not None:
                 return _refuse(403, f"cross-site request refused: {why}")
@@ -221,9 +310,14 @@ def create_app(
             != "application/json"
         ):
             return _refuse(415, "send the prompt as application/json")
+        raw = await _read_body(request, body_limit)
+        if isinstance(raw, Response):
+            return raw
         try:
-            body = json.loads(await request.body())
-        except ValueError:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            # RecursionError: JSON nested deeper than the parser recurses
+            # ("[" * 100_000) is a bad body like any other, not a server error.
             return _refuse(400, "the body is not JSON")
         prompt = body.get("prompt") if isinstance(body, dict) else None
         if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > _MAX_PROMPT:
@@ -287,7 +381,7 @@ def create_app(
         return JSONResponse({"runId": run.run_id, "status": run.status, "changed": changed})
 
     async def index(request: Request) -> Response:
-        passed = await gate(request, "start", None)
+        passed = await gate(request, "start", None, about_runs=False)
         if isinstance(passed, Response):
             return passed
         assert page is not None
@@ -310,7 +404,9 @@ def create_app(
     ]
     if page is not None:
         routes.insert(0, Route("/", index, methods=["GET"]))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(_HostGate, hosts=hosts)]
+    )
 
 
 def _frame(event_id: int, event: dict[str, Any]) -> bytes:

@@ -4,7 +4,7 @@ import { deepStrictEqual, equal, throws } from "node:assert/strict";
 import { test } from "node:test";
 
 import { TurnRenderer } from "../../../src/juno_bind_trio/web/static/renderer.js";
-import { FakeElement, fakeDocument } from "./fake-dom.mjs";
+import { FakeElement, fakeDocument, paddedDocument } from "./fake-dom.mjs";
 
 function setup() {
   const container = new FakeElement("main");
@@ -52,6 +52,26 @@ test("a reset keeps the element's height until the turn ends", () => {
   renderer.finish("t1");
   equal(element.style.minHeight, "");
   equal(element.textContent, "New");
+});
+
+test("with padding and borders, the box keeps its height through a reset: no jump", () => {
+  const container = new FakeElement("main");
+  const renderer = new TurnRenderer(container, { document: paddedDocument });
+  renderer.update("t1", "two lines of partial text");
+  const element = renderer.elementFor("t1");
+  const before = element.laidOutHeight;
+  equal(before, 70);
+  renderer.update("t1", ""); // the reset
+  equal(element.laidOutHeight, before);
+  equal(element.style.minHeight, "60px"); // the content box, not offsetHeight's 70px
+  renderer.update("t1", "New");
+  equal(element.laidOutHeight, before);
+  renderer.update("t1", "Newer"); // and a second reset holds the same height, never more
+  renderer.update("t1", "");
+  equal(element.laidOutHeight, before);
+  renderer.finish("t1", "New");
+  equal(element.style.minHeight, "");
+  equal(element.laidOutHeight, 30);
 });
 
 test("an unchanged text is not rewritten", () => {

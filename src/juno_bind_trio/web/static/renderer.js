@@ -8,10 +8,15 @@
 //   answer on every wipe;
 // * a reset never collapses the element's height mid-stream: the height it had
 //   is kept as a min-height until the turn ends, so an auto-scrolled
-//   transcript does not lurch.
+//   transcript does not lurch. The height held is the computed `height`,
+//   which is measured in the same box `min-height` applies to (the content
+//   box, or the border box under `box-sizing: border-box`); offsetHeight
+//   counts padding and borders too, and holding it would grow the box by
+//   exactly those at every reset.
 //
-// It needs only createElement, appendChild, setAttribute, textContent, style
-// and offsetHeight from the DOM, so it runs against a tiny fake in node tests.
+// It needs only createElement, appendChild, setAttribute, textContent, style,
+// offsetHeight and (where there is one) defaultView.getComputedStyle from the
+// DOM, so it runs against a tiny fake in node tests.
 
 export class TurnRenderer {
   /**
@@ -58,11 +63,32 @@ export class TurnRenderer {
     if (!text.startsWith(before)) {
       // A retraction: hold the height the element had so the page does not
       // jump; the min-height is released when the turn ends.
-      const height = element.offsetHeight;
-      if (typeof height === "number" && height > 0) element.style.minHeight = `${height}px`;
+      const held = this._heldHeight(element);
+      if (held !== null) element.style.minHeight = held;
     }
     element.textContent = text;
     this._shown.set(turnId, text);
+  }
+
+  /**
+   * The min-height that keeps the element exactly as tall as it is now, or null.
+   *
+   * The computed height is in the box min-height applies to, so the two agree
+   * whatever the page's padding, borders and box-sizing; it keeps fractions
+   * of a pixel, which offsetHeight rounds away. Without a layout engine (or for
+   * an element that is not rendered, whose height computes to "auto") the
+   * element's offsetHeight is the best there is.
+   */
+  _heldHeight(element) {
+    const view = this.document?.defaultView;
+    if (view && typeof view.getComputedStyle === "function") {
+      const height = view.getComputedStyle(element).height;
+      if (typeof height === "string" && height.endsWith("px") && parseFloat(height) > 0) {
+        return height;
+      }
+    }
+    const offset = element.offsetHeight;
+    return typeof offset === "number" && offset > 0 ? `${offset}px` : null;
   }
 
   /** The turn is over: final text, not busy any more, announced once. */
