@@ -121,9 +121,7 @@ async def main(rounds: int) -> None:
                 order = list(variants) if index % 2 == 0 else list(reversed(variants))
                 for concurrency in CONCURRENCY:
                     for name in order:
-                        cpu[(name, concurrency)].append(
-                            await sample(variants[name], concurrency)
-                        )
+                        cpu[(name, concurrency)].append(await sample(variants[name], concurrency))
     print(f"CPU time per chunk, {CHUNKS}-chunk answers, median of {rounds} rounds:")
     for concurrency in CONCURRENCY:
         raw, agent_cpu = cpu[("raw", concurrency)], cpu[("agent", concurrency)]

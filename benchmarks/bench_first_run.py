@@ -117,10 +117,10 @@ def main(rounds: int) -> None:
         ratio = statistics.median(agent) / statistics.median(raw)
         paired = statistics.median(a / r for a, r in zip(agent, raw, strict=True))
         for program in PROGRAMS:
+            spawn = statistics.median(total[(program, backend)]) * 1e3
+            run = statistics.median(in_run[(program, backend)]) * 1e3
             print(
-                f"  {backend:7} {program:5}  {statistics.median(total[(program, backend)]) * 1e3:7.0f}"
-                f" ms from spawn   {statistics.median(in_run[(program, backend)]) * 1e3:6.1f}"
-                " ms in the run"
+                f"  {backend:7} {program:5}  {spawn:7.0f} ms from spawn   {run:6.1f} ms in the run"
             )
         print(f"  {backend:7} ratio  {ratio:5.2f}x (median of per-round ratios {paired:5.2f}x)")
 
