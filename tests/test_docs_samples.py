@@ -109,6 +109,21 @@ def answer_every_call(batch):
 )
 CHECKS.update(
     {
+        # The page is a script (its main() runs under `if __name__ == "__main__"`):
+        # here main() runs on each backend, and prints what the page shows.
+        "how-to/durable-runs.md": """
+import contextlib as _contextlib, io as _io
+_printed = _io.StringIO()
+with _contextlib.redirect_stdout(_printed):
+    await main()
+assert _printed.getvalue().splitlines() == [
+    "Done.",
+    "r1 resumed: completed",
+    "order-17 completed, charged 1 time(s)",
+    "order-17: completed (no detail)",
+    "export-1: cancelled (cancelled: a hard cancel (or a deadline) ended the run)",
+], _printed.getvalue()
+""",
         "explanation/completion.md": """
 assert "".join(text) == "Hello, world"
 await _resources.aclose()

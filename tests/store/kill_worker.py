@@ -1,7 +1,14 @@
 """A worker process for the crash tests: runs (or resumes) one agent run, or drains a store.
 
     python kill_worker.py run   DB RUN_ID OWNER EFFECTS     # run RUN_ID, or resume it
+    python kill_worker.py hang  DB RUN_ID EFFECTS           # run it until its first send hangs
     python kill_worker.py drain DB OWNER EFFECTS DONE TTL   # serve_runs until none is left
+
+OWNER ``default`` leaves the agent's ``store_owner`` unset (this process's
+``host:pid:machine``). ``hang`` runs under the default owner with a
+ten-minute lease, and its first ``send`` writes its effect line and then
+never returns: a SIGKILL then lands while that call is in flight, with
+the run's lease held long after the process is gone.
 
 DB is a SQLite path or a PostgreSQL DSN. Every tool call appends one line,
 ``<run> <call> <tool> <pid>``, to EFFECTS (flushed before the tool goes on,
@@ -13,6 +20,7 @@ messages the transcript holds. The worker prints ``ready`` once imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -58,7 +66,7 @@ def append_line(path: str, line: str) -> None:
         os.fsync(out.fileno())
 
 
-def tools(effects: str) -> list[Any]:
+def tools(effects: str, *, hang: bool = False) -> list[Any]:
     def note(ctx: RunContext[None], name: str) -> None:
         append_line(effects, f"{ctx.run_id} {ctx.tool_call_id} {name} {os.getpid()}")
 
@@ -66,6 +74,8 @@ def tools(effects: str) -> list[Any]:
     async def send(ctx: RunContext[None], n: int) -> str:
         """A non-repeatable effect."""
         note(ctx, "send")
+        if hang and n == 1:
+            await anyio.sleep_forever()  # until the SIGKILL
         await anyio.sleep(random.uniform(0, 0.03))
         return f"sent {n}"
 
@@ -85,9 +95,15 @@ async def model(turn: ModelTurn) -> ModelTurnResult:
     return SCRIPT[spoken]
 
 
-async def run_one(db: str, run_id: str, owner: str, effects: str) -> None:
+async def run_one(db: str, run_id: str, owner: str, effects: str, *, hang: bool = False) -> None:
     async with open_store(db) as store:
-        agent = Agent(model, tools=tools(effects), store=store, store_owner=owner, lease_ttl=5)
+        agent = Agent(
+            model,
+            tools=tools(effects, hang=hang),
+            store=store,
+            store_owner=None if owner == "default" else owner,
+            lease_ttl=600 if hang else 5,
+        )
         print("ready", flush=True)
         if (await store.get_run(run_id)).status != "completed":  # the kill came too late
             await agent.resume(run_id)
@@ -123,6 +139,9 @@ if __name__ == "__main__":
     if command == "run":
         db, run_id, owner, effects = rest
         anyio.run(run_one, db, run_id, owner, effects)
+    elif command == "hang":
+        db, run_id, effects = rest
+        anyio.run(functools.partial(run_one, db, run_id, "default", effects, hang=True))
     else:
         db, owner, effects, done, ttl = rest
         anyio.run(drain, db, owner, effects, done, float(ttl))

@@ -11,6 +11,7 @@ from juno_bind_trio import INTERRUPTED_TOOL_CALL_MESSAGE, RunContext, UsageError
 from juno_bind_trio.agent import Agent, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.store import (
+    WORKER_STOPPED_TOOL_CALL_MESSAGE,
     RunStore,
     SqliteRunStore,
     tool_call_idempotency_key,
@@ -121,7 +122,7 @@ async def test_an_agent_resumes_a_crashed_run_with_no_effect_twice(
     refused = {
         m["tool_call_id"]
         for m in result.messages
-        if m["role"] == "tool" and INTERRUPTED_TOOL_CALL_MESSAGE in m["content"]
+        if m["role"] == "tool" and WORKER_STOPPED_TOOL_CALL_MESSAGE in m["content"]
     }
     assert "c1" not in refused  # the charge honours its key: dispatched again instead
     assert refused <= {"c3"}
@@ -136,11 +137,13 @@ async def test_an_interrupted_email_is_refused_and_the_model_reads_why(store: Ru
     assert await run_until_crash(lambda: first.run("go", run_id="o1"))
     result = await Agent(model, tools=shop.tools, store=store, store_owner="w1").resume("o1")
     answer = next(m for m in result.messages if m.get("tool_call_id") == "c3")
+    # Nothing cancelled it: the answer says its worker stopped while it ran.
     assert json.loads(answer["content"]) == {
         "success": False,
         "kind": "interrupted",
-        "error": INTERRUPTED_TOOL_CALL_MESSAGE,
+        "error": WORKER_STOPPED_TOOL_CALL_MESSAGE,
     }
+    assert INTERRUPTED_TOOL_CALL_MESSAGE not in answer["content"]
     assert shop.emails == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,8 +34,32 @@ def load_how_to() -> ModuleType:
 
 def test_the_how_to_runs_as_written(backend: str, tmp_path: Path) -> None:
     page = load_how_to()
-    run_on(backend, page.crash_then_resume, str(tmp_path / "runs.db"))
+    said = run_on(backend, page.crash_then_resume, str(tmp_path / "runs.db"))
+    assert said == "order-17 completed, charged 1 time(s)"
     assert len(page.LEDGER) == 1
+
+
+def test_the_how_to_is_a_script_that_prints_what_the_page_shows(tmp_path: Path) -> None:
+    text = HOW_TO.read_text(encoding="utf-8")
+    script = tmp_path / "durable_runs.py"
+    script.write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)), "utf-8")
+    # Real time, bounded: a script, run as a reader would run it.
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "".join(re.findall(r"```text\n(.*?)```", text, re.S))
+    assert list(tmp_path.iterdir()) == [script]  # its databases were temporary
+
+
+def test_the_how_to_shows_a_lease_lost_and_what_to_do(backend: str, tmp_path: Path) -> None:
+    page = load_how_to()
+    assert run_on(backend, page.lease_lost, str(tmp_path / "lost.db")) == "r1 resumed: completed"
 
 
 def test_the_how_to_agent_sample_runs(backend: str, tmp_path: Path) -> None:
@@ -89,10 +114,13 @@ def test_list_and_show(tmp_path: Path) -> None:
     out = io.StringIO()
     assert main([path, "list"], out=out) == 0
     lines = out.getvalue().splitlines()
-    assert lines == ["a\tpending\titeration 0\tlease -", "b\trunning\titeration 0\tlease w1"]
+    assert lines == [
+        "a\tpending\titeration 0\tlease -\t-",
+        "b\trunning\titeration 0\tlease w1\t-",
+    ]
     out = io.StringIO()
     assert main([path, "list", "--status", "pending"], out=out) == 0
-    assert out.getvalue().splitlines() == ["a\tpending\titeration 0\tlease -"]
+    assert out.getvalue().splitlines() == ["a\tpending\titeration 0\tlease -\t-"]
     out = io.StringIO()
     assert main([path, "show", "b"], out=out) == 0
     shown = json.loads(out.getvalue())
@@ -113,13 +141,135 @@ def test_show_an_unknown_run_is_an_error(
 def test_resume_hands_the_run_to_a_handler(tmp_path: Path) -> None:
     path = str(tmp_path / "runs.db")
     anyio.run(seeded, path)
-    assert main([path, "resume", "a", "--handler", "store.test_docs_and_cli:handler"]) == 0
+    out = io.StringIO()
+    assert main([path, "resume", "a", "--handler", "store.test_docs_and_cli:handler"], out) == 0
+    assert out.getvalue() == "a\tcompleted\n"
+    assert anyio.run(status, path, "a") == "completed"
 
-    async def status() -> str:
+
+async def status(path: str, run_id: str) -> str:
+    async with SqliteRunStore(path) as store:
+        return (await store.get_run(run_id)).status
+
+
+async def on_trio(run: DurableRun) -> None:
+    """A handler written for Trio: its checkpoint fails on any other event loop."""
+    import trio.lowlevel
+
+    await trio.lowlevel.checkpoint()
+    await handler(run)
+
+
+async def on_asyncio(run: DurableRun) -> None:
+    """A handler written for asyncio."""
+    import asyncio
+
+    await asyncio.sleep(0)
+    await handler(run)
+
+
+def test_resume_runs_the_handler_on_trio_unless_told_otherwise(tmp_path: Path) -> None:
+    path = str(tmp_path / "runs.db")
+    anyio.run(seeded, path)
+    argv = [path, "resume", "a", "--handler", "store.test_docs_and_cli:on_trio"]
+    assert main(argv, io.StringIO()) == 0
+    assert anyio.run(status, path, "a") == "completed"
+    argv = [path, "resume", "b", "--handler", "store.test_docs_and_cli:on_asyncio"]
+    assert main([*argv, "--owner", "w1"], io.StringIO()) == 1  # not on Trio, it cannot
+    assert anyio.run(status, path, "b") == "failed"
+
+
+def test_resume_runs_the_handler_on_asyncio_when_asked(tmp_path: Path) -> None:
+    path = str(tmp_path / "runs.db")
+    anyio.run(seeded, path)
+    argv = [path, "resume", "a", "--handler", "store.test_docs_and_cli:on_asyncio"]
+    assert main([*argv, "--backend", "asyncio"], io.StringIO()) == 0
+    assert anyio.run(status, path, "a") == "completed"
+
+
+async def answering(turn: Any) -> Any:
+    from juno_bind_trio.loop import ModelTurnResult
+
+    if turn.messages[-1]["role"] == "tool":
+        return ModelTurnResult(content="resumed by the agent")
+    return ModelTurnResult(content="answered")
+
+
+def cli_agent(store: object) -> Any:
+    from juno_bind_trio.agent import Agent, tool
+
+    @tool
+    async def t() -> str:
+        """The seeded runs' tool."""
+        import trio.lowlevel
+
+        await trio.lowlevel.checkpoint()  # the CLI runs it on Trio
+        return "ok"
+
+    return Agent(answering, tools=[t], store=store, store_owner="w1")  # type: ignore[arg-type]
+
+
+AGENT: Any = None  # set by the tests below: the handler named "store.test_docs_and_cli:AGENT"
+
+
+@pytest.mark.parametrize("given", ["path", "store"])
+def test_resume_with_an_agent_as_the_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    path = str(tmp_path / "runs.db")
+    anyio.run(seeded, path)
+    # As a module would build it: a path, or a store nobody opened yet.
+    agent = cli_agent(path if given == "path" else SqliteRunStore(path))
+    monkeypatch.setattr(sys.modules[__name__], "AGENT", agent)
+    out = io.StringIO()
+    assert main([path, "resume", "b", "--handler", "store.test_docs_and_cli:AGENT"], out) == 0
+    assert out.getvalue() == "b\tcompleted\n"
+
+    async def stored() -> Any:
         async with SqliteRunStore(path) as store:
-            return (await store.get_run("a")).status
+            return await store.load("b")
 
-    assert anyio.run(status) == "completed"
+    loaded = anyio.run(stored)
+    assert loaded.record.status == "completed"
+    assert loaded.messages[-1] == {"role": "assistant", "content": "resumed by the agent"}
+
+
+def test_resume_with_an_agent_on_postgresql(monkeypatch: pytest.MonkeyPatch) -> None:
+    from juno_bind_trio.store import PostgresRunStore
+
+    from .store_helpers import postgres_dsn
+
+    dsn = postgres_dsn()
+
+    async def seed() -> None:
+        async with PostgresRunStore(dsn) as store:
+            await store.create_run("p1", messages=[{"role": "user", "content": "hi"}])
+
+    anyio.run(seed)
+    monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(PostgresRunStore(dsn)))
+    out = io.StringIO()
+    assert main([dsn, "resume", "p1", "--handler", "store.test_docs_and_cli:AGENT"], out) == 0
+    assert out.getvalue() == "p1\tcompleted\n"
+
+
+def test_an_agent_on_another_database_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "runs.db")
+    anyio.run(seeded, path)
+    other = str(tmp_path / "other.db")
+    anyio.run(seeded, other)
+    argv = [path, "resume", "a", "--handler", "store.test_docs_and_cli:AGENT"]
+    monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(other))
+    assert main(argv) == 1
+    assert "is not" in capsys.readouterr().err
+    monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(path))
+    assert main([*argv, "--owner", "w7"]) == 1
+    assert "resumes under its own store_owner" in capsys.readouterr().err
+    monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(None))
+    assert main(argv) == 1
+    assert "without a store" in capsys.readouterr().err
+    assert [anyio.run(status, db, "a") for db in (path, other)] == ["pending", "pending"]
 
 
 def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
@@ -131,7 +281,7 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert done.stdout.splitlines()[0].startswith("a\tpending")
+    assert done.stdout.splitlines()[0] == "a\tpending\titeration 0\tlease -\t-"
 
 
 @pytest.mark.parametrize(
@@ -140,7 +290,7 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
         (["{db}", "resume", "a", "--handler", "no_such_module_here:go"], "cannot be loaded"),
         (["{db}", "resume", "a", "--handler", "store.test_docs_and_cli:nothing"], "cannot be"),
         (["{db}", "resume", "a", "--handler", "store.test_docs_and_cli:HOW_TO"], "not callable"),
-        (["{db}", "resume", "a", "--handler", "no-colon"], "MODULE:FUNCTION"),
+        (["{db}", "resume", "a", "--handler", "no-colon"], "MODULE:NAME"),
         (["{db}", "list", "--limit", "0"], "--limit must be a positive"),
     ],
 )

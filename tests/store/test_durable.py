@@ -16,6 +16,7 @@ from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.plugins import tool_failure_message
 from juno_bind_trio.run import ToolCallReceiptKey
 from juno_bind_trio.store import (
+    WORKER_STOPPED_TOOL_CALL_MESSAGE,
     RunLeasedError,
     RunStore,
     StoreDataError,
@@ -41,11 +42,13 @@ USER = [{"role": "user", "content": "send the invitations"}]
 
 
 def interrupted_answers(messages: list[dict[str, Any]]) -> set[str]:
-    return {
-        m["tool_call_id"]
-        for m in messages
-        if m["role"] == "tool" and INTERRUPTED_TOOL_CALL_MESSAGE in m["content"]
-    }
+    """The calls answered ``kind: "interrupted"`` (refused: their effect is unknown)."""
+    refused = set()
+    for m in messages:
+        answer = json.loads(m["content"]) if m["role"] == "tool" and m["content"][:1] == "{" else {}
+        if answer.get("kind") == "interrupted":
+            refused.add(m["tool_call_id"])
+    return refused
 
 
 async def test_a_durable_run_is_saved_at_every_iteration(store: RunStore) -> None:
@@ -199,14 +202,17 @@ async def test_a_started_send_is_refused_with_the_documented_answer(store: RunSt
         assert [(a.tool_call_id, a.state, a.action) for a in answers] == [
             ("c1", "started", "refuse")
         ]
+        # The worker stopped while the call ran; nothing cancelled it, and the
+        # answer says what happened.
         assert run.state.messages[-1] == tool_failure_message(
-            "c1", INTERRUPTED_TOOL_CALL_MESSAGE, "interrupted"
+            "c1", WORKER_STOPPED_TOOL_CALL_MESSAGE, "interrupted"
         )
         assert json.loads(run.state.messages[-1]["content"]) == {
             "success": False,
             "kind": "interrupted",
-            "error": INTERRUPTED_TOOL_CALL_MESSAGE,
+            "error": WORKER_STOPPED_TOOL_CALL_MESSAGE,
         }
+        assert "cancel" not in WORKER_STOPPED_TOOL_CALL_MESSAGE
         await run.finish("stopped")
     assert world.effects == []
 
@@ -260,7 +266,7 @@ async def test_a_worker_that_lost_its_lease_stops_softly_and_writes_nothing(
     await provider_accepts((await store.load("r1")).messages)
 
 
-async def test_a_hard_cancel_records_the_interruption_and_hands_the_run_back(
+async def test_a_hard_cancel_records_the_interruption_and_that_the_run_was_cancelled(
     store: RunStore,
 ) -> None:
     await store.create_run("r1", messages=USER)
@@ -283,18 +289,24 @@ async def test_a_hard_cancel_records_the_interruption_and_hands_the_run_back(
         "c1": "interrupted",
         "c2": "interrupted",
     }
-    assert (loaded.record.status, loaded.record.lease_owner) == ("running", None)
-    lease = await store.claim_next(owner="w9", ttl=30)  # handed back: claimable at once
-    assert lease is not None
-    assert lease.run_id == "r1"
-    async with open_durable_run(
-        store, "r1", owner="w9", lease=lease, resumability=world.resumability
-    ) as run:
+    # The store says how it ended: cancelled, not a run that looks alive.
+    record = loaded.record
+    assert (record.status, record.lease_owner) == ("cancelled", None)
+    assert record.detail is not None
+    assert record.detail.startswith("cancelled: a hard cancel")
+    # A cancelled run is not work for any worker; it is resumed when asked for by id.
+    assert await store.claim_next(owner="w9", ttl=30) is None
+    async with open_durable_run(store, "r1", owner="w9", resumability=world.resumability) as run:
         answers = await run.finish_open_turn(world_tool(world))
         assert {a.tool_call_id: a.action for a in answers} == {"c1": "refuse", "c2": "run"}
+        # A cancel cut c1 off: its answer says so (not that its worker stopped).
+        c1 = next(m for m in run.state.messages if m.get("tool_call_id") == "c1")
+        assert json.loads(c1["content"])["error"] == INTERRUPTED_TOOL_CALL_MESSAGE
         await run.finish("stopped")
     assert world.effects == ["c1"]
     assert world.reads == ["c2", "c2"]  # repeatable: run again
+    record = await store.get_run("r1")
+    assert (record.status, record.detail) == ("stopped", None)
 
 
 def world_tool(world: World) -> Any:

@@ -12,6 +12,7 @@ draining 500 runs on PostgreSQL while a tenth of them are killed
 from __future__ import annotations
 
 import collections
+import json
 import os
 import random
 import signal
@@ -24,7 +25,12 @@ from typing import Any
 import anyio
 import pytest
 
-from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
+from juno_bind_trio.store import (
+    WORKER_STOPPED_TOOL_CALL_MESSAGE,
+    PostgresRunStore,
+    RunStore,
+    SqliteRunStore,
+)
 
 from .durable_world import check_history, provider_accepts
 from .store_helpers import postgres_dsn
@@ -230,3 +236,47 @@ def test_many_workers_drain_the_runs_while_some_are_killed(tmp_path: Path) -> No
         check_history(messages)
     anyio.run(provider_accepts, *(messages for _, messages in final.values()))
     print(f"\n{runs} runs, {workers} workers, {kills} kills: {runs / elapsed:.1f} runs/s")
+
+
+async def stored_run(db: str, run_id: str) -> tuple[Any, list[dict[str, Any]]]:
+    async with open_store(db) as store:
+        loaded = await store.load(run_id)
+        return loaded.record, loaded.messages
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_restarted_process_resumes_at_once_after_a_sigkill(kind: str, tmp_path: Path) -> None:
+    # The first process holds the run under its default owner (host:pid:machine)
+    # with a ten-minute lease, and is killed while its first call is in flight.
+    db = database(kind, tmp_path)
+    log = tmp_path / "effects.txt"
+    anyio.run(create_runs, db, ["r1"])
+    first = start("hang", db, "r1", str(log))
+    deadline = time.monotonic() + LINE_TIMEOUT
+    while ("r1", "a", "send") not in effects(log):  # the call has made its effect
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "the first send never started"
+        time.sleep(0.02)
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    held, _ = anyio.run(stored_run, db, "r1")
+    assert held.status == "running"
+    assert held.lease_owner is not None
+    assert held.lease_owner.split(":")[1] == str(first.pid)
+    assert held.lease_expires_at - time.time() > 500  # the lease would hold it for minutes
+    # A new process, another pid on this machine, resumes it now: the holder is gone.
+    began = time.monotonic()
+    finish(start("run", db, "r1", "default", str(log)))
+    assert time.monotonic() - began < 100  # well inside the lease it no longer waits out
+    record, messages = anyio.run(stored_run, db, "r1")
+    assert record.status == "completed"
+    check_history(messages)
+    seen = effects(log)
+    assert seen["r1", "a", "send"] == 1  # the in-flight send was not sent again
+    answer = next(m for m in messages if m.get("tool_call_id") == "a")
+    # What happened, said as it happened: the worker stopped; nothing was cancelled.
+    assert json.loads(answer["content"]) == {
+        "success": False,
+        "kind": "interrupted",
+        "error": WORKER_STOPPED_TOOL_CALL_MESSAGE,
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -24,6 +25,7 @@ from juno_bind_trio.store import (
     StoreDataError,
     StoreError,
 )
+from juno_bind_trio.store._migrations import MIGRATIONS
 
 from .store_helpers import FakeClock, raw_execute, raw_query
 
@@ -310,7 +312,36 @@ async def test_a_newer_schema_is_refused_on_open(store_factory: Any, store: RunS
     await store.create_run("kept", messages=USER)
     async with store_factory() as again:
         assert (await again.get_run("kept")).status == "pending"
-    assert raw_query(store, "SELECT version FROM juno_schema") == [(SCHEMA_VERSION,)]
+    versions = raw_query(store, "SELECT version FROM juno_schema ORDER BY version")
+    assert versions == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
+
+
+async def test_a_version_1_database_is_upgraded_on_open_and_keeps_its_runs(
+    store_factory: Any, store: RunStore, store_kind: str
+) -> None:
+    # A database as version 1 of the package left it: no detail column.
+    for table in ("juno_receipts", "juno_runs", "juno_schema"):
+        raw_execute(store, f"DROP TABLE {table}")
+    raw_execute(store, "CREATE TABLE juno_schema (version INTEGER NOT NULL)")
+    dialect = "sqlite" if store_kind == "sqlite" else "postgresql"
+    for statement in MIGRATIONS[dialect][0]:
+        raw_execute(store, statement)
+    raw_execute(store, "INSERT INTO juno_schema (version) VALUES (1)")
+    raw_execute(
+        store,
+        "INSERT INTO juno_runs (run_id, status, chain, root_run_id, messages, iteration, "
+        "lease_token, created_at, updated_at) VALUES (?, 'stopped', ?, ?, ?, 2, 3, 1.0, 2.0)",
+        ("old", '{"links": [{"run_id": "old", "agent": null}]}', "old", json.dumps(USER)),
+    )
+    async with store_factory() as upgraded:
+        record = await upgraded.get_run("old")
+        assert (record.status, record.iteration, record.lease_token) == ("stopped", 2, 3)
+        assert record.detail is None
+        lease = await upgraded.claim_run("old", owner="w1", ttl=30)
+        await upgraded.release(lease, status="cancelled", detail="cancelled: by a test")
+        assert (await upgraded.get_run("old")).detail == "cancelled: by a test"
+    versions = raw_query(store, "SELECT version FROM juno_schema ORDER BY version")
+    assert versions == [(1,), (2,)]
 
 
 async def test_bad_arguments_are_refused_at_the_boundary(store: RunStore) -> None:

@@ -308,7 +308,9 @@ class Agent(Generic[DepsT, OutputT]):
       [RunStore][juno_bind_trio.store.RunStore] you opened. Each run is then
       saved as it goes and can be [resumed][juno_bind_trio.agent.Agent.resume]
       after a crash, on any worker, with no effect repeated. *store_owner*
-      names this worker in the run's lease (default ``host:pid``);
+      names this worker in the run's lease (default ``host:pid:machine``,
+      this process: once it is gone, a process of the same machine resumes
+      its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
 
@@ -628,6 +630,8 @@ class Agent(Generic[DepsT, OutputT]):
         :raises UsageLimitExceeded: the run reached a usage limit and stopped
             softly; the error carries the result so far.
         :raises StructuredOutputError: no answer matched *output_type* within the re-asks.
+        :raises LeaseLostError: with a *store*, this worker lost the run's lease
+            before its work was saved: the run is not finished; resume it.
         :raises Exception: what the model raised (routing's errors, for an
             OpenAI model), or a [UsageError][juno_bind_trio.UsageError] a tool raised.
         """
@@ -780,6 +784,8 @@ class Agent(Generic[DepsT, OutputT]):
         :raises UsageError: the agent has no store.
         :raises RunNotFoundError: no such run. :raises RunLeasedError: another
             worker holds it. :raises ValueError: the run already ended for good.
+        :raises LeaseLostError: this worker lost the run's lease before its work
+            was saved: the run is not finished; resume it again.
         """
         if self._settings.store is None:
             raise UsageError(

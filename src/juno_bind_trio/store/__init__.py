@@ -18,6 +18,7 @@ from juno_bind_trio._errors import StoreDataError as StoreDataError
 from juno_bind_trio._errors import StoreError as StoreError
 from juno_bind_trio._public import publish as _publish
 
+from ._durable import WORKER_STOPPED_TOOL_CALL_MESSAGE as WORKER_STOPPED_TOOL_CALL_MESSAGE
 from ._durable import DurableRun as DurableRun
 from ._durable import OpenTurnAnswer as OpenTurnAnswer
 from ._durable import SoftStop as SoftStop
@@ -41,6 +42,7 @@ __all__ = [
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
+    "WORKER_STOPPED_TOOL_CALL_MESSAGE",
     "DurableRun",
     "Lease",
     "LeaseLostError",

@@ -5,36 +5,45 @@ or a libpq ``key=value`` string); a DSN's password is never printed. A bad
 argument, a database that is not there, a handler that cannot be loaded or a
 stored run that cannot be read prints ``error: ...`` and exits 1.
 
-* ``list [--status STATUS] [--limit N]``: one line per run: id, status,
-  iteration, lease holder.
+* ``list [--status STATUS] [--limit N]``: one line per run, tab-separated:
+  id, status, iteration, lease holder (``-`` for none; ``(expired)`` once its
+  time ran out), and how the run ended where the status does not say it
+  (its [detail][juno_bind_trio.store.RunRecord], or ``-``). A row that
+  cannot be read is listed as ``ID  unreadable  WHY``; the others still are.
 * ``show RUN_ID``: the run's record, transcript and receipts, as JSON.
-* ``resume RUN_ID --handler MODULE:FUNCTION [--owner NAME]``: claim the run
-  and ``await FUNCTION(run)`` with its
+* ``resume RUN_ID --handler MODULE:NAME [--owner NAME] [--backend trio|asyncio]``:
+  claim the run and ``await NAME(run)`` with its
   [DurableRun][juno_bind_trio.store.DurableRun], as
-  [serve_runs][juno_bind_trio.store.serve_runs] would.
+  [serve_runs][juno_bind_trio.store.serve_runs] would; or, when NAME is an
+  [Agent][juno_bind_trio.agent.Agent] whose store is DATABASE,
+  ``await agent.resume(RUN_ID)`` (under the agent's own ``store_owner``).
+  The handler runs on Trio unless ``--backend asyncio``. Prints the run's id
+  and how it ended.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import re
-import socket
 import sys
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from typing import Any, Final, TextIO
 
 import anyio
 
-from juno_bind_trio._errors import StoreError
+from juno_bind_trio._errors import JunoBindError, StoreDataError
 
 from ._durable import open_durable_run
+from ._owner import default_owner
 from ._postgres import PostgresRunStore
 from ._records import RUN_STATUSES, ReceiptRecord, RunRecord
 from ._sqlite import SqliteRunStore
-from ._store import RunStore
+from ._store import RunStore, ThreadedRunStore
 
 __all__ = ["main"]
 
@@ -43,7 +52,7 @@ __all__ = ["main"]
 _KEYWORD_DSN: Final = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 
-def _open(database: str, connect_timeout: float = 10.0) -> RunStore:
+def _open(database: str, connect_timeout: float = 10.0) -> ThreadedRunStore:
     if database.startswith(("postgresql://", "postgres://")) or _KEYWORD_DSN.match(database):
         return PostgresRunStore(database, connect_timeout=connect_timeout)
     if not os.path.exists(database):
@@ -66,6 +75,7 @@ def _record(record: RunRecord) -> dict[str, Any]:
         "lease_expires_at": record.lease_expires_at,
         "heartbeat_at": record.heartbeat_at,
         "progress": record.progress,
+        "detail": record.detail,
     }
 
 
@@ -81,11 +91,31 @@ def _receipt(receipt: ReceiptRecord) -> dict[str, Any]:
     }
 
 
-async def _list(store: RunStore, status: str | None, limit: int, out: TextIO) -> None:
-    runs = await store.list_runs(status=status, limit=limit)  # type: ignore[arg-type]
-    for run in runs:
-        lease = run.lease_owner or "-"
-        out.write(f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\n")
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _listed(run: RunRecord, now: float) -> str:
+    expired = run.lease_expires_at is None or run.lease_expires_at <= now
+    lease = "-" if run.lease_owner is None else run.lease_owner + (" (expired)" if expired else "")
+    ending = run.detail
+    if ending is None and run.status == "running" and run.lease_owner is not None and expired:
+        ending = (
+            "its worker stopped renewing the lease (it crashed, stalled or lost the run); "
+            "any worker may claim it"
+        )
+    ending = "-" if ending is None else _one_line(ending)
+    return f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\t{ending}"
+
+
+async def _list(store: ThreadedRunStore, status: str | None, limit: int, out: TextIO) -> None:
+    rows = await store._list_rows(status=status, limit=limit)  # type: ignore[arg-type]
+    now = store.now()
+    for row in rows:
+        if isinstance(row, StoreDataError):  # marked, and the listing goes on
+            out.write(f"{row.run_id or '?'}\tunreadable\t{_one_line(str(row))}\n")
+        else:
+            out.write(_listed(row, now) + "\n")
 
 
 async def _show(store: RunStore, run_id: str, out: TextIO) -> None:
@@ -99,18 +129,83 @@ async def _show(store: RunStore, run_id: str, out: TextIO) -> None:
     out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
-async def _resume(store: RunStore, run_id: str, handler: str, owner: str) -> None:
+def _load_handler(handler: str) -> Any:
     module_name, _, attribute = handler.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"--handler must be MODULE:FUNCTION, got {handler!r}")
+        raise ValueError(f"--handler must be MODULE:NAME, got {handler!r}")
     try:
         handle = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"--handler {handler!r} cannot be loaded: {exc}") from None
-    if not callable(handle):
+    if not callable(handle) and not _is_agent(handle):
         raise TypeError(f"--handler {handler!r} is not callable: {handle!r}")
-    async with open_durable_run(store, run_id, owner=owner) as run:
+    return handle
+
+
+def _is_agent(handle: object) -> bool:
+    """An Agent, read by its shape (this package's store does not import the agent):
+    something with a ``store`` and an async ``resume`` method, not a function."""
+    resume = getattr(handle, "resume", None)
+    return (
+        not inspect.isroutine(handle)
+        and hasattr(handle, "store")
+        and inspect.iscoroutinefunction(resume)
+    )
+
+
+def _same_database(store: ThreadedRunStore, spec: object) -> bool:
+    if isinstance(spec, SqliteRunStore):
+        spec = spec.path
+    if isinstance(spec, str | os.PathLike):
+        if not isinstance(store, SqliteRunStore):
+            return False
+        try:
+            return os.path.samefile(spec, store.path)
+        except OSError:
+            return False
+    if isinstance(spec, PostgresRunStore):
+        return isinstance(store, PostgresRunStore) and spec._safe_dsn == store._safe_dsn
+    return False
+
+
+async def _resume_agent(
+    store: ThreadedRunStore, database: str, run_id: str, handler: str, agent: Any, out: TextIO
+) -> None:
+    spec = agent.store
+    if spec is None:
+        raise ValueError(f"--handler {handler!r} is an Agent without a store; give it store=")
+    if not _same_database(store, spec):
+        raise ValueError(
+            f"--handler {handler!r} is an Agent whose store ({spec!r}) is not {database!r}; "
+            "the command line resumes an agent's run on the agent's own store"
+        )
+    async with AsyncExitStack() as stack:
+        if isinstance(spec, ThreadedRunStore) and not spec._opened:
+            await stack.enter_async_context(spec)  # built at import, opened by nobody yet
+        result = await agent.resume(run_id)
+    out.write(f"{run_id}\t{result.reason}\n")
+
+
+async def _resume(
+    store: ThreadedRunStore,
+    database: str,
+    run_id: str,
+    handler: str,
+    owner: str | None,
+    out: TextIO,
+) -> None:
+    handle = _load_handler(handler)
+    if _is_agent(handle):
+        if owner is not None:
+            raise ValueError(
+                f"--owner: the Agent {handler!r} resumes under its own store_owner; leave it out"
+            )
+        await _resume_agent(store, database, run_id, handler, handle, out)
+        return
+    async with open_durable_run(store, run_id, owner=owner or default_owner()) as run:
         await handle(run)
+    record = await store.get_run(run_id)
+    out.write(f"{run_id}\t{record.status}\n")
 
 
 async def _main(args: argparse.Namespace, out: TextIO) -> None:
@@ -122,7 +217,7 @@ async def _main(args: argparse.Namespace, out: TextIO) -> None:
         elif args.command == "show":
             await _show(store, args.run_id, out)
         else:
-            await _resume(store, args.run_id, args.handler, args.owner)
+            await _resume(store, args.database, args.run_id, args.handler, args.owner, out)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -146,12 +241,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     show.add_argument("run_id")
     resume = commands.add_parser("resume", help="claim a run and hand it to your handler")
     resume.add_argument("run_id")
-    resume.add_argument("--handler", required=True, help="MODULE:FUNCTION, awaited with the run")
-    resume.add_argument("--owner", default=f"{socket.gethostname()}:{os.getpid()}")
+    resume.add_argument(
+        "--handler",
+        required=True,
+        help="MODULE:NAME: an async function awaited with the run, or an Agent",
+    )
+    resume.add_argument(
+        "--owner", default=None, help="the lease owner (default: this process, host:pid:machine)"
+    )
+    resume.add_argument(
+        "--backend",
+        choices=("trio", "asyncio"),
+        default="trio",
+        help="the event loop the handler runs on (default trio)",
+    )
     args = parser.parse_args(argv)
+    backend = getattr(args, "backend", "trio")
     try:
-        anyio.run(_main, args, sys.stdout if out is None else out)
-    except (StoreError, ValueError, TypeError) as exc:
+        anyio.run(_main, args, sys.stdout if out is None else out, backend=backend)
+    except (JunoBindError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -10,17 +10,18 @@ per run; this module only re-plugs its ports.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from juno_bind_trio._errors import LeaseLostError
 from juno_bind_trio.loop import LoopResult, RunStats
 from juno_bind_trio.run import EffectResumability
 
 from ._durable import open_durable_run
+from ._owner import default_owner
 from ._sqlite import SqliteRunStore
 from ._store import RunStore
 
@@ -42,12 +43,6 @@ def check_store(owner: str, store: object) -> StoreSpec | None:
     if isinstance(store, str | os.PathLike) and os.fspath(store) != "":
         return store
     raise TypeError(f"{owner}: store must be a SQLite file path, a RunStore or None, got {store!r}")
-
-
-def default_owner() -> str:
-    """This process, as a lease owner: ``host:pid``. A process resuming its own run
-    takes it back at once; another waits for the lease to expire."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @asynccontextmanager
@@ -100,6 +95,7 @@ async def run_durably(
                 core.new_start = len(run.state.messages)
             if run.answered:  # it had ended; a crash lost only its status
                 await run.finish("completed")
+                _check_kept(run.lost, core.run_id, owner)
                 last = run.state.messages[-1].get("content")
                 return LoopResult(
                     reason="completed",
@@ -113,7 +109,12 @@ async def run_durably(
             open_turn = run.open_turn_iteration
             if open_turn is not None:
                 core.iteration = open_turn
-            await run.finish_open_turn(core.dispatch)
+            serial = any(t.serial for t in tools.values())
+            await run.finish_open_turn(
+                core.dispatch,
+                per_tool_limit=core.settings.per_tool_limit,
+                runs_serially=core.runs_serially if serial else None,
+            )
             core.iteration_base = run.iteration
             loop = core.build_loop()
             loop = core.loop = attrs.evolve(
@@ -125,4 +126,18 @@ async def run_durably(
             )
             result = await loop.run()
             await run.finish(result.reason)
+        _check_kept(run.lost, core.run_id, owner)
     return result
+
+
+def _check_kept(lost: bool, run_id: str, owner: str) -> None:
+    """Raise LeaseLostError for a run whose lease was lost: what it did after that
+    (an answer, a finished batch) was not saved, so it must not look finished."""
+    if lost:
+        raise LeaseLostError(
+            f"run {run_id!r}: this worker ({owner!r}) lost the run's lease before its work "
+            "was saved; the store holds it as of its last saved iteration, not finished. "
+            f"Resume it (await agent.resume({run_id!r})): calls that finished are answered "
+            "from their receipts, not run again",
+            run_id,
+        )

@@ -60,10 +60,14 @@ class Dialect(Protocol):
     def guarded(self) -> bool:  # the hot writes also come as one guarded statement
         ...
 
+    @property
+    def unreadable_expiry(self) -> str:  # true where lease_expires is not a finite number
+        ...
+
 
 _RUN_COLUMNS = (
     "run_id, status, agent, chain, iteration, pending_iteration, lease_owner, lease_token, "
-    "lease_expires, heartbeat_at, progress, created_at, updated_at"
+    "lease_expires, heartbeat_at, progress, created_at, updated_at, detail"
 )
 _RUN_WIDTH: Final = _RUN_COLUMNS.count(",") + 1
 _RECEIPT_COLUMNS = (
@@ -82,18 +86,26 @@ def dumps(where: str, value: object) -> str:
         raise TypeError(f"{where} must be JSON-serializable: {exc}") from None
 
 
-def _loads(run_id: str, what: str, text: object) -> Any:
+def _loads(run_id: str, what: str, text: object, column: str) -> Any:
+    """*text*, a JSON column, parsed; a StoreDataError naming the run and *column* if not."""
     if not isinstance(text, str):
         raise StoreDataError(
             f"run {run_id!r}: stored {what} is not text (got {type(text).__name__}); "
-            "the row is corrupted",
+            f"the row is corrupted (column {column})",
             run_id,
         )
     try:
         return json.loads(text)
     except ValueError as exc:
         raise StoreDataError(
-            f"run {run_id!r}: stored {what} does not parse as JSON ({exc}); the row is corrupted",
+            f"run {run_id!r}: stored {what} does not parse as JSON ({exc}); the row is "
+            f"corrupted (column {column})",
+            run_id,
+        ) from None
+    except RecursionError:
+        raise StoreDataError(
+            f"run {run_id!r}: stored {what} is nested too deeply to read; the row is "
+            f"corrupted (column {column})",
             run_id,
         ) from None
 
@@ -112,81 +124,153 @@ def check_messages(where: str, messages: object) -> list[dict[str, Any]]:
 
 
 def _stored_messages(run_id: str, text: object) -> list[dict[str, Any]]:
-    value = _loads(run_id, "transcript", text)
+    value = _loads(run_id, "transcript", text, "messages")
     try:
         return check_messages("stored transcript", value)
     except TypeError as exc:
-        raise StoreDataError(f"run {run_id!r}: {exc}; the row is corrupted", run_id) from None
+        raise StoreDataError(
+            f"run {run_id!r}: {exc}; the row is corrupted (column messages)", run_id
+        ) from None
+
+
+def _corrupted(run_id: str, column: str, value: object, want: str) -> StoreDataError:
+    return StoreDataError(
+        f"run {run_id!r}: stored {column} {value!r:.60} is not {want}; the row is corrupted",
+        run_id,
+    )
+
+
+def _count(run_id: str, column: str, value: object, *, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        word = "non-negative" if least == 0 else "positive"
+        raise _corrupted(run_id, column, value, f"a {word} integer")
+    return value
+
+
+def _time(run_id: str, column: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _corrupted(run_id, column, value, "a finite time in seconds")
+    return float(value)
+
+
+def _optional_time(run_id: str, column: str, value: object) -> float | None:
+    return None if value is None else _time(run_id, column, value)
+
+
+def _optional_text(run_id: str, column: str, value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or value == ""):
+        raise _corrupted(run_id, column, value, "a non-empty text or NULL")
+    return value
 
 
 def _run_record(row: Sequence[Any]) -> RunRecord:
+    """The record of one row of ``_RUN_COLUMNS``; every column is checked, and a value
+    that is not what this package writes there is a StoreDataError naming the run and
+    the column (never a TypeError from comparing it later)."""
     run_id = row[0]
-    if not isinstance(run_id, str):
-        raise StoreDataError(f"a stored run has an id that is not text: {run_id!r}")
+    if not isinstance(run_id, str) or run_id == "":
+        raise StoreDataError(
+            f"a stored run has a run_id that is not a non-empty text: {run_id!r:.60}; "
+            "the row is corrupted"
+        )
     status = row[1]
     if status not in RUN_STATUSES:
         raise StoreDataError(
-            f"run {run_id!r}: stored status {status!r} is not a run status; the row is corrupted",
-            run_id,
-        )
-    try:
-        chain = ChainRef.from_dict(_loads(run_id, "lineage", row[3]))
-    except TypeError as exc:
-        raise StoreDataError(f"run {run_id!r}: stored lineage: {exc}", run_id) from None
-    numbers = (row[4], row[7])
-    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers) or (
-        row[5] is not None and (not isinstance(row[5], int) or row[5] < 1)
-    ):
-        raise StoreDataError(
-            f"run {run_id!r}: stored iteration or lease token is not a non-negative integer; "
+            f"run {run_id!r}: stored status {status!r:.60} is not a run status; "
             "the row is corrupted",
             run_id,
         )
+    agent = _optional_text(run_id, "agent", row[2])
+    lineage = _loads(run_id, "lineage", row[3], "chain")
+    try:
+        chain = ChainRef.from_dict(lineage)
+    except (TypeError, ValueError) as exc:
+        raise StoreDataError(
+            f"run {run_id!r}: stored lineage: {exc}; the row is corrupted (column chain)", run_id
+        ) from None
+    if chain.run_id != run_id:
+        raise _corrupted(run_id, "chain", row[3], f"a lineage ending in {run_id!r}")
+    iteration = _count(run_id, "iteration", row[4], least=0)
+    pending = None if row[5] is None else _count(run_id, "pending_iteration", row[5], least=1)
+    owner = _optional_text(run_id, "lease_owner", row[6])
+    token = _count(run_id, "lease_token", row[7], least=0)
+    expires = _optional_time(run_id, "lease_expires", row[8])
+    heartbeat = _optional_time(run_id, "heartbeat_at", row[9])
+    progress = None if row[10] is None else _loads(run_id, "progress", row[10], "progress")
+    created = _time(run_id, "created_at", row[11])
+    updated = _time(run_id, "updated_at", row[12])
+    detail = _optional_text(run_id, "detail", row[13])
     return RunRecord(
         run_id=run_id,
         status=status,
-        agent=row[2],
+        agent=agent,
         chain=chain,
-        iteration=row[4],
-        pending_iteration=row[5],
-        lease_owner=row[6],
-        lease_token=row[7],
-        lease_expires_at=row[8],
-        heartbeat_at=row[9],
-        progress=None if row[10] is None else _loads(run_id, "progress", row[10]),
-        created_at=row[11],
-        updated_at=row[12],
+        iteration=iteration,
+        pending_iteration=pending,
+        lease_owner=owner,
+        lease_token=token,
+        lease_expires_at=expires,
+        heartbeat_at=heartbeat,
+        progress=progress,
+        created_at=created,
+        updated_at=updated,
+        detail=detail,
     )
 
 
 def _receipt(row: Sequence[Any]) -> ReceiptRecord:
     run_id = row[0]
-    if row[7] not in _RECEIPT_STATES or row[6] not in _RESUMABILITIES:
-        raise StoreDataError(
-            f"run {run_id!r}: the receipt of call {row[2]!r} has state {row[7]!r} and "
-            f"resumability {row[6]!r}; the row is corrupted",
+    call_id = row[2]
+
+    def corrupted(column: str, value: object, want: str) -> StoreDataError:
+        return StoreDataError(
+            f"run {run_id!r}: the receipt of call {call_id!r:.60} has {column} {value!r:.60}, "
+            f"which is not {want}; the row is corrupted (column juno_receipts.{column})",
             run_id,
         )
-    message = None if row[8] is None else _loads(run_id, f"answer of call {row[2]!r}", row[8])
+
+    if not isinstance(call_id, str) or call_id == "":
+        raise corrupted("tool_call_id", call_id, "a non-empty text")
+    if isinstance(row[1], bool) or not isinstance(row[1], int) or row[1] < 1:
+        raise corrupted("iteration", row[1], "a positive integer")
+    for index, column in ((3, "tool_name"), (4, "args_hash"), (5, "receipt_key")):
+        if not isinstance(row[index], str) or row[index] == "":
+            raise corrupted(column, row[index], "a non-empty text")
+    if row[7] not in _RECEIPT_STATES:
+        raise corrupted("state", row[7], "a receipt state")
+    if row[6] not in _RESUMABILITIES:
+        raise corrupted("resumability", row[6], "'repeatable' or 'non_repeatable'")
+    updated = row[9]
+    if (
+        isinstance(updated, bool)
+        or not isinstance(updated, int | float)
+        or not math.isfinite(updated)
+    ):
+        raise corrupted("updated_at", updated, "a finite time in seconds")
+    message = (
+        None
+        if row[8] is None
+        else _loads(run_id, f"answer of call {call_id!r}", row[8], "juno_receipts.message")
+    )
     if message is not None and not (
-        isinstance(message, dict) and message.get("tool_call_id") == row[2]
+        isinstance(message, dict) and message.get("tool_call_id") == call_id
     ):
         raise StoreDataError(
-            f"run {run_id!r}: the stored answer of call {row[2]!r} is not a tool message "
-            "answering it; the row is corrupted",
+            f"run {run_id!r}: the stored answer of call {call_id!r} is not a tool "
+            "message answering it; the row is corrupted (column juno_receipts.message)",
             run_id,
         )
     return ReceiptRecord(
         run_id=run_id,
         iteration=row[1],
-        tool_call_id=row[2],
+        tool_call_id=call_id,
         tool_name=row[3],
         args_hash=row[4],
         key=row[5],
         resumability=row[6],
         state=row[7],
         message=message,
-        updated_at=row[9],
+        updated_at=float(updated),
     )
 
 
@@ -195,7 +279,7 @@ def _turn_call_ids(run_id: str, turn: object) -> list[str]:
     if not isinstance(calls, list):
         raise StoreDataError(
             f"run {run_id!r}: the stored open turn is not an assistant message with tool "
-            "calls; the row is corrupted",
+            "calls; the row is corrupted (column pending_turn)",
             run_id,
         )
     ids: list[str] = []
@@ -204,7 +288,7 @@ def _turn_call_ids(run_id: str, turn: object) -> list[str]:
         if not isinstance(call_id, str):
             raise StoreDataError(
                 f"run {run_id!r}: a tool call of the stored open turn has no id; "
-                "the row is corrupted",
+                "the row is corrupted (column pending_turn)",
                 run_id,
             )
         ids.append(call_id)
@@ -297,6 +381,23 @@ def list_runs(
     return [_run_record(row) for row in rows]
 
 
+def list_run_rows(ex: Exec, *, status: str | None, limit: int) -> list[RunRecord | StoreDataError]:
+    """``list_runs``, with a row that cannot be read given as its error instead of
+    raising it: what a listing shows, so one corrupted row does not hide the rest."""
+    clause, params = (" WHERE status = ?", [status]) if status is not None else ("", [])
+    rows = ex(
+        f"SELECT {_RUN_COLUMNS} FROM juno_runs{clause} ORDER BY created_at, run_id LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    listed: list[RunRecord | StoreDataError] = []
+    for row in rows:
+        try:
+            listed.append(_run_record(row))
+        except StoreDataError as exc:
+            listed.append(exc)
+    return listed
+
+
 def load(ex: Exec, run_id: str) -> StoredRun:
     # The whole row in one statement, and the receipts in the same transaction,
     # which the store opens as one snapshot (see ThreadedRunStore._transaction):
@@ -307,7 +408,7 @@ def load(ex: Exec, run_id: str) -> StoredRun:
     pending_turn: dict[str, Any] | None = None
     receipts: tuple[ReceiptRecord, ...] = ()
     if record.pending_iteration is not None:
-        turn = _loads(run_id, "open turn", row[_RUN_WIDTH + 1])
+        turn = _loads(run_id, "open turn", row[_RUN_WIDTH + 1], "pending_turn")
         ids = _turn_call_ids(run_id, turn)
         pending_turn = cast("dict[str, Any]", turn)
         rows = ex(
@@ -320,7 +421,7 @@ def load(ex: Exec, run_id: str) -> StoredRun:
         if unknown:
             raise StoreDataError(
                 f"run {run_id!r}: receipts for calls the open turn never made: {unknown}; "
-                "the rows are corrupted",
+                "the rows are corrupted (column juno_receipts.tool_call_id)",
                 run_id,
             )
     return StoredRun(record=record, messages=messages, pending_turn=pending_turn, receipts=receipts)
@@ -350,46 +451,113 @@ def load_with_receipts(ex: Exec, run_id: str) -> tuple[StoredRun, list[ReceiptRe
 # --- leases --------------------------------------------------------------------------------
 
 
-def _lease(ex: Exec, run_id: str, owner: str, token: int, expires: float, now: float) -> Lease:
+def _lease(
+    ex: Exec, record: RunRecord, owner: str, expires: float, now: float, detail: str | None
+) -> Lease:
+    token = record.lease_token + 1
     ex(
         "UPDATE juno_runs SET lease_owner = ?, lease_token = ?, lease_expires = ?, "
-        "heartbeat_at = ?, updated_at = ?, "
+        "heartbeat_at = ?, updated_at = ?, detail = ?, "
         "status = CASE WHEN status = 'pending' THEN 'running' ELSE status END "
         "WHERE run_id = ?",
-        (owner, token, expires, now, now, run_id),
+        (owner, token, expires, now, now, detail, record.run_id),
     )
-    return Lease(run_id=run_id, owner=owner, token=token, expires_at=expires)
+    return Lease(run_id=record.run_id, owner=owner, token=token, expires_at=expires)
+
+
+def _claim_detail(record: RunRecord, owner: str, now: float, take_over: str | None) -> str | None:
+    """What a claim records about the hold it ends: a lease never given back, or nothing."""
+    holder = record.lease_owner
+    if holder is None or holder == owner:
+        return None  # free (given back), or this owner's own earlier hold
+    if record.lease_expires_at is not None and record.lease_expires_at > now:
+        assert holder == take_over
+        return (
+            f"taken over by {owner!r} from {holder!r}, a process on its host that is no "
+            "longer running (it stopped without giving its lease back)"
+        )
+    return (
+        f"taken over by {owner!r} from {holder!r}, whose lease had run out (that worker "
+        "stopped renewing it: it crashed, stalled, or lost the run)"
+    )
 
 
 def claim_run(
-    ex: Exec, dialect: Dialect, now: float, *, run_id: str, owner: str, ttl: float
+    ex: Exec,
+    dialect: Dialect,
+    now: float,
+    *,
+    run_id: str,
+    owner: str,
+    ttl: float,
+    take_over: str | None = None,
 ) -> Lease:
     record = get_run(ex, run_id, dialect.lock_row)
+    holder = record.lease_owner
     if (
-        record.lease_owner is not None
-        and record.lease_owner != owner
+        holder is not None
+        and holder != owner
+        and holder != take_over
         and record.lease_expires_at is not None
         and record.lease_expires_at > now
     ):
         raise RunLeasedError(
-            f"run {run_id!r} is leased by another worker for "
+            f"run {run_id!r} is leased by another worker ({holder!r}) for "
             f"{record.lease_expires_at - now:.3g} s more",
             run_id,
         )
-    return _lease(ex, run_id, owner, record.lease_token + 1, now + ttl, now)
+    return _lease(ex, record, owner, now + ttl, now, _claim_detail(record, owner, now, take_over))
 
 
-def claim_next(ex: Exec, dialect: Dialect, now: float, *, owner: str, ttl: float) -> Lease | None:
-    row = ex(
-        "SELECT run_id, lease_token FROM juno_runs "
-        "WHERE status = 'pending' OR (status = 'running' AND "
-        "(lease_expires IS NULL OR lease_expires <= ? OR lease_owner = ?)) "
-        f"ORDER BY created_at, run_id LIMIT 1{dialect.skip_locked}",
-        (now, owner),
-    ).fetchone()
-    if row is None:
-        return None
-    return _lease(ex, row[0], owner, int(row[1]) + 1, now + ttl, now)
+def claim_next(
+    ex: Exec, dialect: Dialect, now: float, *, owner: str, ttl: float
+) -> tuple[Lease | None, list[StoreDataError]]:
+    """The lease of the oldest runnable run, and the runs passed over on the way
+    because their rows cannot be read: each is recorded ``"failed"`` (the error in
+    its ``detail``, its data otherwise left as it is), so no worker meets it again."""
+    passed: list[StoreDataError] = []
+    seen: set[object] = set()
+    while True:
+        row = ex(
+            f"SELECT {_RUN_COLUMNS} FROM juno_runs "
+            "WHERE status = 'pending' OR (status = 'running' AND "
+            "(lease_expires IS NULL OR lease_expires <= ? OR lease_owner = ? OR "
+            # A lease time no clock reaches (text, NaN, infinity): an unreadable row,
+            # which must come up here to be recorded failed, not sit unseen for good.
+            f"{dialect.unreadable_expiry})) "
+            f"ORDER BY created_at, run_id LIMIT 1{dialect.skip_locked}",
+            (now, owner),
+        ).fetchone()
+        if row is None:
+            return None, passed
+        try:
+            record = _run_record(row)
+        except StoreDataError as exc:
+            if row[0] in seen:  # pragma: no cover - the update below always moves it
+                raise
+            seen.add(row[0])
+            mark_unreadable(ex, now, row[0], exc)
+            passed.append(exc)
+            continue
+        detail = _claim_detail(record, owner, now, None)
+        return _lease(ex, record, owner, now + ttl, now, detail), passed
+
+
+def mark_unreadable(ex: Exec, now: float, run_id: object, error: StoreDataError) -> None:
+    """Record a run whose row cannot be read as failed, saying why; nothing else changes."""
+    ex(
+        "UPDATE juno_runs SET status = 'failed', lease_owner = NULL, lease_expires = NULL, "
+        "detail = ?, updated_at = ? WHERE run_id = ?",
+        (ended_detail(f"failed: {error}"), now, run_id),
+    )
+
+
+def ended_detail(text: str) -> str:
+    """*text*, bounded: a detail is one sentence, not a dump of a corrupted value."""
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
+
+
+_DETAIL_LIMIT: Final = 400
 
 
 def check_lease(ex: Exec, dialect: Dialect, now: float, lease: Lease) -> Sequence[Any]:
@@ -407,7 +575,10 @@ def check_lease(ex: Exec, dialect: Dialect, now: float, lease: Lease) -> Sequenc
             "taken by another worker; nothing was written",
             lease.run_id,
         )
-    if row[2] is None or row[2] <= now:
+    expires = row[2]
+    if isinstance(expires, bool) or not isinstance(expires, int | float):
+        raise _corrupted(lease.run_id, "lease_expires", expires, "a time in seconds")
+    if expires <= now:
         raise LeaseLostError(
             f"run {lease.run_id!r}: the lease of {lease.owner!r} expired; nothing was written",
             lease.run_id,
@@ -428,12 +599,14 @@ def renew(
     return Lease(run_id=lease.run_id, owner=lease.owner, token=lease.token, expires_at=expires)
 
 
-def release(ex: Exec, dialect: Dialect, now: float, lease: Lease, *, status: str) -> None:
+def release(
+    ex: Exec, dialect: Dialect, now: float, lease: Lease, *, status: str, detail: str | None
+) -> None:
     check_lease(ex, dialect, now, lease)
     ex(
         "UPDATE juno_runs SET status = ?, lease_owner = NULL, lease_expires = NULL, "
-        "updated_at = ? WHERE run_id = ?",
-        (status, now, lease.run_id),
+        "detail = ?, updated_at = ? WHERE run_id = ?",
+        (status, detail, now, lease.run_id),
     )
 
 
@@ -483,7 +656,7 @@ def _open_call(
             f"which is not the run's open turn (open: {row[3]!r}); nothing was written",
             run_id,
         )
-    ids = _turn_call_ids(run_id, _loads(run_id, "open turn", row[4]))
+    ids = _turn_call_ids(run_id, _loads(run_id, "open turn", row[4], "pending_turn"))
     if tool_call_id not in ids:
         raise StoreDataError(
             f"run {run_id!r}: a receipt for call {tool_call_id!r}, which the open turn never "

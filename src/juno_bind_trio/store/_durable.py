@@ -28,11 +28,17 @@ answers each, by its receipt, through
 * it never started (no receipt; the loop's ``not_run`` refusals are never
   saved, so they arrive here the same way): it is dispatched now;
 * it started and did not finish: a repeatable tool runs again; a
-  non-repeatable one is answered with
+  non-repeatable one is answered ``kind: "interrupted"`` and never re-run
+  (with [WORKER_STOPPED_TOOL_CALL_MESSAGE][juno_bind_trio.store.WORKER_STOPPED_TOOL_CALL_MESSAGE]
+  when its worker stopped while it ran, receipt ``"started"``; with
   [INTERRUPTED_TOOL_CALL_MESSAGE][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE]
-  (``kind: "interrupted"``) and never re-run, unless the tool honours the
-  call's idempotency key, in which case it is dispatched again with the same
-  key and the effect's own service drops the duplicate.
+  when a cancel cut it off, receipt ``"interrupted"``), unless the tool
+  honours the call's idempotency key, in which case it is dispatched again
+  with the same key and the effect's own service drops the duplicate.
+
+The never-started calls run as the loop would have run them: calls
+``runs_serially`` picks first, one at a time, in order, then the rest
+through the pool at ``per_tool_limit`` calls a tool at once.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Any, Final, final
 
 import anyio
@@ -51,6 +57,7 @@ from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
 from juno_bind_trio._errors import (
     INTERRUPTED_TOOL_CALL_MESSAGE,
     LeaseLostError,
+    RunLeasedError,
     StoreDataError,
     TranscriptError,
     UsageError,
@@ -74,10 +81,12 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.transcript import HealChange, HealResult, heal_transcript
 
+from ._owner import holder_is_gone
 from ._records import RESUMABLE_STATUSES, Lease, ReceiptRecord, RunStatus, StoredRun
 from ._store import RunStore
 
 __all__ = [
+    "WORKER_STOPPED_TOOL_CALL_MESSAGE",
     "DurableRun",
     "OpenTurnAnswer",
     "SoftStop",
@@ -85,6 +94,20 @@ __all__ = [
     "tool_call_idempotency_key",
     "tool_call_receipt_key",
 ]
+
+WORKER_STOPPED_TOOL_CALL_MESSAGE: Final = (
+    "This call was started, but the worker running it stopped before it finished "
+    "(its process ended, or it lost the run), so it is unknown whether it took "
+    "effect. Check its effect before repeating it."
+)
+"""What a resume answers for a non-repeatable call whose receipt says ``"started"``.
+
+The worker that dispatched the call stopped while it ran, without a word (a
+crash, a ``SIGKILL``, a lost lease): nothing cancelled it, so the answer says
+so. A call a cancel cut off (receipt ``"interrupted"``) is answered with
+[INTERRUPTED_TOOL_CALL_MESSAGE][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE].
+Both are ``kind: "interrupted"``: the effect is unknown, check it first.
+"""
 
 
 def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey:
@@ -324,13 +347,21 @@ class DurableRun:
             self._lose()
 
     async def renew(self, progress: object = None, *, ttl: float) -> None:
-        """Renew the lease now (the heartbeat calls this); a lost lease stops the run softly."""
-        if self._lost:
+        """Renew the lease now (the heartbeat calls this); a lost lease stops the run softly.
+
+        Once the run is finished its lease is given up: there is nothing to
+        renew, and a renewal that was already under way and is refused
+        because of it does not make the run lost."""
+        if self._lost or self._finished:
             return
         try:
-            self._lease = await self._store.renew_lease(self._lease, ttl=ttl, progress=progress)
+            renewed = await self._store.renew_lease(self._lease, ttl=ttl, progress=progress)
         except LeaseLostError:
-            self._lose()
+            if not self._finished:
+                self._lose()
+            return
+        if not self._finished:
+            self._lease = renewed
 
     # --- the ports ---------------------------------------------------------------------
 
@@ -535,7 +566,11 @@ class DurableRun:
     # --- resume ------------------------------------------------------------------------
 
     async def finish_open_turn(
-        self, run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
+        self,
+        run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
+        *,
+        per_tool_limit: int = 5,
+        runs_serially: Callable[[ToolCallLike], bool] | None = None,
     ) -> tuple[OpenTurnAnswer, ...]:
         """Answer every call of the open turn a crash left behind, by its receipt, and save.
 
@@ -544,7 +579,27 @@ class DurableRun:
         transcript (see the module's table), dispatching through
         *run_tool_call*, with receipts, the calls that may run; then saves
         the iteration, closing the turn. Call it before running the loop.
+
+        Give it the concurrency the run's loop has (the same options as
+        [ToolLoop][juno_bind_trio.loop.ToolLoop]): *per_tool_limit* calls of
+        one tool at once (default 5), and *runs_serially* ``(call) -> bool``,
+        the calls that must run one at a time, before the rest, in order.
         """
+        if isinstance(per_tool_limit, bool) or not isinstance(per_tool_limit, int):
+            raise TypeError(
+                "DurableRun.finish_open_turn: per_tool_limit must be a positive integer, "
+                f"got {per_tool_limit!r}"
+            )
+        if per_tool_limit < 1:
+            raise ValueError(
+                "DurableRun.finish_open_turn: per_tool_limit must be a positive integer, "
+                f"got {per_tool_limit!r}"
+            )
+        if runs_serially is not None and not callable(runs_serially):
+            raise TypeError(
+                "DurableRun.finish_open_turn: runs_serially must be callable or None, "
+                f"got {runs_serially!r}"
+            )
         turn = self._loaded.pending_turn
         if turn is None:
             return ()
@@ -574,19 +629,35 @@ class DurableRun:
                 assert receipt is not None
                 answers[index] = receipt.message
             elif decision.action == "refuse":
-                answers[index] = tool_failure_message(
-                    key.tool_call_id, INTERRUPTED_TOOL_CALL_MESSAGE, "interrupted"
+                # "started": the worker stopped while the call ran (nothing cancelled
+                # it); "interrupted": a cancel cut it off. Either way, unknown.
+                why = (
+                    WORKER_STOPPED_TOOL_CALL_MESSAGE
+                    if state == "started"
+                    else INTERRUPTED_TOOL_CALL_MESSAGE
                 )
+                answers[index] = tool_failure_message(key.tool_call_id, why, "interrupted")
             else:
                 to_run.append(index)
+
+        async def run(call: ToolCallLike) -> ToolCallOutcome:
+            return await self._dispatch(run_tool_call, call, iteration)
+
+        # As the loop runs a batch: the serial calls first, one at a time, in call
+        # order; then the rest through the pool, at the run's per-tool limit.
+        serial = [i for i in to_run if runs_serially is not None and runs_serially(calls[i])]
+        pooled = [i for i in to_run if i not in serial]
+        results: list[outcome.Outcome[ToolCallOutcome]] = []
+        for index in serial:
+            try:  # a call that raised is answered as failed, as the pool answers it
+                results.append(outcome.Value(await run(calls[index])))
+            except Exception as exc:
+                results.append(outcome.Error(exc))
+        if pooled:
+            batch: ToolBatch[ToolCallOutcome] = ToolBatch([calls[i] for i in pooled])
+            results.extend(await batch.run(run, per_tool_limit=per_tool_limit))
         if to_run:
-            batch: ToolBatch[ToolCallOutcome] = ToolBatch([calls[i] for i in to_run])
-
-            async def run(call: ToolCallLike) -> ToolCallOutcome:
-                return await self._dispatch(run_tool_call, call, iteration)
-
-            results = await batch.run(run)
-            for index, result in zip(to_run, results, strict=True):
+            for index, result in zip(serial + pooled, results, strict=True):
                 call_id = calls[index]["id"]
                 if isinstance(result, outcome.Value) and isinstance(result.value, ToolCallOutcome):
                     answers[index] = result.value.tool_message
@@ -629,7 +700,9 @@ class DurableRun:
             self._lose()
 
 
-async def _give_back(store: RunStore, lease: Lease, status: RunStatus) -> None:
+async def _give_back(
+    store: RunStore, lease: Lease, status: RunStatus, detail: str | None = None
+) -> None:
     """Release *lease*, recording *status*, on the way out of a block.
 
     Shielded: this runs on the way out of a cancel too. Quiet: the error or
@@ -638,14 +711,58 @@ async def _give_back(store: RunStore, lease: Lease, status: RunStatus) -> None:
     transaction, bounded by the database's own timeouts.
     """
     with anyio.CancelScope(shield=True), suppress(Exception):
-        await store.release(lease, status=status)
+        await store.release(lease, status=status, detail=detail)
 
 
-async def _release_on_exit(store: RunStore, run: DurableRun, status: RunStatus) -> None:
+def _only_cancels(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_cancels(e) for e in exc.exceptions)
+    return isinstance(exc, anyio.get_cancelled_exc_class())
+
+
+def _ending(exc: BaseException | None, *, worker: bool) -> tuple[RunStatus, str]:
+    """The status and detail of a run whose block was left without ``finish``.
+
+    A cancel of the run's own scope ended it: ``"cancelled"``, continued only
+    when asked for by id. A cancel of a worker (``serve_runs``), an interrupt
+    (``KeyboardInterrupt``) or a plain exit hands it back, ``"running"`` with
+    no lease: any worker's ``claim_next`` takes it at once. An exception
+    failed it, and the detail names the exception's type (its message may
+    hold what the store must not: the worker's log has it).
+    """
+    if exc is None:
+        return "running", "handed back: its worker left the run without an ending"
+    if _only_cancels(exc):
+        if worker:
+            return "running", "handed back: its worker was stopped while it ran"
+        return "cancelled", "cancelled: a hard cancel (or a deadline) ended the run"
+    if isinstance(exc, Exception):
+        return "failed", f"failed: {type(exc).__name__} was raised while it ran"
+    return "running", f"handed back: {type(exc).__name__} stopped its worker"
+
+
+async def _release_on_exit(
+    store: RunStore, run: DurableRun, exc: BaseException | None, *, worker: bool
+) -> None:
     if run._finished or run.lost:
         return
     run._finished = True
-    await _give_back(store, run.lease, status)
+    status, detail = _ending(exc, worker=worker)
+    await _give_back(store, run.lease, status, detail)
+
+
+async def _claim(store: RunStore, run_id: str, owner: str, ttl: float) -> Lease:
+    """Claim *run_id*, taking it from a holder known to be dead (see ``_owner``)."""
+    try:
+        return await store.claim_run(run_id, owner=owner, ttl=ttl)
+    except RunLeasedError:
+        holder = (await store.get_run(run_id)).lease_owner
+        if holder is None or not holder_is_gone(holder):
+            raise
+    # Its process is gone: the lease would only hold the run for the rest of its
+    # TTL. Taken in one transaction that checks it is still that holder's lease
+    # (another worker may have claimed it meanwhile: RunLeasedError again).
+    return await store.claim_run(run_id, owner=owner, ttl=ttl, take_over=holder)
 
 
 def _heal_for_resume(loaded: StoredRun, run_id: str) -> HealResult:
@@ -661,7 +778,8 @@ def _heal_for_resume(loaded: StoredRun, run_id: str) -> HealResult:
         # does not parse: it names the run, and a worker records the run failed
         # instead of claiming it again and again.
         raise StoreDataError(
-            f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is corrupted",
+            f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is "
+            "corrupted (column messages)",
             run_id,
         ) from None
 
@@ -674,8 +792,7 @@ def _check_seconds(what: str, value: object) -> float:
     return float(value)
 
 
-@asynccontextmanager
-async def open_durable_run(
+def open_durable_run(
     store: RunStore,
     run_id: str,
     *,
@@ -685,8 +802,14 @@ async def open_durable_run(
     resumability: Callable[[str], EffectResumability] | None = None,
     uses_idempotency_key: Callable[[str], bool] | None = None,
     lease: Lease | None = None,
-) -> AsyncIterator[DurableRun]:
+) -> AbstractAsyncContextManager[DurableRun]:
     """Claim *run_id* (or take over *lease*, from ``claim_next``), load it, keep the lease alive.
+
+    ```python
+    async with open_durable_run(store, "order-17", owner="worker-1") as run:
+        ...
+        await run.finish(result.reason)
+    ```
 
     *owner* names this worker in the lease. *lease_ttl*: seconds a lease
     lasts unrenewed, so how soon another worker takes over after this one
@@ -696,12 +819,21 @@ async def open_durable_run(
     *uses_idempotency_key*: ``(tool_name) -> bool``, tools whose interrupted
     calls may be dispatched again because they pass the key on.
 
+    A run leased to a process of this machine that is no longer running (its
+    owner of the default ``host:pid:machine`` shape, its pid gone: it was
+    killed) is taken over at once rather than after its lease runs out; any
+    other holder's lease is waited out (``RunLeasedError``).
+
     The transcript is healed on load (``run.heal_changes`` lists what was
     repaired). Leaving the block without
     [finish][juno_bind_trio.store.DurableRun.finish] gives the lease up
-    (shielded): after an exception the run is recorded ``"failed"``; after a
-    cancel, or a plain exit, it stays ``"running"`` with no lease, so any
-    worker's ``claim_next`` takes it at once. A lost lease writes nothing.
+    (shielded) and records how the run ended: after an exception it is
+    ``"failed"``; after a hard cancel, ``"cancelled"`` (continued only when
+    asked for by id: ``open_durable_run`` again, or ``Agent.resume``); after
+    an interrupt (``KeyboardInterrupt``) or a plain exit it is handed back,
+    ``"running"`` with no lease, so any worker's ``claim_next`` takes it at
+    once. [RunRecord.detail][juno_bind_trio.store.RunRecord] says which. A lost
+    lease writes nothing.
 
     :raises RunLeasedError: another worker holds the run.
     :raises StoreDataError: the stored run cannot be read; nothing is written
@@ -709,6 +841,34 @@ async def open_durable_run(
     :raises ValueError: the run already ended for good (``"completed"``, ...);
         the lease this call took is given back and the status left as it was.
     """
+    return _open_durable_run(
+        store,
+        run_id,
+        owner=owner,
+        lease_ttl=lease_ttl,
+        renew_interval=renew_interval,
+        resumability=resumability,
+        uses_idempotency_key=uses_idempotency_key,
+        lease=lease,
+        worker=False,
+    )
+
+
+@asynccontextmanager
+async def _open_durable_run(
+    store: RunStore,
+    run_id: str,
+    *,
+    owner: str,
+    lease_ttl: float,
+    renew_interval: float | None,
+    resumability: Callable[[str], EffectResumability] | None,
+    uses_idempotency_key: Callable[[str], bool] | None,
+    lease: Lease | None,
+    worker: bool,
+) -> AsyncIterator[DurableRun]:
+    """``open_durable_run``; *worker*: a cancel stops the worker (``serve_runs``), not the
+    run, which is handed back instead of recorded ``"cancelled"``."""
     given: object = store
     if not isinstance(given, RunStore):
         raise TypeError(f"open_durable_run: store must be a RunStore, got {store!r}")
@@ -734,7 +894,7 @@ async def open_durable_run(
             raise TypeError(f"open_durable_run: {name} must be callable or None, got {fn!r}")
     claimed_here = lease is None
     if lease is None:
-        lease = await store.claim_run(run_id, owner=owner, ttl=ttl)
+        lease = await _claim(store, run_id, owner, ttl)
     elif lease.run_id != run_id:
         raise ValueError(f"open_durable_run: the lease is on {lease.run_id!r}, not {run_id!r}")
     loaded: StoredRun | None = None
@@ -785,11 +945,9 @@ async def open_durable_run(
                 body_error = exc
             tg.cancel_scope.cancel()
     except BaseException as exc:
-        await _release_on_exit(store, run, "failed" if isinstance(exc, Exception) else "running")
+        await _release_on_exit(store, run, exc, worker=worker)
         raise
     if body_error is not None:
-        await _release_on_exit(
-            store, run, "failed" if isinstance(body_error, Exception) else "running"
-        )
+        await _release_on_exit(store, run, body_error, worker=worker)
         raise body_error
-    await _release_on_exit(store, run, "running")
+    await _release_on_exit(store, run, None, worker=worker)

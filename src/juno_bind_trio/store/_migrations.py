@@ -57,13 +57,18 @@ _INDEXES = (
     "CREATE INDEX juno_runs_parent ON juno_runs (parent_run_id)",
 )
 
+# Version 2: how the run's last hold ended, in a sentence, where the status alone
+# does not say it (the exception that failed it, the column that could not be
+# read, the worker that stopped without giving its lease back).
+_DETAIL = "ALTER TABLE juno_runs ADD COLUMN detail TEXT"
+
 MIGRATIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
-    # Version 1, for each dialect. The column types above read the same on both
-    # (SQLite takes BIGINT and DOUBLE PRECISION by affinity).
-    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES),),
-    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES),),
+    # Version 1, then 2, for each dialect. The column types above read the same on
+    # both (SQLite takes BIGINT and DOUBLE PRECISION by affinity).
+    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,)),
+    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,)),
 }
 """For each dialect, the statements of version 1, 2, ... in order."""
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The newest schema version this package knows."""

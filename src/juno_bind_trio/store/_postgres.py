@@ -28,6 +28,9 @@ class _PostgresDialect:
     lock_row: Final = " FOR UPDATE"
     skip_locked: Final = " FOR UPDATE SKIP LOCKED"
     guarded: Final = True  # one statement, one round trip, one commit for a group
+    unreadable_expiry: Final = (
+        "lease_expires IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
+    )
 
 
 # libpq parameters that hold a secret: the password, and the passphrase of the

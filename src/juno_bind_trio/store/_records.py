@@ -35,8 +35,16 @@ RunStatus: TypeAlias = Literal[
 holds (or held, if its lease expired) the run. The rest are how the run's
 last worker left it: a [LoopEndReason][juno_bind_trio.loop.LoopEndReason]
 (``"completed"``, ``"max_iterations"``, ``"should_stop"``, ``"stopped"``,
-``"suspended"``), ``"failed"`` (an exception ended it) or ``"cancelled"``
-(a hard cancel ended it).
+``"suspended"``), ``"failed"`` (an exception ended it, or a worker could
+not read its row) or ``"cancelled"`` (a hard cancel of the run ended it).
+[RunRecord.detail][juno_bind_trio.store.RunRecord] says more where the
+status does not.
+
+A worker's ``claim_next`` takes ``"pending"`` runs and ``"running"`` ones
+whose lease expired or was given back; a run that ended (``"cancelled"``
+included) is continued only when asked for by id (``Agent.resume``,
+``open_durable_run``), if its status is one of
+[RESUMABLE_STATUSES][juno_bind_trio.store.RESUMABLE_STATUSES].
 """
 
 RUN_STATUSES: Final[frozenset[str]] = frozenset(RunStatus.__args__)  # type: ignore[attr-defined]
@@ -76,6 +84,12 @@ class RunRecord:
     ``pending_iteration``: the iteration whose tool calls were recorded but
     whose transcript was not saved yet (a crash, or a stop, came between), or
     ``None``. ``progress`` is the last value the heartbeat wrote.
+
+    ``detail``: how the run's last hold ended, in a sentence, where ``status``
+    alone does not say it, or ``None``: the exception that failed it
+    (``"failed: KeyError was raised while it ran"``), the column a worker
+    could not read, a run handed back when its worker was stopped, or a lease
+    taken over from a worker that stopped without giving it back.
     """
 
     run_id: str
@@ -91,6 +105,7 @@ class RunRecord:
     progress: Any
     created_at: float
     updated_at: float
+    detail: str | None = None
 
 
 @final

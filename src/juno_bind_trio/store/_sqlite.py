@@ -26,6 +26,11 @@ class _SqliteDialect:
     lock_row: Final = ""  # BEGIN IMMEDIATE already holds the database's one write lock
     skip_locked: Final = ""
     guarded: Final = False  # statements cost microseconds in-process; the checked bodies do
+    # 9e999 is how SQLite writes an infinite REAL; it cannot hold a NaN (that is NULL).
+    unreadable_expiry: Final = (
+        "typeof(lease_expires) NOT IN ('integer', 'real', 'null') "
+        "OR lease_expires IN (9e999, -9e999)"
+    )
 
 
 @final

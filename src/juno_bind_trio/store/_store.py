@@ -37,6 +37,7 @@ that commit (shielded) and then sees the cancel, as with any store call.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +49,7 @@ import anyio.to_thread
 import outcome
 import sniffio
 
-from juno_bind_trio._errors import StoreError, UsageError
+from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
 from . import _core
@@ -57,6 +58,8 @@ from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, RunStatus, 
 __all__ = ["RunStore"]
 
 T = TypeVar("T")
+
+_log = logging.getLogger("juno_bind_trio.store")
 
 
 @runtime_checkable
@@ -121,8 +124,15 @@ class RunStore(Protocol):
         view) reads it with this instead."""
         ...
 
-    async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
-        """Take the run's lease for *ttl* seconds, unless another worker holds it."""
+    async def claim_run(
+        self, run_id: str, *, owner: str, ttl: float, take_over: str | None = None
+    ) -> Lease:
+        """Take the run's lease for *ttl* seconds, unless another worker holds it.
+
+        *take_over*: the owner of a lease known to be dead (a process of this
+        host that is no longer running): the lease is taken from it even
+        before it expires. Its fencing token moves on, so if that holder was
+        alive after all, each of its writes is refused."""
         ...
 
     async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
@@ -131,15 +141,21 @@ class RunStore(Protocol):
         name takes its runs back at once). ``None`` when there is none.
 
         So *owner* must name one worker: two workers sharing a name would take
-        each other's runs (safely, by the fencing token, but for nothing)."""
+        each other's runs (safely, by the fencing token, but for nothing).
+
+        A run whose row cannot be read is not handed out: it is recorded
+        ``"failed"`` (why, naming the column, in its ``detail``; its data
+        otherwise left as it is), logged on the ``juno_bind_trio.store``
+        logger, and passed over for the next."""
         ...
 
     async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
         """Extend the lease by *ttl* from now; record the heartbeat and *progress*."""
         ...
 
-    async def release(self, lease: Lease, *, status: RunStatus) -> None:
-        """Set the run's status and give its lease up."""
+    async def release(self, lease: Lease, *, status: RunStatus, detail: str | None = None) -> None:
+        """Set the run's status and give its lease up; *detail* says how the hold ended
+        where the status does not (``RunRecord.detail``)."""
         ...
 
     async def save_turn(
@@ -438,10 +454,14 @@ class ThreadedRunStore:
 
     # --- leases ---
 
-    async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+    async def claim_run(
+        self, run_id: str, *, owner: str, ttl: float, take_over: str | None = None
+    ) -> Lease:
         where = f"{type(self).__name__}.claim_run"
         _text(f"{where}: run_id", run_id)
         _text(f"{where}: owner", owner)
+        if take_over is not None:
+            _text(f"{where}: take_over", take_over)
         seconds = _core.finite_seconds(f"{where}: ttl", ttl)
         return await self._run(
             _core.claim_run,
@@ -450,6 +470,7 @@ class ThreadedRunStore:
             run_id=run_id,
             owner=owner,
             ttl=seconds,
+            take_over=take_over,
             write=True,
         )
 
@@ -457,9 +478,12 @@ class ThreadedRunStore:
         where = f"{type(self).__name__}.claim_next"
         _text(f"{where}: owner", owner)
         seconds = _core.finite_seconds(f"{where}: ttl", ttl)
-        return await self._run(
+        lease, passed = await self._run(
             _core.claim_next, self._dialect, self._clock(), owner=owner, ttl=seconds, write=True
         )
+        for error in passed:
+            _log.error("run %r cannot be read, recorded as failed: %s", error.run_id, error)
+        return lease
 
     async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
         where = f"{type(self).__name__}.renew_lease"
@@ -470,16 +494,30 @@ class ThreadedRunStore:
             _core.renew, self._dialect, self._clock(), lease, ttl=seconds, progress=text, write=True
         )
 
-    async def release(self, lease: Lease, *, status: RunStatus) -> None:
+    async def release(self, lease: Lease, *, status: RunStatus, detail: str | None = None) -> None:
         where = f"{type(self).__name__}.release"
         _lease(where, lease)
         if status not in RUN_STATUSES or status == "pending":
             raise ValueError(
                 f"{where}: status must be a RunStatus other than 'pending', got {status!r}"
             )
+        if detail is not None:
+            detail = _core.ended_detail(_text(f"{where}: detail", detail))
         await self._run(
-            _core.release, self._dialect, self._clock(), lease, status=status, write=True
+            _core.release,
+            self._dialect,
+            self._clock(),
+            lease,
+            status=status,
+            detail=detail,
+            write=True,
         )
+
+    async def _list_rows(
+        self, *, status: RunStatus | None = None, limit: int = 100
+    ) -> list[RunRecord | StoreDataError]:
+        """``list_runs``, a row that cannot be read given as its error (the CLI's listing)."""
+        return await self._run(_core.list_run_rows, status=status, limit=limit, write=False)
 
     # --- transcript and receipts ---
 

@@ -12,7 +12,7 @@ import anyio
 from juno_bind_trio._errors import StoreDataError
 from juno_bind_trio.run import EffectResumability
 
-from ._durable import DurableRun, open_durable_run
+from ._durable import DurableRun, _open_durable_run
 from ._store import RunStore
 
 __all__ = ["serve_runs"]
@@ -52,10 +52,14 @@ async def serve_runs(
 
     With nothing to claim it waits *poll_interval* seconds and asks again, or
     returns when *stop_when_idle*. An exception from *handle* is logged and
-    the run recorded ``"failed"``; a run whose stored data cannot be read is
-    recorded ``"failed"`` (its data left as it is) and skipped. Cancel the
-    scope around it to stop the worker: the run in hand is handed back,
-    claimable at once by another. Returns how many runs it handled.
+    the run recorded ``"failed"``. A run whose stored data cannot be read
+    (any column of its row, its transcript, a receipt) is recorded
+    ``"failed"``, its data otherwise left as it is, with the run and what
+    could not be read named in the log and in its
+    [detail][juno_bind_trio.store.RunRecord]; the worker goes on with the
+    next run. Cancel the scope around it to stop the worker: the run in hand
+    is handed back (``"running"``, no lease), claimable at once by another.
+    Returns how many runs it took in hand.
     """
     given: object = store
     if not isinstance(given, RunStore):
@@ -84,20 +88,22 @@ async def serve_runs(
             await anyio.sleep(interval)
             continue
         try:
-            async with open_durable_run(
+            async with _open_durable_run(
                 store,
                 lease.run_id,
                 owner=owner,
                 lease_ttl=ttl,
+                renew_interval=None,
                 lease=lease,
                 resumability=resumability,
                 uses_idempotency_key=uses_idempotency_key,
+                worker=True,  # a cancel stops this worker: the run in hand is handed back
             ) as run:
                 await handle(run)
         except StoreDataError as exc:
             _log.error("run %r cannot be read, recorded as failed: %s", lease.run_id, exc)
-            with suppress(Exception):
-                await store.release(lease, status="failed")
+            with anyio.CancelScope(shield=True), suppress(Exception):
+                await store.release(lease, status="failed", detail=f"failed: {exc}")
         except Exception:
             _log.exception("run %r failed", lease.run_id)
         handled += 1

@@ -168,8 +168,12 @@ class CrashingStore:
     async def load_with_receipts(self, run_id: str) -> tuple[StoredRun, list[ReceiptRecord]]:
         return await self._pass(lambda: self._store.load_with_receipts(run_id))
 
-    async def claim_run(self, run_id: str, *, owner: str, ttl: float) -> Lease:
-        return await self._pass(lambda: self._store.claim_run(run_id, owner=owner, ttl=ttl))
+    async def claim_run(
+        self, run_id: str, *, owner: str, ttl: float, take_over: str | None = None
+    ) -> Lease:
+        return await self._pass(
+            lambda: self._store.claim_run(run_id, owner=owner, ttl=ttl, take_over=take_over)
+        )
 
     async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
         return await self._pass(lambda: self._store.claim_next(owner=owner, ttl=ttl))
@@ -177,8 +181,8 @@ class CrashingStore:
     async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
         return await self._pass(lambda: self._store.renew_lease(lease, ttl=ttl, progress=progress))
 
-    async def release(self, lease: Lease, *, status: RunStatus) -> None:
-        await self._pass(lambda: self._store.release(lease, status=status))
+    async def release(self, lease: Lease, *, status: RunStatus, detail: str | None = None) -> None:
+        await self._pass(lambda: self._store.release(lease, status=status, detail=detail))
 
     async def save_turn(
         self, lease: Lease, *, iteration: int, assistant: Mapping[str, Any]
