@@ -109,6 +109,38 @@ def answer_every_call(batch):
 )
 CHECKS.update(
     {
+        "explanation/completion.md": """
+import contextlib
+from juno_bind_trio.providers.openai import open_openai_client
+from juno_bind_trio.testing import (
+    ReasoningDelta, StreamResponse, TextDelta, open_fake_openai_server,
+)
+_resources = contextlib.AsyncExitStack()
+_server = await _resources.enter_async_context(open_fake_openai_server([
+    StreamResponse([ReasoningDelta("thinking"), TextDelta("Hello"), TextDelta(", world")])
+]))
+client = await _resources.enter_async_context(
+    open_openai_client(base_url=_server.base_url, api_key="not-needed")
+)
+""",
+        "explanation/tool-pool.md": """
+import anyio
+from juno_bind_trio.run import ToolBatch, tool_call_id
+calls = [
+    {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    for i in range(3)
+]
+async def dispatch(call):
+    return "found " + tool_call_id(call)
+stop = anyio.CancelScope()
+answered = []
+def answer_every_call(batch):
+    answered.extend((tool_call_id(c), batch.result(i)) for i, c in enumerate(batch.calls))
+""",
+    }
+)
+CHECKS.update(
+    {
         # The page is a script (its main() runs under `if __name__ == "__main__"`):
         # here main() runs on each backend, and prints what the page shows.
         "how-to/durable-runs.md": """
