@@ -10,7 +10,8 @@ ten-minute lease, and its first ``send`` writes its effect line and then
 never returns: a SIGKILL then lands while that call is in flight, with
 the run's lease held long after the process is gone.
 
-DB is a SQLite path or a PostgreSQL DSN. Every tool call appends one line,
+DB is a SQLite path or a PostgreSQL DSN; ``JUNO_WORKER_BACKEND`` (``asyncio``
+by default, or ``trio``) is the event loop the worker runs on. Every tool call appends one line,
 ``<run> <call> <tool> <pid>``, to EFFECTS (flushed before the tool goes on,
 so a line is there whenever the effect happened), then sleeps a little, so a
 SIGKILL lands mid-call as often as between calls. ``send`` is non-repeatable,
@@ -135,13 +136,15 @@ async def drain(db: str, owner: str, effects: str, done: str, ttl: float) -> Non
 
 
 if __name__ == "__main__":
+    backend = os.environ.get("JUNO_WORKER_BACKEND", "asyncio")  # the event loop it runs on
     command, *rest = sys.argv[1:]
     if command == "run":
         db, run_id, owner, effects = rest
-        anyio.run(run_one, db, run_id, owner, effects)
+        anyio.run(run_one, db, run_id, owner, effects, backend=backend)
     elif command == "hang":
         db, run_id, effects = rest
-        anyio.run(functools.partial(run_one, db, run_id, "default", effects, hang=True))
+        hang = functools.partial(run_one, db, run_id, "default", effects, hang=True)
+        anyio.run(hang, backend=backend)
     else:
         db, owner, effects, done, ttl = rest
-        anyio.run(drain, db, owner, effects, done, float(ttl))
+        anyio.run(drain, db, owner, effects, done, float(ttl), backend=backend)

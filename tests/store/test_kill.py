@@ -82,13 +82,19 @@ def read_line(proc: subprocess.Popen[str], what: str, timeout: float = LINE_TIME
     return line
 
 
-def start(*args: str, script: str = WORKER, timeout: float = LINE_TIMEOUT) -> subprocess.Popen[str]:
+def start(
+    *args: str, script: str = WORKER, timeout: float = LINE_TIMEOUT, backend: str = "asyncio"
+) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, script, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "JUNO_WORKER_BACKEND": backend,
+        },
     )
     line = read_line(proc, "'ready'", timeout)
     if line.strip() != "ready":
@@ -244,14 +250,17 @@ async def stored_run(db: str, run_id: str) -> tuple[Any, list[dict[str, Any]]]:
         return loaded.record, loaded.messages
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_a_restarted_process_resumes_at_once_after_a_sigkill(kind: str, tmp_path: Path) -> None:
+# Each store, and each backend the worker processes run on (a pair each, to keep it small).
+@pytest.mark.parametrize(("kind", "worker_loop"), [("sqlite", "trio"), ("postgres", "asyncio")])
+def test_a_restarted_process_resumes_at_once_after_a_sigkill(
+    kind: str, worker_loop: str, tmp_path: Path
+) -> None:
     # The first process holds the run under its default owner (host:pid:machine)
     # with a ten-minute lease, and is killed while its first call is in flight.
     db = database(kind, tmp_path)
     log = tmp_path / "effects.txt"
     anyio.run(create_runs, db, ["r1"])
-    first = start("hang", db, "r1", str(log))
+    first = start("hang", db, "r1", str(log), backend=worker_loop)
     deadline = time.monotonic() + LINE_TIMEOUT
     while ("r1", "a", "send") not in effects(log):  # the call has made its effect
         assert first.poll() is None, first.communicate()
@@ -266,7 +275,7 @@ def test_a_restarted_process_resumes_at_once_after_a_sigkill(kind: str, tmp_path
     assert held.lease_expires_at - time.time() > 500  # the lease would hold it for minutes
     # A new process, another pid on this machine, resumes it now: the holder is gone.
     began = time.monotonic()
-    finish(start("run", db, "r1", "default", str(log)))
+    finish(start("run", db, "r1", "default", str(log), backend=worker_loop))
     assert time.monotonic() - began < 100  # well inside the lease it no longer waits out
     record, messages = anyio.run(stored_run, db, "r1")
     assert record.status == "completed"
