@@ -94,6 +94,20 @@ def soak(session: nox.Session) -> None:
 
 
 @nox.session
+def mcp_ctrl_c(session: nox.Session) -> None:
+    """Ctrl-C with an MCP call in flight, 40 rounds per backend and transport (5 in the suite)."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/mcp_servers/test_mcp_ctrl_c.py",
+        *session.posargs,
+        env={"JUNO_CTRL_C_ROUNDS": "40", "CI": "true"},
+    )
+
+
+@nox.session
 def cancel_sweep(session: nox.Session) -> None:
     """The demo's fallback scenario cancelled before every 5th event-loop step, both backends.
 
@@ -129,6 +143,8 @@ def soak_store(session: nox.Session) -> None:
         "-m",
         "pytest",
         "-s",
+        "-n",
+        "0",  # serially, so that -s shows each soak's figures as it ends
         "tests/store/test_kill.py",
         *session.posargs,
         env={"JUNO_STORE_SOAK": "1"},

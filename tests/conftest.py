@@ -8,10 +8,18 @@ Each test gets a fresh clock starting at zero.
 ``--backend trio`` / ``--backend asyncio`` narrows the run (the nox sessions
 use it). Tests that want a plain synchronous body (hypothesis over whole
 scenarios) call :func:`run_on` with the ``backend`` fixture's value.
+
+The suite runs on pytest-xdist workers (``-n auto`` in pyproject's addopts):
+one per CPU this process may use, at most :data:`MAX_WORKERS`;
+``PYTEST_XDIST_AUTO_NUM_WORKERS`` sets the number, ``-n 0`` runs serially.
+Each worker's ``JUNO_TEST_POSTGRES_DSN`` names a schema of its own
+(``tests/store/store_helpers.py`` makes it).
 """
 
 from __future__ import annotations
 
+import os
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -30,6 +38,75 @@ hypothesis.settings.load_profile("juno")
 
 T = TypeVar("T")
 BACKENDS = ("trio", "asyncio")
+
+# Past eight workers the suite's longest tests (the browser's, on the wall
+# clock) bound the run, and every worker holds PostgreSQL connections of its own.
+MAX_WORKERS = 8
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: the CPUs this process may run on, at most :data:`MAX_WORKERS`."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cpus))
+
+
+POSTGRES_DSN_ENV = "JUNO_TEST_POSTGRES_DSN"
+
+
+def worker_schema() -> str | None:
+    """This xdist worker's PostgreSQL schema (``juno_gw0``), or ``None`` in a serial run."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker:
+        return None
+    if not worker.isalnum():
+        raise ValueError(f"PYTEST_XDIST_WORKER is not a plain name: {worker!r}")
+    return f"juno_{worker}"
+
+
+def with_search_path(dsn: str, schema: str) -> str:
+    """*dsn* with *schema* as its sessions' ``search_path``, in the DSN's own form.
+
+    A URL stays a URL (the kill worker and the store's CLI tell PostgreSQL
+    from SQLite by the ``postgresql://`` prefix); a keyword string gets one
+    more keyword.
+    """
+    option = f"-csearch_path={schema}"
+    if dsn.startswith(("postgresql://", "postgres://")):
+        url = urllib.parse.urlsplit(dsn)
+        query = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
+        given = [v for k, v in query if k == "options"]
+        if option in given:
+            return dsn
+        others = [(k, v) for k, v in query if k != "options"]
+        options = " ".join([*given, option])
+        # %20, not +: libpq decodes percent escapes in a URL, never a plus.
+        query_text = urllib.parse.urlencode(
+            [*others, ("options", options)], quote_via=urllib.parse.quote
+        )
+        return url._replace(query=query_text).geturl()
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    except ImportError:  # then the PostgreSQL tests skip, saying so
+        return dsn
+    given_options = conninfo_to_dict(dsn).get("options")
+    if given_options and option in str(given_options):
+        return dsn
+    return make_conninfo(dsn, options=f"{given_options} {option}" if given_options else option)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # An xdist worker's PostgreSQL tests use a schema of their own: narrowed in
+    # the variable itself, whatever reads it (a fixture, a test, a subprocess).
+    schema = worker_schema()
+    dsn = os.environ.get(POSTGRES_DSN_ENV)
+    if schema is not None and dsn:
+        os.environ[POSTGRES_DSN_ENV] = with_search_path(dsn, schema)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

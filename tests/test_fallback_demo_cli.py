@@ -210,15 +210,18 @@ def test_the_last_candidate_never_promises_another() -> None:
 # --- a real endpoint that fails ----------------------------------------------------------
 
 
-def closed_port() -> int:
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port bound and never listened on: connecting is refused, and no other
+    process (another xdist worker's server, say) can take it meanwhile."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
-    return port  # closed again: connecting is refused
+        yield port
 
 
-def test_an_endpoint_that_refuses(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+def test_an_endpoint_that_refuses(closed_port: int) -> None:
+    url = f"http://127.0.0.1:{closed_port}/v1"
     done = run_demo("--base-url", url, "--api-key", "k", "--model", "m", "--timeout", "5")
     assert_clean_failure(done, url, "connection failed")
     assert "Connection refused" in done.stderr or "connect" in done.stderr.lower()

@@ -30,7 +30,15 @@ def public_objects() -> list[tuple[str, str, Any]]:
 PUBLIC = public_objects()
 
 
-@pytest.mark.parametrize(("module_name", "name", "obj"), PUBLIC, ids=lambda v: str(v))
+def param_id(value: object) -> str:
+    """A test id that is the same in every process (a function's repr holds its address,
+    and xdist's workers must collect the same ids)."""
+    if inspect.isfunction(value):
+        return f"{value.__module__}.{value.__qualname__}"
+    return str(value)
+
+
+@pytest.mark.parametrize(("module_name", "name", "obj"), PUBLIC, ids=param_id)
 def test_module_is_a_public_home_that_exports_the_name(
     module_name: str, name: str, obj: Any
 ) -> None:
@@ -60,7 +68,7 @@ def test_traceback_and_pickle_name_the_public_path() -> None:
     assert type(again) is juno_bind_trio.UsageError
 
 
-@pytest.mark.parametrize(("module_name", "name", "obj"), PUBLIC, ids=lambda v: str(v))
+@pytest.mark.parametrize(("module_name", "name", "obj"), PUBLIC, ids=param_id)
 def test_every_public_class_and_function_has_its_own_docstring(
     module_name: str, name: str, obj: Any
 ) -> None:
@@ -70,7 +78,7 @@ def test_every_public_class_and_function_has_its_own_docstring(
 ATTRS_CLASSES = [(n, o) for _, n, o in PUBLIC if inspect.isclass(o) and attrs.has(o)]
 
 
-@pytest.mark.parametrize(("name", "cls"), ATTRS_CLASSES, ids=lambda v: str(v))
+@pytest.mark.parametrize(("name", "cls"), ATTRS_CLASSES, ids=param_id)
 def test_constructor_parameters_carry_real_types(name: str, cls: type) -> None:
     """A converter that takes ``object`` would make help() and type checkers say ``object``."""
     annotations = cls.__init__.__annotations__  # type: ignore[misc]

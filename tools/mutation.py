@@ -402,9 +402,11 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> str:
             import pytest
 
             # The plugins were imported before pytest could mark them for assertion
-            # rewriting; that warning is expected here, not an error.
+            # rewriting; that warning is expected here, not an error. -n 0: in this
+            # child, on the mutated copy (an xdist worker would import the package fresh).
             ignore = "ignore::pytest.PytestAssertRewriteWarning"
-            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-W", ignore, *tests]))
+            options = ["-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-W", ignore]
+            code = int(pytest.main([*options, *tests]))
         finally:
             os._exit(code)
     deadline = time.monotonic() + timeout

@@ -78,6 +78,9 @@ def make(**overrides: Any) -> ToolLoop:
         ({"max_text_resets": -1}, TypeError, r"max_text_resets must be None or a non-negative"),
         ({"run_id": ""}, TypeError, r"ToolLoop: run_id must be a non-empty string, got ''"),
         ({"per_tool_limit": 0}, ValueError, r"ToolLoop: per_tool_limit must be a positive integer"),
+        ({"first_iteration": 0}, ValueError, r"first_iteration must be a positive integer, got 0"),
+        ({"first_iteration": "2"}, TypeError, r"first_iteration must be a positive integer"),
+        ({"first_iteration": True}, TypeError, r"first_iteration must be a positive integer"),
     ],
 )
 def test_tool_loop_refuses_bad_parameters(

@@ -39,6 +39,10 @@ def build_server(name: str = "juno-test") -> MCPServer:
     async def add(a: int, b: int) -> Sum:
         return Sum(total=a + b, terms=[a, b])
 
+    @server.tool(description="Pad the text with dots to the width.", structured_output=False)
+    async def pad(text: str, width: int = 10) -> str:
+        return text.ljust(width, ".")
+
     @server.tool(description="Always fails with the given reason.")
     async def fail(reason: str) -> str:
         raise ToolError(f"refused: {reason}")

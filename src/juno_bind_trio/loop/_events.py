@@ -40,7 +40,7 @@ it."""
 
 @attrs.frozen
 class StatusEvent:
-    """The loop entered a phase of iteration *iteration* (1-based)."""
+    """The loop entered a phase of iteration *iteration* (the run's count, from 1)."""
 
     iteration: int
     status: LoopStatus

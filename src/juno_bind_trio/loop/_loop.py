@@ -220,6 +220,10 @@ def _check_max_iterations(value: int) -> int:
     return _positive_int("max_iterations", value)
 
 
+def _check_first_iteration(value: int) -> int:
+    return _positive_int("first_iteration", value)
+
+
 def _check_per_tool_limit(value: int) -> int:
     return _positive_int("per_tool_limit", value)
 
@@ -423,6 +427,12 @@ class ToolLoop:
     * ``max_text_resets``: the streams' ``max_resets``.
     * ``run_id``: prefixes every turn id (``"<run_id>:<iteration>"``);
       random by default.
+    * ``first_iteration``: the run's own number for this loop's first model
+      call (1, the default, for a new run). A run continued in another loop
+      (resumed from a store, say) passes the iteration it continues at, and
+      every turn id, event, ``ModelTurn.iteration`` and receipt of this
+      loop carries the run's count: no caller adds an offset.
+      ``max_iterations`` still counts this loop's model calls.
     * ``per_tool_limit``: the pool's workers per tool name (5).
     """
 
@@ -483,12 +493,17 @@ class ToolLoop:
         default=False, alias="owns_text_sink", validator=_check_owns_text_sink
     )
     _run_id: str = attrs.field(factory=_new_run_id, alias="run_id", converter=_check_run_id)
+    _first_iteration: int = attrs.field(
+        default=1, alias="first_iteration", converter=_check_first_iteration
+    )
     _per_tool_limit: int = attrs.field(
         default=DEFAULT_PER_TOOL_LIMIT, alias="per_tool_limit", converter=_check_per_tool_limit
     )
 
     # --- run-time state ------------------------------------------------------------
     _started: bool = attrs.field(default=False, init=False)
+    # Model calls this loop started, and the run's iteration of the last of them.
+    _turns: int = attrs.field(default=0, init=False)
     _iteration: int = attrs.field(default=0, init=False)
     _open: _OpenBatch | None = attrs.field(default=None, init=False)
     _last_content: str | None = attrs.field(default=None, init=False)
@@ -521,6 +536,7 @@ class ToolLoop:
             raise TypeError("ToolLoop: needs_compaction was given without apply_compaction")
         if self._run_tool_call is None:
             self._run_tool_call = _no_tools
+        self._iteration = self._first_iteration - 1
         if self._events is not None:
             self._send_event = self._events.send_nowait
         if self._interrupts is not None:
@@ -528,7 +544,7 @@ class ToolLoop:
 
     def __repr__(self) -> str:
         return (
-            f"<ToolLoop run_id={self._run_id!r} iteration={self._iteration}/"
+            f"<ToolLoop run_id={self._run_id!r} iteration={self._turns}/"
             f"{self._max_iterations} started={self._started}>"
         )
 
@@ -540,9 +556,14 @@ class ToolLoop:
         return self._run_id
 
     @property
+    def first_iteration(self) -> int:
+        """The run's iteration of this loop's first model call."""
+        return self._first_iteration
+
+    @property
     def iterations(self) -> int:
-        """Model calls started so far."""
-        return self._iteration
+        """Model calls this loop started so far."""
+        return self._turns
 
     @property
     def stats(self) -> RunStats:
@@ -568,7 +589,7 @@ class ToolLoop:
     def statistics(self) -> ToolLoopStatistics:
         """Observer traffic so far: events sent and dropped, interrupts received."""
         return ToolLoopStatistics(
-            iterations=self._iteration,
+            iterations=self._turns,
             events_sent=self._events_sent,
             events_dropped=self._events_dropped,
             interrupts_received=self._interrupts_received,
@@ -630,10 +651,11 @@ class ToolLoop:
             # buy a turn nobody wants.
             if stop is not None and stop.cancel_called:
                 return self._result("stopped")
-            if self._iteration >= self._max_iterations:
+            if self._turns >= self._max_iterations:
                 return self._result("max_iterations")
             if self._should_stop is not None and self._should_stop():
                 return self._result("should_stop")
+            self._turns += 1
             self._iteration += 1
             iteration = self._iteration
             if self._receive_interrupt is not None:
@@ -1263,7 +1285,7 @@ class ToolLoop:
             _tracing.run_event("juno.run.stopped", {"juno.run.id": self._run_id})
         return LoopResult(
             reason=reason,
-            iterations=self._iteration,
+            iterations=self._turns,
             stats=self.stats,
             content=self._last_content,
             suspensions=suspensions,

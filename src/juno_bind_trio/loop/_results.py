@@ -361,6 +361,9 @@ class RunStats:
 class LoopResult:
     """How a run ended: *reason*, the number of model calls (*iterations*), the *stats*.
 
+    *iterations* counts the loop's own model calls (a loop started at
+    ``first_iteration=k`` that made three ends with ``iterations == 3``).
+
     *content* is the last assistant message's text (the answer, for a
     ``"completed"`` run); *suspensions* the directives of a ``"suspended"``
     run, in call order.

@@ -68,7 +68,8 @@ def _check_extra(owner: str, index: int, message: object) -> dict[str, Any]:
 class ModelTurn:
     """One model call of a run, as handed to ``call_model``.
 
-    * *iteration*: 1 for the first model call of the run, and so on.
+    * *iteration*: the run's count: 1 for the first model call of a new run,
+      and so on; a loop built with ``first_iteration=k`` starts at *k*.
     * *turn_id*: ``"<run_id>:<iteration>"``, unique per turn; the id the text
       stream puts on the wire.
     * *messages*: the live transcript. Read it; do not mutate it (the loop

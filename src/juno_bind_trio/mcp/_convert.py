@@ -1,8 +1,16 @@
 """From MCP's shapes to this package's: tool names, argument checks, results, failures.
 
 Pure functions, no I/O: what a server lists becomes a [MCPToolInfo][juno_bind_trio.mcp.MCPToolInfo],
-what a call returns becomes the value the tool message is made of, and what a
-call raises becomes a failure of the right kind.
+what a call returns becomes the value the tool message is made of (cut to the
+toolset's size cap), and what a call raises becomes a failure of the right kind.
+
+``null`` for an optional argument means "not given", as it does for a local
+``@tool``. OpenAI strict mode makes every property required, so an agent in
+strict mode offers an optional MCP argument as required-and-nullable, and
+the model writes ``null`` for the ones it leaves out. The server's own
+schema refuses that ``null`` (``{"type": "number"}`` is not nullable), so when
+arguments fail the server's schema they are checked once more with every
+such ``null`` removed, and sent that way if they pass.
 """
 
 from __future__ import annotations
@@ -21,7 +29,15 @@ from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from juno_bind_trio._errors import MCPToolError, ToolFailureError
 
-__all__ = ["MCPToolInfo"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "MCPToolInfo"]
+
+DEFAULT_MAX_RESULT_CHARS: Final = 100_000
+"""The most characters of a result an MCP toolset hands the agent, by default.
+
+A longer result is cut to this many characters and a line saying so is
+appended, so the model knows it read only the start; see
+[open_mcp_stdio][juno_bind_trio.mcp.open_mcp_stdio]'s ``max_result_chars``.
+"""
 
 # The function-name rule of OpenAI-compatible APIs, which every tool offered to
 # a model must satisfy. MCP allows more (dots, slashes, 128 characters).
@@ -170,23 +186,48 @@ def result_text(result: mcp_types.CallToolResult) -> str:
     return "\n".join(_block_text(block) for block in result.content)
 
 
-def result_value(tool_name: str, result: mcp_types.CallToolResult) -> object:
+def truncated(text: str, max_chars: int) -> str:
+    """*text*, or its first *max_chars* characters and a line that says it was cut."""
+    if len(text) <= max_chars:
+        return text
+    return (
+        text[:max_chars]
+        + f"\n[the result was cut here: it had {len(text):,} characters, of which only the "
+        f"first {max_chars:,} are shown]"
+    )
+
+
+def result_value(
+    tool_name: str, result: mcp_types.CallToolResult, max_chars: int = DEFAULT_MAX_RESULT_CHARS
+) -> object:
     """What the tool returns to the agent for a server's result, or raises for ``isError``.
 
     Structured content, when the server sent it, is returned as it is (the
     agent writes it as compact JSON: the same data the text blocks usually
     repeat, in fewer tokens); otherwise the text of the content blocks.
+    Either one longer than *max_chars* characters (the structured content
+    measured as that compact JSON) is returned as text cut to *max_chars*,
+    with a line saying how long it was; so is the error text of ``isError``.
     """
     if result.is_error:
         raise MCPToolError(
-            result_text(result) or f"the MCP tool {tool_name!r} failed without saying why",
+            truncated(
+                result_text(result) or f"the MCP tool {tool_name!r} failed without saying why",
+                max_chars,
+            ),
             tool_name,
             result.structured_content,
         )
     if result.structured_content is not None:
         structured: object = result.structured_content
+        try:
+            compact = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):  # not JSON data: the agent's own encoding decides
+            return structured
+        if len(compact) > max_chars:
+            return truncated(compact, max_chars)
         return structured
-    return result_text(result)
+    return truncated(result_text(result), max_chars)
 
 
 def failure_for(tool_name: str, exc: Exception) -> Exception:
@@ -244,13 +285,17 @@ class ArgumentCheck:
 
     A call the server would refuse is answered at once as a ``"validation"``
     failure naming every bad field, as a local tool's is, instead of a round
-    trip that comes back as the server's free text. A schema this validator
+    trip that comes back as the server's free text. Arguments that fail only
+    because of a ``null`` for an optional property whose schema refuses
+    ``null`` (what a model in strict mode writes for "not given") pass with
+    those ``null`` values removed, and are sent that way. A schema this validator
     cannot compile is left to the server to judge.
     """
 
-    __slots__ = ("_validator",)
+    __slots__ = ("_schema", "_validator")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._schema = schema
         self._validator: Any = None
         try:
             cls = jsonschema.validators.validator_for(
@@ -261,17 +306,141 @@ class ArgumentCheck:
         except Exception:  # not a schema this validator understands: the server judges
             self._validator = None
 
-    def __call__(self, arguments: dict[str, Any]) -> None:
-        if self._validator is None:
-            return
+    def _errors(self, arguments: dict[str, Any]) -> list[Any] | None:
+        """The schema errors of *arguments*, sorted; ``None`` when the validator cannot tell."""
         try:
-            errors = sorted(self._validator.iter_errors(arguments), key=_error_path)
-        except Exception:  # a $ref that does not resolve, a bad regex: the server judges
-            return
-        if errors:
-            raise ToolFailureError(
-                "validation", "; ".join(f"{_where(error)}: {error.message}" for error in errors)
-            )
+            return sorted(self._validator.iter_errors(arguments), key=_error_path)
+        except Exception:  # a $ref that does not resolve, a bad regex, too deep: the server judges
+            return None
+
+    def __call__(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments to send: *arguments*, or them without absent ``null`` values."""
+        if self._validator is None:
+            return arguments
+        errors = self._errors(arguments)
+        if not errors:
+            return arguments
+        cleaned: dict[str, Any] = drop_absent_nulls(arguments, self._schema)
+        if cleaned != arguments:
+            second = self._errors(cleaned)
+            if second is None or not second:
+                return cleaned
+            errors = second
+        raise ToolFailureError(
+            "validation", "; ".join(f"{_where(error)}: {error.message}" for error in errors)
+        )
+
+
+_MAX_REFS: Final = 32
+_MAX_SCHEMA_DEPTH: Final = 64
+
+
+def _resolve(schema: object, root: Mapping[str, Any]) -> object:
+    """*schema* with its local ``$ref`` (``#/$defs/...``) followed, a bounded number of hops."""
+    for _ in range(_MAX_REFS):
+        if not isinstance(schema, Mapping):
+            return schema
+        ref = schema.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return schema
+        node: object = root
+        for part in ref[2:].split("/"):
+            if not isinstance(node, Mapping):
+                return schema
+            node = node.get(part.replace("~1", "/").replace("~0", "~"))
+        schema = node
+    return schema
+
+
+def _accepts_null(schema: object, root: Mapping[str, Any]) -> bool:
+    """Whether *schema* may accept ``null``: true unless it plainly says it does not.
+
+    Plainly: a ``type`` without ``"null"``, or an ``enum`` / ``const`` without
+    ``None``, in the schema or in every branch of its ``anyOf`` / ``oneOf``.
+    Anything it cannot read (a nesting deeper than it looks) counts as
+    accepting, so such a ``null`` is left for the validator to judge.
+    """
+    pending: list[tuple[object, int]] = [(schema, 0)]
+    while pending:
+        node, depth = pending.pop()
+        node = _resolve(node, root)
+        if not isinstance(node, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+            return True
+        options = node.get("anyOf") or node.get("oneOf")
+        if isinstance(options, list):
+            pending.extend((option, depth + 1) for option in options)
+            continue
+        kind = node.get("type")
+        if kind == "null" or (isinstance(kind, list) and "null" in kind):
+            return True
+        if "enum" in node:
+            enum = node["enum"]
+            if isinstance(enum, list) and None in enum:
+                return True
+            continue
+        if "const" in node:
+            if node["const"] is None:
+                return True
+            continue
+        if kind is None:
+            return True  # unconstrained
+    return False
+
+
+def drop_absent_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
+    """A copy of *value* without the ``null`` of each optional property whose schema refuses it.
+
+    Guided by *schema* at every depth (objects' ``properties``, arrays'
+    ``items``, the ``anyOf`` / ``oneOf`` branch of the value's own type,
+    local ``$ref`` pointers), and iterative, so arguments nested as deep as a JSON
+    parser allows are walked without recursion. Nothing else changes.
+    """
+    out: list[Any] = [value]
+    # (the value, its schema, the container the cleaned value goes in, its key there)
+    pending: list[tuple[Any, object, Any, Any]] = [(value, schema, out, 0)]
+    while pending:
+        item, sub, parent, key = pending.pop()
+        parent[key] = item
+        sub = _resolve(sub, schema)
+        if not isinstance(sub, Mapping):
+            continue
+        options = sub.get("anyOf") or sub.get("oneOf")
+        if isinstance(options, list) and isinstance(item, (dict, list)):
+            wanted = "object" if isinstance(item, dict) else "array"
+            for option in options:
+                resolved = _resolve(option, schema)
+                if isinstance(resolved, Mapping) and resolved.get("type") == wanted:
+                    pending.append((item, resolved, parent, key))
+                    break
+            continue
+        if isinstance(item, dict):
+            properties = sub.get("properties")
+            if not isinstance(properties, Mapping):
+                continue
+            listed = sub.get("required")
+            required = set(listed) if isinstance(listed, list) else set()
+            cleaned: dict[str, Any] = {}
+            parent[key] = cleaned
+            for name, field in item.items():
+                field_schema = properties.get(name)
+                if field_schema is None:
+                    cleaned[name] = field
+                elif (
+                    field is None
+                    and name not in required
+                    and not _accepts_null(field_schema, schema)
+                ):
+                    continue
+                else:
+                    cleaned[name] = field  # in its place; replaced by its cleaned copy below
+                    pending.append((field, field_schema, cleaned, name))
+        elif isinstance(item, list):
+            items = sub.get("items")
+            if isinstance(items, Mapping):
+                copied = list(item)
+                parent[key] = copied
+                pending.extend((entry, items, copied, i) for i, entry in enumerate(item))
+    return out[0]
 
 
 def _error_path(error: Any) -> tuple[str, ...]:

@@ -18,7 +18,17 @@ Leaving the block, on every path (normal, exception, cancellation), tells
 the keeper to close the session and the transport, and waits for it: for a
 stdio server the SDK closes its stdin, waits, then terminates and kills its
 process group, shielded from cancellation, so no server process outlives the
-block.
+block. The close is shielded here too, for at most ``_CLOSE_GRACE`` seconds:
+when a scope around the whole block is cancelled, the host's code leaves the
+block by that cancellation, and a close run under it would be cut at its
+first checkpoint — the cancelled calls' ``notifications/cancelled`` still
+queued for the transport, the HTTP session's ``DELETE`` never sent.
+
+What leaves the block is what the host's code raised, as it raised it (an
+``ExceptionGroup`` of its own too), never wrapped in the task group that
+runs the keeper. The one exception: a ``KeyboardInterrupt`` anywhere among
+the failures leaves as a bare ``KeyboardInterrupt``, so Ctrl-C ends a
+program the way Python ends it, whichever task Trio delivered it to.
 """
 
 from __future__ import annotations
@@ -27,20 +37,24 @@ import os
 import sys
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Final, TextIO, final
+from typing import Any, Final, NoReturn, TextIO, final
 
 import anyio
 import anyio.abc
 import attrs
 import mcp
+import mcp_types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT
 
 from juno_bind_trio._errors import MCPConnectionError, ToolFailureError, UsageError
 from juno_bind_trio._validate import shown
 from juno_bind_trio.agent import RunContext, Tool
 
 from ._convert import (
+    DEFAULT_MAX_RESULT_CHARS,
     ArgumentCheck,
     MCPToolInfo,
     check_arguments,
@@ -69,6 +83,31 @@ acted on can make a repeated call a no-op.
 
 _PAGE_CAP: Final = 1000
 
+_CLOSE_GRACE: Final = 5.0
+"""Seconds the shielded close of a connection may take (the session's end, the HTTP
+``DELETE``) before it is cut. A stdio server's own shutdown is the SDK's, shielded
+and bounded by itself."""
+
+
+def _check_call_timeout(where: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where}: call_timeout must be None or a number of seconds, got {value!r}")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(
+            f"{where}: call_timeout must be a positive, finite number of seconds, got {value!r}"
+        )
+    return float(value)
+
+
+def _check_max_result_chars(where: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where}: max_result_chars must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{where}: max_result_chars must be a positive integer, got {value!r}")
+    return value
+
 
 @final
 @attrs.define(eq=False, repr=False)
@@ -83,11 +122,18 @@ class MCPToolset:
     model will see it, and [call][juno_bind_trio.mcp.MCPToolset.call] routes
     a call to the server. It is usable only inside the ``async with`` block
     that made it.
+
+    *call_timeout* and *max_result_chars* are the ``open_mcp_*`` options of
+    the same names.
     """
 
     _server: str
     _infos: tuple[MCPToolInfo, ...]
     _client: mcp.Client | None
+    _call_timeout: float | None = attrs.field(default=None, alias="call_timeout", kw_only=True)
+    _max_result_chars: int = attrs.field(
+        default=DEFAULT_MAX_RESULT_CHARS, alias="max_result_chars", kw_only=True
+    )
     # Why the connection ended while the block was still open, if it did.
     _lost: str | None = None
     # Set when the host's code leaves the block.
@@ -109,6 +155,8 @@ class MCPToolset:
             raise TypeError(
                 f"MCPToolset: client must be an mcp.Client or None, got {shown(client)}"
             )
+        self._call_timeout = _check_call_timeout("MCPToolset", self._call_timeout)
+        self._max_result_chars = _check_max_result_chars("MCPToolset", self._max_result_chars)
         self._by_name = {info.name: info for info in self._infos}
         self._checks = {info.name: ArgumentCheck(info.parameters) for info in self._infos}
         self._tools = tuple(self._tool(info) for info in self._infos)
@@ -184,19 +232,26 @@ class MCPToolset:
 
         The arguments are checked against the tool's input schema first: a
         call the server would refuse fails at once, as ``"validation"``,
-        naming every bad field. Returns the result's structured content when
-        the server sent any, else the text of its content blocks. Raises
+        naming every bad field (a ``null`` for an optional argument whose
+        schema refuses ``null`` means "not given" and is left out, as for a
+        local tool). Returns the result's structured content when the
+        server sent any, else the text of its content blocks, cut to the
+        toolset's ``max_result_chars`` with a line saying so. Raises
         [MCPToolError][juno_bind_trio.MCPToolError] for a result marked
         ``isError``, and [ToolFailureError][juno_bind_trio.ToolFailureError]
-        of kind ``"external"`` (the server is gone or failed),
-        ``"validation"`` (it refused the arguments) or ``"system"`` (its
-        answer cannot be used). *idempotency_key* is sent, for a tool marked
+        of kind ``"external"`` (the server is gone or failed, or did not
+        answer within the toolset's ``call_timeout``), ``"validation"`` (it
+        refused the arguments) or ``"system"`` (its answer cannot be used).
+        *idempotency_key* is sent, for a tool marked
         ``uses_idempotency_key``, as the request's ``_meta``
         ``juno-bind-trio/idempotency-key``.
 
         A cancellation of the caller cancels the request: the SDK sends the
         protocol's ``notifications/cancelled`` for it before the cancellation
-        propagates.
+        propagates. So does a ``KeyboardInterrupt`` (Ctrl-C on Trio, which
+        raises it in the main task wherever that task waits): the request
+        is awaited in a task of its own, so the interrupt lands on the wait
+        for that task, which then cancels the request.
 
         :raises KeyError: the toolset has no tool called *name*.
         :raises UsageError: the ``async with`` block has been left.
@@ -205,8 +260,7 @@ class MCPToolset:
         info = self._by_name.get(name) if isinstance(given, str) else None
         if info is None:
             raise KeyError(f"MCPToolset.call: server {self._server} has no tool {name!r}")
-        args = check_arguments("MCPToolset.call", arguments)
-        self._checks[name](args)
+        args = self._checks[name](check_arguments("MCPToolset.call", arguments))
         if self._left:
             raise UsageError(
                 f"MCPToolset.call: the block that connected {self._server} has been left; "
@@ -222,11 +276,59 @@ class MCPToolset:
         meta: dict[str, Any] | None = None
         if idempotency_key is not None and info.uses_idempotency_key:
             meta = {IDEMPOTENCY_KEY_META: idempotency_key}
+        answered: list[mcp_types.CallToolResult] = []
+        failed: list[Exception] = []
+
+        async def request() -> None:
+            try:
+                answered.append(
+                    await client.call_tool(
+                        info.server_name,
+                        args,
+                        read_timeout_seconds=self._call_timeout,
+                        meta=meta,  # type: ignore[arg-type]
+                    )
+                )
+            except Exception as exc:
+                failed.append(exc)
+
         try:
-            result = await client.call_tool(info.server_name, args, meta=meta)  # type: ignore[arg-type]
-        except Exception as exc:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(request, name=f"MCP call {info.server_name}")
+        except BaseExceptionGroup as group:
+            # The request task never raises but its cancellation, so the group
+            # holds what interrupted this task's wait (a KeyboardInterrupt).
+            _reraise(_one_leaf(group))
+        if failed:
+            exc = failed[0]
+            if (
+                self._call_timeout is not None
+                and isinstance(exc, MCPError)
+                and exc.error.code == REQUEST_TIMEOUT
+            ):
+                raise ToolFailureError(
+                    "external",
+                    f"The MCP server behind tool {info.server_name!r} did not answer within "
+                    f"{self._call_timeout:g} s; the call was cancelled on the server.",
+                ) from exc
             raise failure_for(info.server_name, exc) from exc
-        return result_value(info.server_name, result)
+        return result_value(info.server_name, answered[0], self._max_result_chars)
+
+
+def _one_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _reraise(exc: BaseException) -> NoReturn:
+    """Raise *exc* as it was raised: its cause and context kept, not this frame's."""
+    context, cause, suppress = exc.__context__, exc.__cause__, exc.__suppress_context__
+    try:
+        raise exc
+    finally:
+        exc.__context__, exc.__cause__, exc.__suppress_context__ = context, cause, suppress
 
 
 def _check_bool(where: str, option: str, value: object) -> None:
@@ -240,6 +342,8 @@ class _Options:
     non_repeatable: frozenset[str]
     uses_idempotency_key: frozenset[str]
     serial: frozenset[str]
+    call_timeout: float | None
+    max_result_chars: int
 
 
 def _options(
@@ -248,12 +352,16 @@ def _options(
     non_repeatable: object,
     uses_idempotency_key: object,
     serial: object,
+    call_timeout: object,
+    max_result_chars: object,
 ) -> _Options:
     return _Options(
         prefix=check_prefix(where, prefix),
         non_repeatable=check_names(where, "non_repeatable", non_repeatable),
         uses_idempotency_key=check_names(where, "uses_idempotency_key", uses_idempotency_key),
         serial=check_names(where, "serial", serial),
+        call_timeout=_check_call_timeout(where, call_timeout),
+        max_result_chars=_check_max_result_chars(where, max_result_chars),
     )
 
 
@@ -276,6 +384,64 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions in *exc* that are not groups (*exc* itself if it is not one)."""
+    found: list[BaseException] = []
+    pending = [exc]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, BaseExceptionGroup):
+            pending.extend(node.exceptions)
+        else:
+            found.append(node)
+    return found
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    cancelled = anyio.get_cancelled_exc_class()
+    return all(isinstance(leaf, cancelled) for leaf in _leaves(exc))
+
+
+def _holds_cancellation(exc: BaseException) -> bool:
+    cancelled = anyio.get_cancelled_exc_class()
+    return any(isinstance(leaf, cancelled) for leaf in _leaves(exc))
+
+
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` in *exc* if it is one, or a group of only
+    interrupts and cancellations holding one; else ``None``."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves = _leaves(exc)
+    interrupts = [leaf for leaf in leaves if isinstance(leaf, KeyboardInterrupt)]
+    if interrupts and all(isinstance(leaf, (KeyboardInterrupt, cancelled)) for leaf in leaves):
+        return interrupts[-1]  # the first one raised (the walk runs backwards)
+    return None
+
+
+def _leaving(group: BaseExceptionGroup[BaseException], host: BaseException | None) -> BaseException:
+    """What leaves an ``open_mcp_*`` block for the task group's *group*.
+
+    *host* is what the host's code raised in the block, if it raised. The
+    group holds it and whatever the keeper raised; the keeper catches every
+    ``Exception`` once the block is entered, so that can only be a
+    cancellation or a ``KeyboardInterrupt`` Trio raised in one of the SDK's
+    tasks.
+    """
+    interrupt = _interrupt_in(group)
+    if interrupt is not None:
+        return interrupt
+    failures = [e for e in group.exceptions if not _is_cancellation(e)]
+    if len(failures) == 1:
+        (only,) = failures
+        if host is not None and not _holds_cancellation(host):
+            # The host's exception, as the host raised it: the very object.
+            # (Trio's nursery splits the cancellations out of a group passing
+            # through it, which hands back an equal copy of a host's group.)
+            return host
+        return _one_leaf(only) if isinstance(only, BaseExceptionGroup) else only
+    return group
+
+
 @asynccontextmanager
 async def _serve(
     where: str, server: str, client: mcp.Client, options: _Options
@@ -283,6 +449,8 @@ async def _serve(
     close = anyio.Event()
     # The keeper's outcome, for the host's `async with` to read after the task group.
     failures: list[BaseException] = []
+    # What the host's code raised inside the block, to tell it from the keeper's.
+    raised: list[BaseException] = []
 
     async def keep(*, task_status: anyio.abc.TaskStatus[MCPToolset]) -> None:
         toolset: MCPToolset | None = None
@@ -306,18 +474,26 @@ async def _serve(
                         # groups, so the host gets the ValueError itself.
                         refusal = exc
                     else:
-                        toolset = MCPToolset(server, infos, client)
+                        toolset = MCPToolset(
+                            server,
+                            infos,
+                            client,
+                            call_timeout=options.call_timeout,
+                            max_result_chars=options.max_result_chars,
+                        )
                         task_status.started(toolset)
                         # From here on only the host leaving the block closes the
                         # connection. A cancel of a scope around the whole block
                         # must not cut the transport while the calls it cancels
                         # are still telling the server so (each waits, shielded,
-                        # for its cancellation notification to be written).
+                        # for its cancellation notification to be written), nor
+                        # cut the close itself: the notifications still queued
+                        # are flushed, and the HTTP session's DELETE is sent,
+                        # as when the block is left normally. The close stays
+                        # shielded, bounded by its own deadline.
                         connection.shield = True
-                        try:
-                            await close.wait()
-                        finally:
-                            connection.shield = False
+                        await close.wait()
+                        connection.deadline = anyio.current_time() + _CLOSE_GRACE
         except Exception as exc:
             if toolset is None:
                 raise  # tg.start() raises it in the host's task: the block is not entered
@@ -343,18 +519,20 @@ async def _serve(
                 ) from exc
             try:
                 yield toolset
+            except BaseException as exc:
+                raised.append(exc)
+                raise
             finally:
                 toolset._left = True
                 close.set()
     except BaseExceptionGroup as group:
-        # The keeper never raises once the block is entered, so a group holds
-        # what the host's code (or the connecting) raised: give it back as it
-        # was raised, not wrapped by a task group the host never asked for.
-        if len(group.exceptions) == 1:
-            (leaf,) = group.exceptions
-            if not isinstance(leaf, (anyio.get_cancelled_exc_class(), BaseExceptionGroup)):
-                raise leaf from group
-        raise
+        # The task group wraps what the host's code raised (and what the
+        # keeper raised, which is only ever a cancellation or an interrupt):
+        # give back what was raised, not the wrapping the host never asked for.
+        leaving = _leaving(group, raised[0] if raised else None)
+        if leaving is group:
+            raise
+        _reraise(leaving)
 
 
 def _check_server_parameters(
@@ -389,6 +567,8 @@ def open_mcp_stdio(
     non_repeatable: Collection[str] = (),
     uses_idempotency_key: Collection[str] = (),
     serial: Collection[str] = (),
+    call_timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
 ) -> AbstractAsyncContextManager[MCPToolset]:
     """Start an MCP server as a subprocess, talk to it over stdin/stdout; yield its toolset.
 
@@ -411,6 +591,22 @@ def open_mcp_stdio(
     calls must run one at a time. A name in these options that the server
     does not list is refused.
 
+    *call_timeout*: the longest, in seconds, a call may wait for the server's
+    answer (the SDK's per-request timeout). A call that takes longer is
+    cancelled on the server (``notifications/cancelled``) and fails as
+    ``"external"``, saying so, and the run goes on. Without one (the
+    default) a call waits for as long as the server takes; what bounds it
+    then is the run's own deadline or cancellation, which ends the run and
+    answers the call ``"interrupted"``.
+
+    *max_result_chars*: the most characters of a result the agent gets
+    ([DEFAULT_MAX_RESULT_CHARS][juno_bind_trio.mcp.DEFAULT_MAX_RESULT_CHARS]
+    by default). A longer result (its text, or its structured content as
+    compact JSON) is cut to that many characters, and a line appended to it
+    tells the model it was cut and how long it was. The SDK has read the
+    whole result by then: this bounds the transcript and the next request,
+    not what the server sends.
+
     :raises MCPConnectionError: the server could not be started or greeted.
     :raises ValueError: a listed tool cannot be offered to a model (its name,
         its schema), two of its tools map to one name, or an option names a
@@ -419,7 +615,15 @@ def open_mcp_stdio(
     """
     where = "open_mcp_stdio"
     command, arg_list, env_dict, cwd_str = _check_server_parameters(where, command, args, env, cwd)
-    options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
+    options = _options(
+        where,
+        prefix,
+        non_repeatable,
+        uses_idempotency_key,
+        serial,
+        call_timeout,
+        max_result_chars,
+    )
     parameters = StdioServerParameters(command=command, args=arg_list, env=env_dict, cwd=cwd_str)
     transport = stdio_client(parameters, errlog=sys.stderr if errlog is None else errlog)
     server = " ".join([command, *arg_list])
@@ -434,12 +638,15 @@ def open_mcp_http(
     non_repeatable: Collection[str] = (),
     uses_idempotency_key: Collection[str] = (),
     serial: Collection[str] = (),
+    call_timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
 ) -> AbstractAsyncContextManager[MCPToolset]:
     """Connect to an MCP server over streamable HTTP at *url*; yield its toolset.
 
     *headers* are sent with every request (an ``Authorization`` header, for
     one). Leaving the block ends the HTTP session (the SDK's ``DELETE``) and
-    closes the connection. The other options are
+    closes the connection, however it is left: a cancel of a scope around the
+    block too. The other options are
     [open_mcp_stdio][juno_bind_trio.mcp.open_mcp_stdio]'s.
 
     :raises MCPConnectionError: the server could not be reached or greeted.
@@ -468,7 +675,15 @@ def open_mcp_http(
                     f"{where}: header {name!r} cannot be sent over HTTP (names are printable "
                     f"ASCII, values printable Latin-1), got {value!r}"
                 )
-    options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
+    options = _options(
+        where,
+        prefix,
+        non_repeatable,
+        uses_idempotency_key,
+        serial,
+        call_timeout,
+        max_result_chars,
+    )
     http_client = None
     if headers:
         from mcp.shared._httpx_utils import create_mcp_http_client
@@ -495,6 +710,8 @@ def open_mcp_client(
     non_repeatable: Collection[str] = (),
     uses_idempotency_key: Collection[str] = (),
     serial: Collection[str] = (),
+    call_timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
 ) -> AbstractAsyncContextManager[MCPToolset]:
     """Yield the toolset of a server reached through an SDK ``mcp.Client`` you built.
 
@@ -507,7 +724,15 @@ def open_mcp_client(
     where = "open_mcp_client"
     if not isinstance(client, mcp.Client):
         raise TypeError(f"{where}: client must be an mcp.Client, got {client!r}")
-    options = _options(where, prefix, non_repeatable, uses_idempotency_key, serial)
+    options = _options(
+        where,
+        prefix,
+        non_repeatable,
+        uses_idempotency_key,
+        serial,
+        call_timeout,
+        max_result_chars,
+    )
     target = client.server
     if isinstance(target, str):
         server = target
