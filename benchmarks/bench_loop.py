@@ -98,8 +98,7 @@ async def bare_loop(iterations: int, turns: list[ModelTurnResult], answers: Any)
                 "role": "assistant",
                 "content": result.content,
                 "tool_calls": [
-                    {"id": c["id"], "type": "function", "function": c["function"]}  # type: ignore[index]
-                    for c in calls
+                    {"id": c["id"], "type": "function", "function": c["function"]} for c in calls
                 ],
             }
         )

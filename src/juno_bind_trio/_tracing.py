@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
+from juno_bind_trio._calls import assistant_message
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
@@ -279,8 +281,9 @@ class AttemptSpans:
             "gen_ai.usage.output_tokens": output_tokens,
         }
         if self._capture:
+            # The message the loop appends for this turn, by the same builder.
             attributes["gen_ai.output.messages"] = _as_json(
-                [{"role": "assistant", "content": content, "tool_calls": tool_calls}]
+                [assistant_message(content, tool_calls)]
             )
         self._returned(span, resets, attributes)
 

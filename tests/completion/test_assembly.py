@@ -20,6 +20,7 @@ from juno_bind_trio.completion import (
     DispatchableToolCall,
     ToolCallAccumulator,
 )
+from juno_bind_trio.run import ToolCall
 
 
 def delta(
@@ -233,6 +234,75 @@ def test_calls_refuses_a_call_missing_its_id_or_name(
         acc.calls()
     assert info.value.kind == "incomplete_tool_call"
     assert info.value.index == 0
+
+
+# -- a provider's own fields -------------------------------------------------------------
+
+SIGNATURE = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
+
+
+def test_a_providers_field_on_a_call_is_kept_for_the_next_request() -> None:
+    # Gemini's OpenAI-compatible stream: the signature rides on the call's first delta,
+    # and the next request is refused without it.
+    acc = ToolCallAccumulator()
+    acc.add(
+        {**delta(0, id="c1", type="function", name="f", arguments=""), "extra_content": SIGNATURE}
+    )
+    acc.add(delta(0, arguments='{"a": 1}'))
+    acc.add({**delta(1, id="c2", name="g", arguments="{}")})
+    (first, second) = acc.tool_calls()
+    assert isinstance(first, ToolCall)
+    assert dict(first.extra) == {"extra_content": SIGNATURE}
+    assert dict(second.extra) == {}
+    assert acc.calls() == [
+        {**chat("c1", "f", '{"a": 1}'), "extra_content": SIGNATURE},
+        chat("c2", "g", "{}"),
+    ]
+
+
+def test_the_sdks_delta_objects_keep_their_extra_fields_too() -> None:
+    acc = ToolCallAccumulator()
+    acc.add(
+        ChoiceDeltaToolCall.model_validate(
+            {
+                "index": 0,
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "f", "arguments": "{}"},
+                "extra_content": SIGNATURE,
+            }
+        )
+    )
+    (call,) = acc.tool_calls()
+    assert dict(call.extra) == {"extra_content": SIGNATURE}
+    assert call.to_wire()["extra_content"] == SIGNATURE
+
+
+def test_a_providers_fields_fold_as_a_stream_sends_them() -> None:
+    acc = ToolCallAccumulator()
+    acc.add({**delta(0, id="c1", name="f"), "note": "ab", "parts": [1], "sig": {"v": 1}})
+    acc.add({**delta(0, arguments="{}"), "note": "cd", "parts": [2], "sig": {"v": 2}, "x": None})
+    acc.add({**delta(0), "sig": {"v": 2}})
+    (call,) = acc.tool_calls()
+    # Strings and lists continue; any other value is replaced; None is absence.
+    assert dict(call.extra) == {"note": "abcd", "parts": [1, 2], "sig": {"v": 2}}
+
+
+def test_a_providers_field_must_have_a_string_name() -> None:
+    acc = ToolCallAccumulator()
+    bad: dict[Any, Any] = {**delta(0, id="c1", name="f"), 3: "x"}
+    with pytest.raises(ToolCallAssemblyError, match=r"a field's name must be a string"):
+        acc.add(bad)
+
+
+def test_tool_calls_are_built_once_each_and_refuse_an_incomplete_call() -> None:
+    acc = ToolCallAccumulator()
+    acc.extend([delta(0, id="c1", name="f", arguments='{"a":'), delta(0, arguments="1}")])
+    (call,) = acc.tool_calls()
+    assert (call.id, call.name, call.arguments, call.parsed) == ("c1", "f", '{"a":1}', {"a": 1})
+    acc.add(delta(1, id="c2"))
+    with pytest.raises(ToolCallAssemblyError, match=r"tool call 1 ended without a name"):
+        acc.tool_calls()
 
 
 def test_assembly_error_survives_pickling() -> None:

@@ -25,8 +25,10 @@ from juno_bind_trio.run import (
     RunStop,
     ToolBatch,
     ToolBatchStatistics,
+    ToolCall,
     ToolCallReceiptKey,
     admit_child_run,
+    assistant_message,
     canonical_json,
     classify_run_failure,
     decide_tool_call_receipt,
@@ -39,6 +41,7 @@ from juno_bind_trio.run import (
     tool_call_id,
     tool_call_name,
     tool_call_receipt_key_string,
+    tool_message,
 )
 
 register_example(
@@ -98,8 +101,10 @@ ENTRIES = [
     Entry(RunStop),
     Entry(ToolBatch),
     Entry(ToolBatchStatistics),
+    Entry(ToolCall),
     Entry(ToolCallReceiptKey),
     Entry(admit_child_run),
+    Entry(assistant_message),
     Entry(classify_run_failure),
     Entry(decide_tool_call_receipt),
     Entry(descend_chain),
@@ -110,4 +115,5 @@ ENTRIES = [
     Entry(tool_call_id),
     Entry(tool_call_name),
     Entry(tool_call_receipt_key_string),
+    Entry(tool_message),
 ]

@@ -114,7 +114,10 @@ def test_a_host_state_object_serves() -> None:
             {"tool_calls": call("a")},
             r"ModelTurnResult: tool_calls must be a sequence of",
         ),
-        ({"tool_calls": [{"id": "a"}]}, r"tool_call_id: expected a function tool call"),
+        (
+            {"tool_calls": [{"id": "a"}]},
+            r"ModelTurnResult: tool_calls\[0\]: ToolCall.of: expected a function tool call",
+        ),
     ],
 )
 def test_model_turn_result_refuses_bad_fields(kwargs: dict[str, Any], message: str) -> None:

@@ -194,15 +194,19 @@ def test_a_custom_clock_needs_no_event_loop() -> None:
             TypeError,
             "failure_threshold must be a positive integer, got 2.0",
         ),
-        ({"reset_timeout": 0}, ValueError, "reset_timeout must be finite and positive, got 0"),
+        (
+            {"reset_timeout": 0},
+            ValueError,
+            "reset_timeout must be a positive finite number of seconds, got 0",
+        ),
         (
             {"reset_timeout": math.inf},
             ValueError,
-            "reset_timeout must be finite and positive, got inf",
+            "reset_timeout must be a positive finite number of seconds, got inf",
         ),
-        ({"reset_timeout": "5"}, TypeError, "reset_timeout must be seconds, got '5'"),
+        ({"reset_timeout": "5"}, TypeError, "reset_timeout must be a positive finite number"),
         ({"half_open_max_probes": -1}, ValueError, "half_open_max_probes"),
-        ({"clock": 3}, TypeError, "clock must be a callable"),
+        ({"clock": 3}, TypeError, "clock must be callable, got 3"),
     ],
 )
 def test_construction_refuses_bad_settings_by_name(

@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any, Generic
 
 import attrs
 from typing_extensions import TypeVar
 
-from juno_bind_trio.run import ChainRef, tool_call_args_hash
+from juno_bind_trio._errors import UsageError
+from juno_bind_trio.run import (
+    ChainRef,
+    ToolCall,
+    tool_call_idempotency_key,
+    tool_call_receipt_key,
+)
 
 __all__ = ["DepsT", "RunContext"]
 
 DepsT = TypeVar("DepsT", default=None)
-
-
-def _arguments_hash(arguments: str) -> str:
-    """The hash of the call's parsed arguments, or of the raw text when it does not parse."""
-    try:
-        parsed: object = json.loads(arguments)
-        return tool_call_args_hash(parsed)
-    except (ValueError, TypeError, RecursionError):
-        return tool_call_args_hash(arguments)
 
 
 @attrs.frozen(kw_only=True, slots=False)
@@ -61,6 +57,9 @@ class RunContext(Generic[DepsT]):
     iteration: int
     chain: ChainRef
     _arguments: str = attrs.field(default="{}", alias="arguments", repr=False)
+    # The call itself, as the run dispatched it: its arguments' digest is computed
+    # once for the receipt, this key and every other reader.
+    _call: ToolCall | None = attrs.field(default=None, alias="call", repr=False, eq=False)
     # The run's own bookkeeping for sub-agents started from this call (a count
     # of running children), shared by every context of the run.
     _children: Any = attrs.field(default=None, alias="children", repr=False, eq=False)
@@ -70,7 +69,20 @@ class RunContext(Generic[DepsT]):
 
     @functools.cached_property
     def idempotency_key(self) -> str:
-        """A key derived from *run_id*, *tool_call_id* and the hash of the arguments."""
-        return tool_call_args_hash(
-            [self.run_id, self.tool_call_id, _arguments_hash(self._arguments)]
-        )
+        """A key derived from *run_id*, *tool_call_id* and the hash of the arguments.
+
+        The one key [tool_call_idempotency_key][juno_bind_trio.run.tool_call_idempotency_key]
+        derives for the call's receipt key.
+
+        :raises UsageError: this context is the run's own (its instructions'),
+            not a tool call's.
+        """
+        call = self._call
+        if call is None:
+            if not self.tool_call_id:
+                raise UsageError(
+                    "RunContext.idempotency_key: this context belongs to no tool call "
+                    "(tool_call_id is empty), and only a call has an idempotency key"
+                )
+            call = ToolCall(self.tool_call_id, self.tool_name, self._arguments)
+        return tool_call_idempotency_key(tool_call_receipt_key(self.run_id, call))

@@ -62,11 +62,11 @@ from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure
 from juno_bind_trio.run import (
     ChainRef,
     ChainRule,
+    ToolCall,
     admit_child_run,
     root_chain,
-    tool_call_arguments,
-    tool_call_id,
     tool_call_name,
+    tool_message,
 )
 
 from ._context import RunContext
@@ -420,11 +420,13 @@ class _RunCore(Generic[OutputT]):
             per_tool_limit=settings.per_tool_limit,
         )
 
-    async def dispatch(self, call: ToolCallLike) -> ToolCallOutcome:
+    async def dispatch(self, given: ToolCallLike) -> ToolCallOutcome:
         """Run one tool call: look the tool up, validate, run, convert, report."""
-        call_id = tool_call_id(call)
-        name = tool_call_name(call)
-        arguments = tool_call_arguments(call)
+        # The loop hands over its ToolCall; a resume's call is read once, here.
+        call = ToolCall.of(given)
+        call_id = call.id
+        name = call.name
+        arguments = call.arguments
         found = self.tools.get(name)
         emit = self.emit
         iteration = self.iteration
@@ -445,10 +447,11 @@ class _RunCore(Generic[OutputT]):
                 iteration=iteration,
                 chain=self.chain,
                 arguments=arguments,
+                call=call,
                 children=self.children,
                 on_start=on_start,
             )
-            value = await found.invoke(ctx, arguments)
+            value = await found.invoke(ctx, call)
             if type(value) is str:
                 content = value
             elif isinstance(value, ToolCallOutcome):
@@ -474,9 +477,7 @@ class _RunCore(Generic[OutputT]):
                 if emit is not None:
                     emit(self._failed(iteration, call_id, name, exc, kind))
             raise
-        outcome = ToolCallOutcome(
-            tool_message={"role": "tool", "tool_call_id": call_id, "content": content}
-        )
+        outcome = ToolCallOutcome(tool_message=tool_message(call_id, content))
         if emit is not None:
             emit(self._ended(iteration, call_id, name, "finished", None, outcome))
         return outcome

@@ -10,8 +10,11 @@ of those can be fixed by the model, so none of them may reach it.
 
 What the model *can* fix reaches it: arguments that do not validate are
 answered with a ``validation``-kind failure naming every bad field and why,
-and the function is not called. One pydantic pass over the raw JSON text does
-the parsing and the validating together, in pydantic's compiled core.
+and the function is not called. The arguments are the call's own
+[ToolCall.parsed][juno_bind_trio.run.ToolCall.parsed], parsed once under the
+package's one rule for every reader of the call (the receipt key, the
+idempotency key, this validation); pydantic's compiled core validates that
+value.
 
 ``null`` for an optional parameter means "not given". OpenAI strict mode
 requires every property, so a model in strict mode writes ``null`` for the
@@ -36,8 +39,14 @@ import pydantic
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from juno_bind_trio._calls import ToolCall, parse_arguments
 from juno_bind_trio._cancel import cancelled_now
-from juno_bind_trio._errors import AbortedToolCallError, SchemaError, ToolFailureError
+from juno_bind_trio._errors import (
+    AbortedToolCallError,
+    SchemaError,
+    ToolCallArgumentsError,
+    ToolFailureError,
+)
 from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._context import RunContext
@@ -359,7 +368,29 @@ def announce_start(ctx: RunContext[Any]) -> None:
         hook()
 
 
-_Invoke = Callable[[RunContext[Any], str], Awaitable[object]]
+# What a tool runs, given the call's arguments already parsed under the package's one rule.
+_Invoke = Callable[[RunContext[Any], dict[str, Any]], Awaitable[object]]
+
+
+def _parsed(tool_name: str, arguments: object) -> dict[str, Any]:
+    """The arguments of a call to *tool_name*, as the package's one rule parses them.
+
+    A [ToolCall][juno_bind_trio.run.ToolCall]'s are parsed once for all its
+    readers; raw text is parsed here. Text the rule refuses is the model's to
+    fix: a ``"validation"`` failure.
+    """
+    try:
+        if type(arguments) is ToolCall:
+            return arguments.parsed
+        if not isinstance(arguments, str):
+            raise TypeError(
+                f"Tool.invoke: arguments must be a ToolCall or the raw JSON text, got {arguments!r}"
+            )
+        return parse_arguments("Tool.invoke", arguments)
+    except ToolCallArgumentsError as exc:
+        raise ToolFailureError(
+            "validation", f"invalid arguments for {tool_name}: {exc.detail}"
+        ) from None
 
 
 @final
@@ -390,14 +421,18 @@ class Tool:
     uses_idempotency_key: bool = False
     _invoke: _Invoke = attrs.field(alias="invoke", repr=False)
 
-    async def invoke(self, ctx: RunContext[Any], arguments: str) -> object:
-        """Validate *arguments* (the model's raw JSON text), then run the tool with them.
+    async def invoke(self, ctx: RunContext[Any], arguments: str | ToolCall) -> object:
+        """Validate the call's arguments, then run the tool with them.
 
-        Returns what the tool returned. Arguments that do not validate raise
+        *arguments* is the [ToolCall][juno_bind_trio.run.ToolCall] (its
+        arguments parsed once, for every reader of the call) or the model's
+        raw JSON text, read under the same rule (``""`` and ``"null"`` are
+        ``{}``; anything but a JSON object is refused). Returns what the tool
+        returned. Arguments that do not validate raise
         [ToolFailureError][juno_bind_trio.ToolFailureError] of kind
         ``"validation"`` naming every bad field, and the tool is not run.
         """
-        return await self._invoke(ctx, arguments)
+        return await self._invoke(ctx, _parsed(self.name, arguments))
 
     def to_openai_tool(self, parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """This tool as an OpenAI ``tools`` entry, with *parameters* (sanitized) if given."""
@@ -459,20 +494,10 @@ class Tool:
         ):
             _check_flag(owner, flag, value)
 
-        async def invoke(ctx: RunContext[Any], arguments: str) -> object:
-            try:
-                parsed: object = json.loads(arguments) if arguments.strip() else {}
-            except (ValueError, RecursionError) as exc:
-                raise ToolFailureError(
-                    "validation", f"invalid arguments for {name}: not valid JSON ({exc})"
-                ) from None
-            if not isinstance(parsed, dict):
-                raise ToolFailureError(
-                    "validation",
-                    f"invalid arguments for {name}: expected a JSON object, got {_shown(parsed)}",
-                )
+        async def invoke(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
             announce_start(ctx)
-            return await handler(ctx, parsed)
+            # A copy of its own: the parsed arguments are shared by every reader of the call.
+            return await handler(ctx, dict(arguments))
 
         return cls(
             name=name,
@@ -511,24 +536,17 @@ def _function_tool(
     ):
         _check_flag(owner, flag, value)
     read = _read_function(fn, owner, description)
-    validate_json = read.model.__pydantic_validator__.validate_json
     validate_python = read.model.__pydantic_validator__.validate_python
     names = read.names
     schema = read.parameters
     is_async = _is_async(fn)
     takes_context = read.takes_context
 
-    def arguments_of(arguments: str) -> dict[str, Any]:
+    def arguments_of(parsed: dict[str, Any]) -> dict[str, Any]:
         try:
-            values = validate_json(arguments or "{}").__dict__.values()
+            values = validate_python(parsed).__dict__.values()
         except pydantic.ValidationError as first:
             # A second reading, with "null means not given" (see the module docstring).
-            try:
-                parsed = json.loads(arguments)
-            except (ValueError, RecursionError):
-                parsed = None
-            if not isinstance(parsed, dict):
-                raise ToolFailureError("validation", validation_message(tool_name, first)) from None
             try:
                 values = validate_python(
                     _drop_absent_nulls(parsed, schema, schema)
@@ -544,7 +562,7 @@ def _function_tool(
 
     if is_async:
 
-        async def invoke(ctx: RunContext[Any], arguments: str) -> object:
+        async def invoke(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
             kwargs = arguments_of(arguments)
             announce_start(ctx)
             if takes_context:
@@ -553,7 +571,7 @@ def _function_tool(
 
     else:
 
-        async def invoke(ctx: RunContext[Any], arguments: str) -> object:
+        async def invoke(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
             kwargs = arguments_of(arguments)
             announce_start(ctx)
             began = False

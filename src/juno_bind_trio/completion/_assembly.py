@@ -21,7 +21,13 @@ meaning is unambiguous:
 * a delta **without an index**, which some compatibility layers send: it
   continues the call touched last, unless it carries an id that call does not
   have, in which case it opens the next call;
-* indices that do not start at 0 or skip a number: order is by index.
+* indices that do not start at 0 or skip a number: order is by index;
+* **fields of its own** on a call (Gemini's OpenAI-compatible endpoint puts a
+  call's ``thought_signature`` in ``extra_content``, and refuses the next
+  request without it): kept, and carried on the finished call as
+  [`ToolCall.extra`][juno_bind_trio.run.ToolCall.extra], so the call goes
+  back as it came. A string continues what was held (appended, as the
+  arguments are), a list extends it, any other value replaces it.
 
 Refused with [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError], because going on
 would glue two calls together or dispatch a call nobody made:
@@ -41,8 +47,11 @@ Reading it mid-stream
 [`ToolCallAccumulator.assembled()`][juno_bind_trio.completion.ToolCallAccumulator.assembled] may be
 called at any time and returns what is known so far, for a host that renders a call while it is
 assembled (the TypeScript README's suggestion).
+[`ToolCallAccumulator.tool_calls()`][juno_bind_trio.completion.ToolCallAccumulator.tool_calls]
+builds each finished call once, as the [`ToolCall`][juno_bind_trio.run.ToolCall] every later reader
+takes its fields from, and
 [`ToolCallAccumulator.calls()`][juno_bind_trio.completion.ToolCallAccumulator.calls] returns the
-finished calls in the chat-completions message shape, and refuses a call that still lacks its id or
+same calls in the chat-completions message shape; both refuse a call that still lacks its id or
 name.
 """
 
@@ -54,6 +63,7 @@ from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias, TypedDict
 
 import attrs
 
+from juno_bind_trio._calls import ToolCall
 from juno_bind_trio._errors import ToolCallAssemblyError
 
 __all__ = [
@@ -148,13 +158,22 @@ class AssembledToolCall:
 class _Slot:
     """The mutable state of one call. Fragments are joined lazily, once per read."""
 
-    __slots__ = ("id", "index", "name", "parts")
+    __slots__ = ("extra", "id", "index", "name", "parts")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.id: str | None = None
         self.name: str | None = None
         self.parts: list[str] = []
+        # A provider's own fields on the call, as they arrived; None while there are none.
+        self.extra: dict[str, Any] | None = None
+
+    def fold(self, fields: Iterable[tuple[str, Any]]) -> None:
+        """Fold in fields the call carries beyond index, id, type and function."""
+        extra = self.extra
+        if extra is None:
+            extra = self.extra = {}
+        _fold(extra, ((k, v) for k, v in fields if k not in _DELTA_KEYS))
 
     def arguments(self) -> str:
         parts = self.parts
@@ -168,7 +187,30 @@ class _Slot:
         return parts[0] if parts else ""
 
 
+def _fold(held: dict[str, Any], fields: Iterable[tuple[str, Any]]) -> None:
+    """Fold one delta's fields of a provider's own into *held*, as streaming sends them.
+
+    A string continues the one held (appended, as text and arguments are); a
+    list continues the one held (extended); any other value replaces what was
+    held (a repeat of the same object changes nothing). ``None`` is "not on
+    this delta".
+    """
+    for key, value in fields:
+        if value is None:
+            continue
+        before = held.get(key)
+        if isinstance(before, str) and isinstance(value, str):
+            held[key] = before + value
+        elif isinstance(before, list) and isinstance(value, list):
+            held[key] = [*before, *value]
+        else:
+            held[key] = value
+
+
 _MISSING: Final[Any] = object()
+
+# The keys of a delta that are the call's own; any other is a provider's field.
+_DELTA_KEYS: Final = frozenset({"index", "id", "type", "function"})
 
 # Whether a delta class is a Mapping, decided once per class (a handful exist).
 _IS_MAPPING: Final[dict[type, bool]] = {}
@@ -236,6 +278,9 @@ class ToolCallAccumulator:
             else:
                 name = getattr(function, "name", None)
                 arguments = getattr(function, "arguments", None)
+            # A C-speed subset test; only a delta with a field of a provider's pays more.
+            fields = cast("Mapping[str, Any]", delta)
+            extra: Mapping[str, Any] | None = None if _DELTA_KEYS.issuperset(fields) else fields
         else:
             index = getattr(delta, "index", _MISSING)
             # A str has an `index` method; no other plausible mistake has the attribute.
@@ -252,6 +297,8 @@ class ToolCallAccumulator:
             else:
                 name = getattr(function, "name", None)
                 arguments = getattr(function, "arguments", None)
+            # The openai SDK keeps the fields it does not model in `model_extra`.
+            extra = getattr(delta, "model_extra", None) or None
         self._deltas += 1
 
         # -- which call: by index, or by position for a server that sends none.
@@ -309,6 +356,16 @@ class ToolCallAccumulator:
             if arguments.__class__ is not str and not isinstance(arguments, str):
                 self._bad(slot, "function.arguments", arguments)
             slot.parts.append(arguments)
+        if extra is not None:
+            if not isinstance(extra, Mapping):
+                self._bad(slot, "a provider's fields", extra)
+            if not all(isinstance(key, str) for key in extra):
+                raise ToolCallAssemblyError(
+                    _INCONSISTENT,
+                    f"tool call {slot.index}: a field's name must be a string, got {extra!r}",
+                    slot.index,
+                )
+            slot.fold(extra.items())
 
     def extend(self, deltas: Iterable[ToolCallDelta] | None) -> None:
         """Fold in every delta of one chunk, in order. ``None`` (no tool calls) is a no-op."""
@@ -330,18 +387,20 @@ class ToolCallAccumulator:
             for _, slot in sorted(self._slots.items())
         ]
 
-    def calls(self) -> list[DispatchableToolCall]:
-        """The finished calls, in index order, in the chat-completions message shape.
+    def tool_calls(self) -> list[ToolCall]:
+        """The finished calls, in index order, each built once as a
+        [`ToolCall`][juno_bind_trio.run.ToolCall]: the value the loop, the pool, the
+        receipts and the dispatcher all read.
 
         Call it when the stream has ended. Raises
         [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError] (``kind
         "incomplete_tool_call"``) if a call never received its id or its
         name: a call cannot be dispatched without its name, nor answered
-        without its id. Arguments are returned exactly as streamed (``""``
-        included); see
-        [`tool_call_arguments_absent()`][juno_bind_trio.completion.tool_call_arguments_absent].
+        without its id. Arguments are kept exactly as streamed (``""``
+        included; the rule of [`ToolCall.parsed`][juno_bind_trio.run.ToolCall.parsed]
+        reads them), and a provider's own fields are in ``extra``.
         """
-        out: list[DispatchableToolCall] = []
+        out: list[ToolCall] = []
         for _, slot in sorted(self._slots.items()):
             if slot.id is None or slot.name is None:
                 missing = "an id" if slot.id is None else "a name"
@@ -351,14 +410,20 @@ class ToolCallAccumulator:
                     f"(id={slot.id!r}, name={slot.name!r})",
                     slot.index,
                 )
-            out.append(
-                {
-                    "id": slot.id,
-                    "type": "function",
-                    "function": {"name": slot.name, "arguments": slot.arguments()},
-                }
-            )
+            out.append(ToolCall(slot.id, slot.name, slot.arguments(), extra=slot.extra or None))
         return out
+
+    def calls(self) -> list[DispatchableToolCall]:
+        """The finished calls, in index order, in the chat-completions message shape.
+
+        The wire form of
+        [`tool_calls()`][juno_bind_trio.completion.ToolCallAccumulator.tool_calls] (a
+        provider's own fields included, after ``function``), with the same
+        refusal of a call that lacks its id or name; see
+        [`tool_call_arguments_absent()`][juno_bind_trio.completion.tool_call_arguments_absent]
+        for arguments that are ``""``.
+        """
+        return [cast("DispatchableToolCall", call.to_wire()) for call in self.tool_calls()]
 
     # -- internals ---------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from typing import Any, Final, Literal, Protocol, TypeAlias
 
 import attrs
 
+from juno_bind_trio._calls import ToolCall
 from juno_bind_trio._errors import CompletionDefectError, ToolCallArgumentsError
 
 from ._assembly import AssembledToolCall
@@ -83,7 +84,10 @@ report, in the order it checks."""
 StreamedToolCall: TypeAlias = AssembledToolCall | Mapping[str, Any]
 """A tool call as the defect check reads it.
 
-An [`AssembledToolCall`][juno_bind_trio.completion.AssembledToolCall] (straight from
+A [`ToolCall`][juno_bind_trio.run.ToolCall] (from
+[`ToolCallAccumulator.tool_calls()`][juno_bind_trio.completion.ToolCallAccumulator.tool_calls]:
+its arguments are then parsed once, for the check and every later reader), an
+[`AssembledToolCall`][juno_bind_trio.completion.AssembledToolCall] (straight from
 [`ToolCallAccumulator.assembled()`][juno_bind_trio.completion.ToolCallAccumulator.assembled],
 complete or not), or a chat-format mapping ``{"id", "type", "function": {"name", "arguments"}}``. An
 object with ``id`` and ``function.name`` / ``function.arguments`` attributes (the openai
@@ -175,6 +179,8 @@ class CompletionDefect:
 
 
 def _read_call(call: object) -> tuple[object, object, object]:
+    if type(call) is ToolCall:
+        return call.id, call.name, call.arguments
     if isinstance(call, AssembledToolCall):
         return call.id, call.name, call.arguments
     if isinstance(call, Mapping):
@@ -247,7 +253,11 @@ def detect_completion_defect(completion: AssembledCompletion) -> CompletionDefec
                 f"tool call {position} ({name}) has non-string arguments {arguments!r}",
             )
         try:
-            parse_tool_call_arguments(arguments)
+            if type(call) is ToolCall:
+                # Parsed here once, for every later reader of the same call.
+                call.parsed  # noqa: B018 - read for the refusal it raises
+            else:
+                parse_tool_call_arguments(arguments)
         except ToolCallArgumentsError as exc:
             return CompletionDefect(
                 "unparseable_tool_arguments", f"tool call {position} ({name}): {exc.detail}"

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from juno_bind_trio._errors import StructuredOutputError
-from juno_bind_trio._validate import check_count, shown
+from juno_bind_trio._validate import count, shown
 
 from ._defects import (
     DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES,
@@ -51,7 +51,7 @@ _PREVIEW = 120
 
 
 def _check_max_retries(value: object) -> int:
-    return check_count("retry_structured_output: max_retries", value, minimum=0)
+    return count().check("retry_structured_output: max_retries", value)
 
 
 async def retry_structured_output(

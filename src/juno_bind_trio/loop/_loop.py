@@ -55,6 +55,7 @@ import sniffio
 import trio
 
 from juno_bind_trio import _tracing
+from juno_bind_trio._calls import ToolCall, assistant_message
 from juno_bind_trio._cancel import (
     cancelled_now,
     checkpoint_if_cancelled,
@@ -78,13 +79,7 @@ from juno_bind_trio.plugins import (
     tool_error_text,
     tool_failure_message,
 )
-from juno_bind_trio.run import (
-    DEFAULT_PER_TOOL_LIMIT,
-    ToolBatch,
-    tool_call_arguments,
-    tool_call_id,
-    tool_call_name,
-)
+from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ToolBatch
 from juno_bind_trio.run._pool import never_started
 
 from ._events import (
@@ -163,13 +158,13 @@ def _awaitable(port: str, pending: object) -> Awaitable[Any]:
     )
 
 
-async def _no_tools(call: ToolCallLike) -> ToolCallOutcome:
+async def _no_tools(call: ToolCall) -> ToolCallOutcome:
     # The run_tool_call of a loop built without one (a text-only run). A model
     # that calls a tool anyway made the mistake, not the host, so it reads the
     # answer a tool that does not exist gets, and the run goes on.
     await anyio.lowlevel.checkpoint()
     raise ToolFailureError(
-        "not_found", f"There is no tool named {tool_call_name(call)!r}: this run offers no tools."
+        "not_found", f"There is no tool named {call.name!r}: this run offers no tools."
     )
 
 
@@ -327,7 +322,7 @@ class _OpenBatch:
     )
 
     def __init__(
-        self, iteration: int, calls: tuple[ToolCallLike, ...], ids: list[str], names: list[str]
+        self, iteration: int, calls: tuple[ToolCall, ...], ids: list[str], names: list[str]
     ) -> None:
         self.iteration = iteration
         self.calls = calls
@@ -441,13 +436,13 @@ class ToolLoop:
     _call_model: Callable[[ModelTurn], Awaitable[ModelTurnResult]] = attrs.field(
         alias="call_model", validator=_required_async("call_model")
     )
-    _run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]] | None = attrs.field(
+    _run_tool_call: Callable[[ToolCall], Awaitable[ToolCallOutcome]] | None = attrs.field(
         default=None, alias="run_tool_call", validator=_optional_async("run_tool_call")
     )
     _build_tools: Callable[[], Sequence[Any]] | None = attrs.field(
         default=None, alias="build_tools", validator=_optional_callable("build_tools")
     )
-    _runs_serially: Callable[[ToolCallLike], bool] | None = attrs.field(
+    _runs_serially: Callable[[ToolCall], bool] | None = attrs.field(
         default=None, alias="runs_serially", validator=_optional_callable("runs_serially")
     )
     _is_fatal_tool_error: Callable[[BaseException], bool] | None = attrs.field(
@@ -663,32 +658,15 @@ class ToolLoop:
 
             result = await self._model_turn(iteration)
             calls = result.tool_calls
-            assistant: dict[str, Any] = {"role": "assistant", "content": result.content}
+            assistant = assistant_message(result.content, calls, **result.extra)
+            # (The list is re-read every time: apply_compaction may have replaced it.)
+            self._state.messages.append(assistant)
             if calls:
-                # Each call read once (ModelTurnResult already checked its shape).
-                ids: list[str] = []
-                names: list[str] = []
-                wire: list[dict[str, Any]] = []
-                for call in calls:
-                    call_id = tool_call_id(call)
-                    name = tool_call_name(call)
-                    ids.append(call_id)
-                    names.append(name)
-                    wire.append(
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": tool_call_arguments(call)},
-                        }
-                    )
-                assistant["tool_calls"] = wire
                 # Opened in the same synchronous step as the append: from here on
-                # any exit answers these calls. (The list is re-read every time:
-                # apply_compaction may have replaced it.)
-                self._state.messages.append(assistant)
+                # any exit answers these calls. ModelTurnResult built each ToolCall.
+                ids = [call.id for call in calls]
+                names = [call.name for call in calls]
                 self._open = _OpenBatch(iteration, calls, ids, names)
-            else:
-                self._state.messages.append(assistant)
             self._last_content = result.content
             if result.content and self._send_event is not None:
                 self._emit(AssistantMessageEvent(iteration, result.content, bool(calls)))
@@ -891,7 +869,10 @@ class ToolLoop:
                 )
                 open_batch.batch = batch
                 results = await batch.run(
-                    self._call_tool, stop=stop, per_tool_limit=self._per_tool_limit
+                    # The batch holds the loop's ToolCalls, so each call it runs is one.
+                    cast("Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]", self._call_tool),
+                    stop=stop,
+                    per_tool_limit=self._per_tool_limit,
                 )
                 for position, index in enumerate(pooled):
                     values[index] = self._settle(open_batch, index, results[position], fatal=True)
@@ -1076,7 +1057,7 @@ class ToolLoop:
             raise outranks
         return settled[0] if settled else None
 
-    async def _call_tool(self, call: ToolCallLike) -> ToolCallOutcome:
+    async def _call_tool(self, call: ToolCall) -> ToolCallOutcome:
         """``run_tool_call``, with what it returned checked where the loop can still say so.
 
         One coroutine per call, traced or not: the tool's own awaitable is
@@ -1089,10 +1070,10 @@ class ToolLoop:
         if spans is not None:
             # Current for this call only, detached in this task: a pool worker's
             # next call parents under the batch's context, never this span.
-            call_id = tool_call_id(call)
-            token = spans.start(call_id, tool_call_name(call), tool_call_arguments(call))
+            call_id = call.id
+            token = spans.start(call_id, call.name, call.arguments)
         try:
-            pending: object = cast("Callable[[ToolCallLike], object]", self._run_tool_call)(call)
+            pending: object = cast("Callable[[ToolCall], object]", self._run_tool_call)(call)
             if not inspect.isawaitable(pending):
                 # Settled as a value, not raised: raised, it would become the tool
                 # message the model reads. _settle raises the UsageError instead.

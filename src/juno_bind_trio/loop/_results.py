@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import attrs
 
+from juno_bind_trio._calls import ToolCall, tool_message
 from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.plugins import SuspendDirective
-from juno_bind_trio.run import tool_call_arguments, tool_call_id, tool_call_name
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import ToolCallLike
@@ -107,7 +107,7 @@ def _optional_text(owner: str, name: str, value: object) -> str | None:
     return value
 
 
-def _tool_calls(given: Sequence[ToolCallLike] | None) -> tuple[ToolCallLike, ...]:
+def _tool_calls(given: Sequence[ToolCallLike] | None) -> tuple[ToolCall, ...]:
     value: object = given  # checked at run time, whatever the type says
     if value is None:
         return ()
@@ -115,28 +115,51 @@ def _tool_calls(given: Sequence[ToolCallLike] | None) -> tuple[ToolCallLike, ...
         raise TypeError(
             f"ModelTurnResult: tool_calls must be a sequence of tool calls, got {value!r}"
         )
-    calls: tuple[ToolCallLike, ...] = tuple(value)
+    calls: list[ToolCall] = []
     seen: set[str] = set()
-    for index, call in enumerate(calls):
-        # Every accessor, once, here: a malformed call is the model's (or the
-        # host's reassembly's) defect and must surface before the assistant
-        # message is written, or the transcript holds a call nobody can answer.
-        try:
-            call_id = tool_call_id(call)
-            tool_call_name(call)
-            tool_call_arguments(call)
-        except (TypeError, ValueError) as exc:
-            # The accessors name themselves; the caller built a ModelTurnResult.
-            error = TypeError if isinstance(exc, TypeError) else ValueError
-            raise error(f"ModelTurnResult: tool_calls[{index}]: {exc}") from None
-        if not call_id:
-            raise ValueError(f"ModelTurnResult: a tool call has an empty id: {call!r}")
-        if call_id in seen:
+    for index, call in enumerate(value):
+        # Each call read once, here, into the value every later reader takes its
+        # fields from: a malformed call is the model's (or the host's
+        # reassembly's) defect and must surface before the assistant message is
+        # written, or the transcript holds a call nobody can answer.
+        if type(call) is ToolCall:
+            made = call
+        else:
+            try:
+                made = ToolCall.of(call)
+            except TypeError as exc:  # it names itself; the caller built a ModelTurnResult
+                raise TypeError(f"ModelTurnResult: tool_calls[{index}]: {exc}") from None
+            except ValueError:  # the one value ToolCall refuses: an empty id
+                empty = f"ModelTurnResult: a tool call has an empty id: {call!r}"
+                raise ValueError(empty) from None
+        if made.id in seen:
             # Two answers cannot be told apart by the model, and the provider
             # rejects a transcript with either one missing.
-            raise ValueError(f"ModelTurnResult: duplicate tool call id {call_id!r}")
-        seen.add(call_id)
-    return calls
+            raise ValueError(f"ModelTurnResult: duplicate tool call id {made.id!r}")
+        seen.add(made.id)
+        calls.append(made)
+    return tuple(calls)
+
+
+_MESSAGE_KEYS: Final = frozenset({"role", "content", "tool_calls"})
+
+
+def _check_extra(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    value: object = given  # checked at run time, whatever the type says
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"ModelTurnResult: extra must be a mapping or None, got {shown(value)}")
+    extra = dict(value)
+    for key in extra:
+        if not isinstance(key, str):
+            raise TypeError(f"ModelTurnResult: extra's keys must be str, got {shown(key)}")
+        if key in _MESSAGE_KEYS:
+            raise ValueError(
+                f"ModelTurnResult: extra cannot hold {key!r}: it holds a provider's fields "
+                "beside the message's own role, content and tool_calls"
+            )
+    return extra
 
 
 def _check_content(value: str | None) -> str | None:
@@ -172,9 +195,14 @@ class ModelTurnResult:
 
     *content* is the assistant text (``None`` when the turn only called
     tools); *tool_calls* the calls it asked for, in either shape
-    [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] accepts (validated here: every
-    call well formed, ids non-empty and unique); *reasoning* the model's
-    thinking, if the host wants it on the events channel.
+    [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] accepts, each read here
+    once into the [`ToolCall`][juno_bind_trio.run.ToolCall] every later reader
+    takes its fields from (a ``ToolCall`` is kept as it is; every call well
+    formed, ids non-empty and unique); *reasoning* the model's thinking, if
+    the host wants it on the events channel. *extra* holds fields a provider
+    put on the assistant message that must go back with it
+    (``reasoning_content``): the loop writes them into the transcript's
+    assistant message, after its own.
 
     Usage: *input_tokens* (the prompt, i.e. the context the turn saw),
     *output_tokens*, *cost* in whatever currency the host bills in.
@@ -183,12 +211,13 @@ class ModelTurnResult:
     """
 
     content: str | None = attrs.field(default=None, converter=_check_content)
-    tool_calls: tuple[ToolCallLike, ...] = attrs.field(default=(), converter=_tool_calls)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
     reasoning: str | None = attrs.field(default=None, converter=_check_reasoning)
     input_tokens: int = attrs.field(default=0, converter=_check_input_tokens)
     output_tokens: int = attrs.field(default=0, converter=_check_output_tokens)
     cost: float = attrs.field(default=0.0, converter=_check_cost)
     time_to_first_token: float | None = attrs.field(default=None, converter=_check_ttft)
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_check_extra)
 
     @property
     def context_tokens(self) -> int:
@@ -289,7 +318,7 @@ class ToolCallOutcome:
     ) -> ToolCallOutcome:
         """Build the outcome whose tool message answers *tool_call_id* with *content*."""
         return cls(
-            tool_message={"role": "tool", "tool_call_id": tool_call_id, "content": content},
+            tool_message=tool_message(tool_call_id, content),
             request_compaction=request_compaction,
             suspend=suspend,
             activated_plugin=activated_plugin,

@@ -27,6 +27,7 @@ from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
+from juno_bind_trio._calls import tool_message
 from juno_bind_trio._errors import (
     AbortedToolCallError,
     InterruptedToolCallError,
@@ -133,11 +134,7 @@ def tool_failure_message(
     if not isinstance(error, str):
         raise TypeError(f"tool_failure_message: error must be a string, got {error!r}")
     kind = _check_kind("tool_failure_message", kind)
-    return {
-        "role": "tool",
-        "tool_call_id": tool_call_id,
-        "content": tool_failure_content(error, kind),
-    }
+    return tool_message(tool_call_id, tool_failure_content(error, kind))
 
 
 def kind_for_error(exc: BaseException) -> ToolFailureKind | None:

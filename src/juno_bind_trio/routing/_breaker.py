@@ -35,7 +35,6 @@ breaker runs on trio's autojump ``MockClock`` in tests and needs no wall clock.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, Literal, final
@@ -44,7 +43,14 @@ import anyio
 import attrs
 
 from juno_bind_trio._errors import UsageError
-from juno_bind_trio._validate import check_count, real_number, shown
+from juno_bind_trio._validate import (
+    a_callable,
+    a_str,
+    count,
+    instance_of,
+    optional,
+    positive_seconds,
+)
 
 __all__ = [
     "DEFAULT_FAILURE_THRESHOLD",
@@ -65,42 +71,26 @@ DEFAULT_RESET_TIMEOUT: Final = 30.0
 """Seconds an open breaker waits before it admits a probe."""
 
 
-def _positive_int(field: str, value: object) -> int:
-    return check_count(f"CircuitBreaker: {field}", value, minimum=1)
+_POSITIVE: Final = count(minimum=1)
+_RESET_TIMEOUT: Final = positive_seconds()
+_RETRY_AFTER: Final = optional(positive_seconds(zero=True))
+_CLOCK: Final = a_callable()
 
 
 def _failure_threshold(value: int) -> int:
-    return _positive_int("failure_threshold", value)
+    return _POSITIVE.check("CircuitBreaker: failure_threshold", value)
 
 
 def _half_open_max_probes(value: int) -> int:
-    return _positive_int("half_open_max_probes", value)
+    return _POSITIVE.check("CircuitBreaker: half_open_max_probes", value)
 
 
-def _check_reset_timeout(given: float) -> float:
-    value: object = given  # checked at run time, whatever the type says
-    seconds = real_number(value)
-    if seconds is None:
-        raise TypeError(f"CircuitBreaker: reset_timeout must be seconds, got {shown(value)}")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(
-            f"CircuitBreaker: reset_timeout must be finite and positive, got {shown(value)}"
-        )
-    return seconds
+def _check_reset_timeout(value: float) -> float:
+    return _RESET_TIMEOUT.check("CircuitBreaker: reset_timeout", value)
 
 
-def _is_seconds(value: object) -> bool:
-    seconds = real_number(value)
-    return seconds is not None and math.isfinite(seconds) and seconds >= 0
-
-
-def _check_clock(given: Callable[[], float]) -> Callable[[], float]:
-    value: object = given  # checked at run time, whatever the type says
-    if not callable(value):
-        raise TypeError(
-            f"CircuitBreaker: clock must be a callable returning seconds, got {value!r}"
-        )
-    return value
+def _check_clock(value: Callable[[], float]) -> Callable[[], float]:
+    return _CLOCK.check("CircuitBreaker: clock", value)
 
 
 @final
@@ -123,6 +113,9 @@ class BreakerPermit:
     """Whether this call is a half-open probe whose outcome decides the state."""
     _episode: int = attrs.field(alias="episode", repr=False)
     _settled: bool = attrs.field(default=False, init=False, repr=False)
+
+
+_PERMIT: Final = instance_of(BreakerPermit)
 
 
 @attrs.frozen
@@ -250,8 +243,7 @@ class CircuitBreaker:
         """Ask to call *endpoint*: a permit to settle afterwards, or ``None`` if refused."""
         ep = self._endpoints.get(endpoint)
         if ep is None:
-            if not isinstance(endpoint, str):
-                raise TypeError(f"CircuitBreaker.admit: endpoint must be a str, got {endpoint!r}")
+            a_str().check("CircuitBreaker.admit: endpoint", endpoint)
             ep = self._endpoints[endpoint] = _Endpoint()
         state = ep.state
         if state == "closed":
@@ -299,11 +291,7 @@ class CircuitBreaker:
         threshold: the server has said it will refuse until then, and every
         turn that asks anyway spends an attempt to hear it again.
         """
-        if retry_after is not None and not _is_seconds(retry_after):
-            raise ValueError(
-                "CircuitBreaker.record_failure: retry_after must be a finite, non-negative "
-                f"number of seconds or None, got {retry_after!r}"
-            )
+        retry_after = _RETRY_AFTER.check("CircuitBreaker.record_failure: retry_after", retry_after)
         ep = self._settle(permit, "record_failure")
         ep.failures += 1
         hint = retry_after or 0.0
@@ -355,10 +343,7 @@ class CircuitBreaker:
     # -- internals ---------------------------------------------------------------
 
     def _settle(self, permit: BreakerPermit, method: str) -> _Endpoint:
-        if not isinstance(permit, BreakerPermit):
-            raise TypeError(
-                f"CircuitBreaker.{method}: permit must be a BreakerPermit, got {permit!r}"
-            )
+        _PERMIT.check(f"CircuitBreaker.{method}: permit", permit)
         if permit._settled:
             raise UsageError(
                 f"CircuitBreaker.{method}: this permit for {permit.endpoint!r} was already "

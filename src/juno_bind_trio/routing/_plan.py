@@ -7,14 +7,21 @@ not at three in the morning on the first 503 that reaches the second stage.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Final, TypeVar
+from typing import Final
 
 import attrs
 
-from juno_bind_trio._validate import check_count, real_number, shown
+from juno_bind_trio._validate import (
+    a_mapping,
+    count,
+    instance_of,
+    non_empty_str,
+    optional,
+    positive_seconds,
+    sequence_of,
+)
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -42,73 +49,49 @@ because another provider that can answer now beats a turn that sits silent.
 """
 
 
-_ItemT = TypeVar("_ItemT")
-
-
-def _check_name(owner: str, field: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise TypeError(f"{owner}: {field} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _check_optional_name(owner: str, field: str, value: object) -> str | None:
-    return None if value is None else _check_name(owner, field, value)
-
-
-def _check_count(owner: str, field: str, value: object) -> int:
-    return check_count(f"{owner}: {field}", value, minimum=0)
-
-
-def _check_seconds(owner: str, field: str, value: object) -> float:
-    seconds = real_number(value)
-    if seconds is None:
-        raise TypeError(f"{owner}: {field} must be a number of seconds, got {shown(value)}")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(
-            f"{owner}: {field} must be a finite, non-negative number of seconds, got {shown(value)}"
-        )
-    return seconds
+_NAME: Final = non_empty_str(blank=False)
+_OPTIONAL_NAME: Final = optional(_NAME)
+_RETRIES: Final = count()
+_WAIT: Final = positive_seconds(zero=True)
 
 
 def _candidate_max_retries(value: int | None) -> int | None:
-    return None if value is None else _check_count("Candidate", "max_retries", value)
+    return optional(_RETRIES).check("Candidate: max_retries", value)
 
 
 def _candidate_options(given: Mapping[str, object]) -> Mapping[str, object]:
-    value: object = given  # checked at run time, whatever the type says
-    if not isinstance(value, Mapping):
-        raise TypeError(f"Candidate: options must be a mapping, got {value!r}")
+    value = a_mapping().check("Candidate: options", given)
     # Copied and frozen: a plan is shared by every turn that routes through it,
     # and one turn mutating a candidate's options would change the others'.
     return MappingProxyType(dict(value))
 
 
 def _provider(value: str) -> str:
-    return _check_name("Candidate", "provider", value)
+    return _NAME.check("Candidate: provider", value)
 
 
 def _base_url(value: str | None) -> str | None:
-    return _check_optional_name("Candidate", "base_url", value)
+    return _OPTIONAL_NAME.check("Candidate: base_url", value)
 
 
 def _candidate_model(value: str | None) -> str | None:
-    return _check_optional_name("Candidate", "model", value)
+    return _OPTIONAL_NAME.check("Candidate: model", value)
 
 
 def _endpoint(value: str) -> str:
-    return _check_name("Candidate", "endpoint", value)
+    return _NAME.check("Candidate: endpoint", value)
 
 
 def _stage_model(value: str) -> str:
-    return _check_name("RouteStage", "model", value)
+    return _NAME.check("RouteStage: model", value)
 
 
 def _plan_max_retries(value: int) -> int:
-    return _check_count("RoutePlan", "max_retries", value)
+    return _RETRIES.check("RoutePlan: max_retries", value)
 
 
 def _plan_max_retry_wait(value: float) -> float:
-    return _check_seconds("RoutePlan", "max_retry_wait", value)
+    return _WAIT.check("RoutePlan: max_retry_wait", value)
 
 
 def _default_endpoint(self: Candidate) -> str:
@@ -163,25 +146,14 @@ class Candidate:
     )
 
 
-def _sequence_of(
-    owner: str, field: str, item_type: type[_ItemT], value: object
-) -> tuple[_ItemT, ...]:
-    # A single item (or a str, or a mapping) passed where a list was meant would
-    # otherwise be iterated into nonsense before failing.
-    name = item_type.__name__
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise TypeError(f"{owner}: {field} must be a sequence of {name}, got {value!r}")
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, item_type):
-            raise TypeError(f"{owner}: {field} must hold {name} objects, got {item!r}")
-    if not items:
-        raise ValueError(f"{owner}: {field} must not be empty, got ()")
-    return items
+_CANDIDATES: Final = sequence_of(
+    instance_of(Candidate), non_empty=True, expects="a non-empty sequence of Candidate objects"
+)
 
 
 def _stage_candidates(value: Iterable[Candidate]) -> tuple[Candidate, ...]:
-    return _sequence_of("RouteStage", "candidates", Candidate, value)
+    # A single item (or a str, or a mapping) passed where a list was meant is refused.
+    return _CANDIDATES.check("RouteStage: candidates", value)
 
 
 @attrs.frozen
@@ -210,8 +182,13 @@ class RouteStage:
             seen.add(key)
 
 
+_STAGES: Final = sequence_of(
+    instance_of(RouteStage), non_empty=True, expects="a non-empty sequence of RouteStage objects"
+)
+
+
 def _plan_stages(value: Iterable[RouteStage]) -> tuple[RouteStage, ...]:
-    return _sequence_of("RoutePlan", "stages", RouteStage, value)
+    return _STAGES.check("RoutePlan: stages", value)
 
 
 @attrs.frozen

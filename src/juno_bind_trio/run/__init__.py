@@ -1,10 +1,14 @@
-"""Run mechanics: the tool batch pool and the errors for calls it refused or lost; the
-run's deadline and failure classification; the coalesced heartbeat; sub-agent lineage,
-admission and polling; tool-call receipts for a safe resume.
+"""Run mechanics: the one tool-call value and the two messages about it; the tool batch
+pool and the errors for calls it refused or lost; the run's deadline and failure
+classification; the coalesced heartbeat; sub-agent lineage, admission and polling;
+tool-call receipts and keys for a safe resume.
 
 The TypeScript package's ``@juno-ai/bind/run`` subpath.
 """
 
+from juno_bind_trio._calls import ToolCall as ToolCall
+from juno_bind_trio._calls import assistant_message as assistant_message
+from juno_bind_trio._calls import tool_message as tool_message
 from juno_bind_trio._errors import ABORTED_TOOL_CALL_MESSAGE as ABORTED_TOOL_CALL_MESSAGE
 from juno_bind_trio._errors import INTERRUPTED_TOOL_CALL_MESSAGE as INTERRUPTED_TOOL_CALL_MESSAGE
 from juno_bind_trio._errors import AbortedToolCallError as AbortedToolCallError
@@ -50,6 +54,8 @@ from ._receipts import ToolCallReceiptKey as ToolCallReceiptKey
 from ._receipts import canonical_json as canonical_json
 from ._receipts import decide_tool_call_receipt as decide_tool_call_receipt
 from ._receipts import tool_call_args_hash as tool_call_args_hash
+from ._receipts import tool_call_idempotency_key as tool_call_idempotency_key
+from ._receipts import tool_call_receipt_key as tool_call_receipt_key
 from ._receipts import tool_call_receipt_key_string as tool_call_receipt_key_string
 
 __all__ = [
@@ -81,10 +87,12 @@ __all__ = [
     "StopSignal",
     "ToolBatch",
     "ToolBatchStatistics",
+    "ToolCall",
     "ToolCallError",
     "ToolCallLike",
     "ToolCallReceiptKey",
     "admit_child_run",
+    "assistant_message",
     "canonical_json",
     "classify_run_failure",
     "decide_tool_call_receipt",
@@ -95,8 +103,11 @@ __all__ = [
     "tool_call_args_hash",
     "tool_call_arguments",
     "tool_call_id",
+    "tool_call_idempotency_key",
     "tool_call_name",
+    "tool_call_receipt_key",
     "tool_call_receipt_key_string",
+    "tool_message",
 ]
 
 _publish(__name__, globals(), __all__)

@@ -2,12 +2,13 @@
 
 A host hands the harness tool calls either as the openai SDK's objects (what a
 non-streaming completion returns) or as plain dicts of the same shape (what a
-streamed completion is reassembled into, what a transcript is reloaded as).
-Everything downstream needs three strings from a call: its id, its tool's name
-and its raw arguments. The accessors here read those from either shape and
-refuse a malformed call with an error that names it, at the boundary, so a
-bad call fails when the batch is built rather than as a confusing
-``KeyError`` from inside a worker.
+streamed completion is reassembled into, what a transcript is reloaded as),
+and the harness hands them on as [`ToolCall`][juno_bind_trio.run.ToolCall]s,
+which read as both. Everything downstream needs three strings from a call:
+its id, its tool's name and its raw arguments. The accessors here read those
+from any of the three and refuse a malformed call with an error that names
+it, at the boundary, so a bad call fails when the batch is built rather than
+as a confusing ``KeyError`` from inside a worker.
 
 The SDK is not imported at run time: ``import openai`` costs about half a
 second, and reading three attributes needs no class. Any object with ``id``
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+from juno_bind_trio._calls import read_tool_call
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageToolCall
@@ -32,7 +35,8 @@ __all__ = [
 ]
 
 ToolCallLike: TypeAlias = "ChatCompletionMessageToolCall | Mapping[str, Any]"
-"""A function tool call: the openai SDK's object, or a mapping of the same shape.
+"""A function tool call: the openai SDK's object, or a mapping of the same shape
+(a [`ToolCall`][juno_bind_trio.run.ToolCall] is one).
 
 The mapping form is ``{"id": str, "type": "function", "function": {"name":
 str, "arguments": str}}``; ``"type"`` may be left out, and if present must be
@@ -51,39 +55,6 @@ class StopSignal(Protocol):
 
     @property
     def cancel_called(self) -> bool: ...
-
-
-def _malformed(what: str, call: object) -> TypeError:
-    return TypeError(
-        f"{what}: expected a function tool call (the openai SDK's object, or a mapping "
-        f'{{"id": str, "type": "function", "function": {{"name": str, "arguments": str}}}}), '
-        f"got {call!r}"
-    )
-
-
-def _function_part(what: str, call: object) -> Any:
-    """Return the ``function`` part of *call*, whichever shape it is."""
-    if isinstance(call, Mapping):
-        kind = call.get("type", "function")
-        if kind != "function":
-            raise _malformed(what, call)
-        function = call.get("function")
-        if not isinstance(function, Mapping):
-            raise _malformed(what, call)
-        return function
-    function = getattr(call, "function", None)
-    # A custom tool call (type "custom") has no `function`: refusing it here is
-    # what keeps it from being dispatched as if it were a function call.
-    if function is None or getattr(call, "type", "function") != "function":
-        raise _malformed(what, call)
-    return function
-
-
-def _field(what: str, call: object, part: object, name: str) -> str:
-    value = part.get(name) if isinstance(part, Mapping) else getattr(part, name, None)
-    if not isinstance(value, str):
-        raise _malformed(what, call)
-    return value
 
 
 def tool_call_id(call: ToolCallLike) -> str:
@@ -111,42 +82,3 @@ def tool_call_arguments(call: ToolCallLike) -> str:
     :raises TypeError: *call* is not a well-formed function tool call.
     """
     return read_tool_call("tool_call_arguments", call)[2]
-
-
-def read_tool_call(what: str, call: object) -> tuple[str, str, str]:
-    """Return ``(id, name, arguments)`` of *call*; *what* names the caller in the error.
-
-    Every accessor checks the whole shape, not just the field it returns: a
-    call that is malformed anywhere is refused wherever it is first read,
-    rather than half-used.
-    """
-    # The fast path: a plain dict, as reassembled from a stream. Exact type
-    # checks cost a fraction of the Mapping ABC check, and the pool reads
-    # every call of a batch on the way in.
-    if type(call) is dict:
-        try:
-            function = call["function"]
-            call_id = call["id"]
-            name = function["name"]
-            arguments = function["arguments"]
-        except (KeyError, TypeError):
-            pass  # the slow path below names the fault
-        else:
-            if (
-                type(function) is dict
-                and type(call_id) is str
-                and type(name) is str
-                and type(arguments) is str
-                and call.get("type", "function") == "function"
-            ):
-                return call_id, name, arguments
-    part = _function_part(what, call)
-    if isinstance(call, Mapping):
-        call_id = call.get("id")
-    else:
-        call_id = getattr(call, "id", None)
-    name = _field(what, call, part, "name")
-    arguments = _field(what, call, part, "arguments")
-    if not isinstance(call_id, str):
-        raise _malformed(what, call)
-    return call_id, name, arguments

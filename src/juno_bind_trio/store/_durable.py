@@ -70,14 +70,14 @@ from juno_bind_trio.run import (
     EffectResumability,
     ReceiptState,
     ToolBatch,
+    ToolCall,
     ToolCallLike,
-    ToolCallReceiptKey,
+    assistant_message,
     decide_tool_call_receipt,
     open_coalesced_heartbeat,
     tool_call_args_hash,
-    tool_call_arguments,
-    tool_call_id,
-    tool_call_name,
+    tool_call_idempotency_key,
+    tool_call_receipt_key,
 )
 from juno_bind_trio.transcript import HealChange, HealResult, heal_transcript
 
@@ -110,48 +110,18 @@ Both are ``kind: "interrupted"``: the effect is unknown, check it first.
 """
 
 
-def tool_call_receipt_key(run_id: str, call: ToolCallLike) -> ToolCallReceiptKey:
-    """The receipt key of *call* in run *run_id*: its id, its tool and its arguments' hash.
+def _earlier_args_hash(raw: str) -> str:
+    """The arguments' hash as versions before the one arguments rule wrote it.
 
-    The hash is over the parsed arguments (key order and whitespace do not
-    change it); arguments that do not parse are hashed as their raw text.
-
-    :raises TypeError: *run_id* is not a non-empty string, or *call* is not a
-        function tool call.
+    They hashed ``json.loads`` of the text, or the text where that failed, so
+    ``""``, ``"null"`` and a bare JSON value hashed apart from ``"{}"``. A run
+    stored by such a version and resumed by this one keeps its receipts: a
+    call that finished is still answered from its receipt, never run again.
     """
-    given: object = run_id
-    if not isinstance(given, str) or not given:
-        raise TypeError(f"tool_call_receipt_key: run_id must be a non-empty string, got {run_id!r}")
     try:
-        raw = tool_call_arguments(call)
-        call_id, name = tool_call_id(call), tool_call_name(call)
-    except TypeError as exc:
-        raise TypeError(f"tool_call_receipt_key: {exc}") from None
-    try:
-        args_hash = tool_call_args_hash(json.loads(raw))
-    except (TypeError, ValueError, RecursionError):  # not JSON, or a NaN in it: the text
-        args_hash = tool_call_args_hash(raw)
-    try:
-        return ToolCallReceiptKey(
-            run_id=run_id, tool_call_id=call_id, tool_name=name, args_hash=args_hash
-        )
-    except TypeError as exc:
-        raise TypeError(f"tool_call_receipt_key: {exc}") from None
-
-
-def tool_call_idempotency_key(key: ToolCallReceiptKey) -> str:
-    """The idempotency key a tool hands its effect's service, for the call *key* names.
-
-    Derived from the run id, the call id and the arguments' hash only (the
-    same value as [RunContext.idempotency_key][juno_bind_trio.agent.RunContext]),
-    so the same call asks with the same key in every process that ever
-    dispatches it: the first run, and every resume after a crash. 64
-    lowercase hex digits, safe for an HTTP header (``Idempotency-Key``) or
-    a database column.
-    """
-    if not isinstance(key, ToolCallReceiptKey):
-        raise TypeError(f"tool_call_idempotency_key: key must be a ToolCallReceiptKey, got {key!r}")
-    return tool_call_args_hash([key.run_id, key.tool_call_id, key.args_hash])
+        return tool_call_args_hash(json.loads(raw))
+    except (TypeError, ValueError, RecursionError):
+        return tool_call_args_hash(raw)
 
 
 @final
@@ -377,21 +347,8 @@ class DurableRun:
             self._iteration = self._base + turn.iteration
             given: object = result
             if isinstance(given, ModelTurnResult) and result.tool_calls:
-                assistant = {
-                    "role": "assistant",
-                    "content": result.content,
-                    "tool_calls": [
-                        {
-                            "id": tool_call_id(call),
-                            "type": "function",
-                            "function": {
-                                "name": tool_call_name(call),
-                                "arguments": tool_call_arguments(call),
-                            },
-                        }
-                        for call in result.tool_calls
-                    ],
-                }
+                # The message the loop appends, by the same builder.
+                assistant = assistant_message(result.content, result.tool_calls, **result.extra)
                 await self._write(
                     self._store.save_turn(
                         self._lease, iteration=self._iteration, assistant=assistant
@@ -606,7 +563,8 @@ class DurableRun:
         iteration = self._loaded.record.pending_iteration
         assert iteration is not None
         receipts: dict[str, ReceiptRecord] = {r.tool_call_id: r for r in self._loaded.receipts}
-        calls: list[dict[str, Any]] = list(turn["tool_calls"])
+        # Each call read once: its receipt key, its dispatch and its tool read the same value.
+        calls = [ToolCall.of(call) for call in turn["tool_calls"]]
         answers: list[dict[str, Any] | None] = [None] * len(calls)
         decisions: list[OpenTurnAnswer] = []
         to_run: list[int] = []
@@ -614,7 +572,10 @@ class DurableRun:
             key = tool_call_receipt_key(self.run_id, call)
             receipt = receipts.get(key.tool_call_id)
             state: ReceiptState = "absent" if receipt is None else receipt.state
-            if receipt is not None and receipt.args_hash != key.args_hash:
+            if receipt is not None and receipt.args_hash not in (
+                key.args_hash,
+                _earlier_args_hash(call.arguments),
+            ):
                 state = "absent"  # a receipt for other arguments is no receipt of this call
             resumability = self._resumability(key.tool_name)
             if resumability == "non_repeatable" and self._uses_key(key.tool_name):

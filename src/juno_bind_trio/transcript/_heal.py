@@ -29,6 +29,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
+from juno_bind_trio._calls import tool_message
 from juno_bind_trio._errors import (
     ABORTED_TOOL_CALL_MESSAGE,
     INTERRUPTED_TOOL_CALL_MESSAGE,
@@ -150,7 +151,7 @@ def _synthesized_answer(
     the same to the model and to a host that parses the content. The content
     is the same for every call of a kind, so it is rendered once.
     """
-    return {"role": "tool", "tool_call_id": tool_call_id, "content": _SYNTHESIZED_CONTENT[kind]}
+    return tool_message(tool_call_id, _SYNTHESIZED_CONTENT[kind])
 
 
 _SYNTHESIZED_CONTENT: Final[Mapping[str, str]] = {

@@ -81,6 +81,21 @@ def check_client(function: str, client: object) -> openai.AsyncOpenAI:
     return client
 
 
+def _fold(held: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    # As the tool-call accumulator folds a call's own fields: a string or a list
+    # continues what was held, any other value replaces it, None is absence.
+    for key, value in fields.items():
+        if value is None:
+            continue
+        before = held.get(key)
+        if isinstance(before, str) and isinstance(value, str):
+            held[key] = before + value
+        elif isinstance(before, list) and isinstance(value, list):
+            held[key] = [*before, *value]
+        else:
+            held[key] = value
+
+
 def _reasoning_of(delta: Any) -> str | None:
     extra = delta.model_extra
     if not extra:
@@ -163,6 +178,9 @@ async def stream_chat_completion(
     content: list[str] = []
     refusal: list[str] = []
     reasoning: list[str] = []
+    # Fields of the server's own on the assistant message (reasoning_content):
+    # carried into the transcript, as the server sent them.
+    fields: dict[str, Any] = {}
     finish_reason: str | None = None
     input_tokens = output_tokens = 0
     started = anyio.current_time()
@@ -209,9 +227,12 @@ async def stream_chat_completion(
                     answered = True
                 # Providers put reasoning in fields the SDK does not model; a
                 # chunk may carry reasoning and answer together.
-                thought = _reasoning_of(delta) if delta.model_extra else None
+                extra = delta.model_extra
+                thought = _reasoning_of(delta) if extra else None
                 if thought is not None:
                     reasoning.append(thought)
+                if extra:
+                    _fold(fields, extra)
                 if answered:
                     answer()
                 elif thought is not None:
@@ -227,9 +248,13 @@ async def stream_chat_completion(
     first_answer_at = watchdog.statistics().first_answer_at
     text_out = "".join(content) if content else None
     refusal_out = "".join(refusal) if refusal else None
+    assembled = accumulator.assembled()
+    # Each finished call is built once, here: the defect check parses its
+    # arguments, and the loop, the receipts and the tool read that parse.
+    calls = accumulator.tool_calls() if all(c.complete for c in assembled) else None
     completion = AssembledCompletion(
         content=text_out,
-        tool_calls=accumulator.assembled(),
+        tool_calls=assembled if calls is None else calls,
         finish_reason=finish_reason,
         refusal=refusal_out,
     )
@@ -238,7 +263,8 @@ async def stream_chat_completion(
         raise defect.as_error()
     return ModelTurnResult(
         content=text_out if text_out is not None else refusal_out,
-        tool_calls=accumulator.calls(),
+        tool_calls=accumulator.tool_calls() if calls is None else calls,
+        extra=fields,
         reasoning="".join(reasoning) if reasoning else None,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
