@@ -6,6 +6,7 @@ Every request goes through the real ``openai`` SDK to the loopback server of
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -28,12 +29,20 @@ def _plan(**candidate_options: Any) -> RoutePlan:
     return RoutePlan([RouteStage("m", [Candidate("fake", options=candidate_options)])])
 
 
-def _offline_model(**request_options: Any) -> OpenAIChatModel:
-    # A client is never used by the checks below; the constructor only checks its type.
+@functools.cache
+def _offline_client() -> Any:
+    """One client for every offline model: a new ``AsyncOpenAI`` loads the CA bundle
+    (20-140 ms), which the property test below paid for each of its examples."""
     import openai
 
-    client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
-    return OpenAIChatModel(plan=_plan(), clients={"fake": client}, request_options=request_options)
+    return openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
+
+
+def _offline_model(**request_options: Any) -> OpenAIChatModel:
+    # A client is never used by the checks below; the constructor only checks its type.
+    return OpenAIChatModel(
+        plan=_plan(), clients={"fake": _offline_client()}, request_options=request_options
+    )
 
 
 async def test_the_derived_model_sends_its_options_and_the_original_does_not() -> None:
