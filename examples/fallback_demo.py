@@ -11,10 +11,12 @@ and the tool loop:
 1. **Fallback.** The first provider dies mid-stream after some text has been
    shown, the second answers 429, and the fallback model succeeds with two
    tool calls, which run through the pool. The live rendering (driven by a
-   ``TurnTextView``) withdraws the partial text at the reset; each attempt's
-   fate prints as it happens.
+   ``TurnTextView``) withdraws the partial text at the reset (on a terminal
+   it stays above the live line, struck through and marked withdrawn); each
+   attempt's fate prints as it happens.
 2. **Cancellation.** The model asks for six slow tool calls (two workers),
-   and the run's scope is cancelled while the first two are running: the
+   and the run's scope is cancelled while the first two are running (paced:
+   a second and a half after they start, so you can watch it land): the
    queued four never start, and every call still has an answer in the
    transcript (``interrupted`` or ``not_run``).
 
@@ -22,6 +24,8 @@ With ``--base-url``, ``--api-key`` and ``--model`` it runs the fallback
 scenario's turn against a real OpenAI-compatible endpoint instead; if that
 endpoint fails, two lines say which and why, and the exit status is 1.
 Ctrl-C stops it at once (exit status 130).
+
+Needs only the base install (``pip install -e .`` in the checkout), no extra.
 
 The scenarios are importable (``fallback_scenario``, ``cancel_scenario``), so
 a test can run them on a virtual clock.
@@ -91,6 +95,10 @@ TOOLS = [
 # person can watch the text arrive and be withdrawn; --fast is the old 50.
 PACE: float = 1 / 30
 FAST_PACE: float = 0.02
+# How long the paced demo lets the cancel scenario's first two calls run before
+# it cancels the run, so that a person sees them running and the cancel land
+# (at full speed the whole scenario is over in some 40 ms).
+WATCH: float = 1.5
 
 
 def tokens(text: str) -> list[str]:
@@ -100,15 +108,20 @@ def tokens(text: str) -> list[str]:
 
 # --- the live rendering ---------------------------------------------------------
 
+STRUCK = "\x1b[2;9m"  # dim, struck through: text the reader was shown and is taken back
+PLAIN = "\x1b[0m"
+
 
 @attrs.define(eq=False)
 class LiveRenderer:
     """Renders each turn's text from its events, the way a browser client would.
 
     On a terminal it redraws the turn's line in place: text grows as it
-    arrives, and a reset wipes the line, so withdrawn text disappears from the
-    screen. Notes (the route trail, tool results) print above the live line.
-    Elsewhere (a pipe, a test) it prints one line per epoch and one per reset.
+    arrives, and a reset takes the text off the live line, leaving it above,
+    dimmed and struck through, marked withdrawn, so the reader sees what was
+    taken back and why. Notes (the route trail, tool results) print above the
+    live line. Elsewhere (a pipe, a test) it prints one line per epoch and one
+    per reset.
     """
 
     out: TextIO
@@ -126,7 +139,13 @@ class LiveRenderer:
         if isinstance(event, ResetEvent):
             self.resets += 1
             if self.live:
-                # Withdrawn: the text goes from the screen, as it would from a page.
+                # Withdrawn: the text leaves the live line, as it would leave a
+                # page, and stays above it struck through, saying so.
+                if before:
+                    self.out.write(
+                        f"\r\x1b[2K  [{event.turn_id}] {STRUCK}{before}{PLAIN}"
+                        f"  ↺ withdrawn ({event.reason})\n"
+                    )
                 self._draw("")
             else:
                 self.out.write(f"  [{event.turn_id}] {before}\n")
@@ -359,8 +378,14 @@ class CancelReport:
     cancelled: bool
 
 
-async def cancel_scenario(out: TextIO, *, pace: float = FAST_PACE) -> CancelReport:
-    """Six slow calls, two workers; the run's scope is cancelled while the first two run."""
+async def cancel_scenario(
+    out: TextIO, *, pace: float = FAST_PACE, watch: float = 0.0
+) -> CancelReport:
+    """Six slow calls, two workers; the run's scope is cancelled while the first two run.
+
+    *watch*: seconds the first two calls visibly run before the cancel lands
+    (0: at once, the fast demo's and the tests' choice).
+    """
     calls = [(f"call_{i}", "lookup", json.dumps({"key": i})) for i in range(6)]
     started: list[str] = []
     two_running = anyio.Event()
@@ -370,7 +395,7 @@ async def cancel_scenario(out: TextIO, *, pace: float = FAST_PACE) -> CancelRepo
         out.write(f"  ▶ started {call['id']}\n")
         if len(started) == 2:
             two_running.set()
-        await anyio.sleep(pace * 50)
+        await anyio.sleep(pace * 50 + watch * 2)  # still running when the cancel lands
         return ToolCallOutcome.from_content(call["id"], "found")
 
     out.write("Scenario 2: cancelling the run in the middle of a tool batch\n")
@@ -393,7 +418,13 @@ async def cancel_scenario(out: TextIO, *, pace: float = FAST_PACE) -> CancelRepo
 
                 async def cancel_when_busy() -> None:
                     await two_running.wait()
-                    await anyio.sleep(pace)
+                    if watch:
+                        out.write(
+                            f"  … call_0 and call_1 are running, four more are queued; "
+                            f"the run's scope is cancelled in {watch:g} s\n"
+                        )
+                        out.flush()
+                    await anyio.sleep(max(pace, watch))
                     out.write("  ✋ cancelling the run's scope\n")
                     scope.cancel()
 
@@ -487,10 +518,10 @@ async def real_endpoint(
 # --- main -------------------------------------------------------------------------------------
 
 
-async def demo(out: TextIO, *, live: bool, pace: float = FAST_PACE) -> int:
+async def demo(out: TextIO, *, live: bool, pace: float = FAST_PACE, watch: float = 0.0) -> int:
     started = time.perf_counter()
     fallback = await fallback_scenario(out, live=live, pace=pace)
-    cancel = await cancel_scenario(out, pace=pace)
+    cancel = await cancel_scenario(out, pace=pace, watch=watch)
     never_started = [c for c in cancel.requested if c not in cancel.started]
     out.write("Summary\n")
     out.write(
@@ -643,8 +674,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 real_endpoint, out, base_url, api_key, model, patience=args.timeout
             )
         else:
-            pace = FAST_PACE if args.fast else PACE
-            run = functools.partial(demo, out, live=out.isatty(), pace=pace)
+            pace, watch = (FAST_PACE, 0.0) if args.fast else (PACE, WATCH)
+            run = functools.partial(demo, out, live=out.isatty(), pace=pace, watch=watch)
         return anyio.run(stop_on_ctrl_c, run, backend=args.backend)
     except EndpointFailed as failed:
         out.flush()

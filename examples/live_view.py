@@ -20,6 +20,9 @@ Starts a fault-injecting OpenAI-compatible server on 127.0.0.1 (from
 Ctrl-C stops the server. ``--port 0`` picks a free port. ``--store runs.db``
 keeps every run in a SQLite run store: stop the server, start it again, and
 ``/runs/<id>`` still answers with the run's final text and transcript.
+
+Needs the ``web`` extra (Starlette, Hypercorn): ``pip install -e '.[web]'`` in
+the checkout.
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 import anyio
-from starlette.applications import Starlette
+
+try:
+    from starlette.applications import Starlette
+except ImportError as missing:
+    raise SystemExit(
+        f"examples/live_view.py needs the web extra ({missing}): pip install -e '.[web]'"
+    ) from None
 
 from juno_bind_trio.agent import Agent, tool
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client

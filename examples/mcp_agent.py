@@ -11,6 +11,9 @@ written with the official SDK, started as a subprocess. The agent gets its
 tools as ``notes_add_note`` and ``notes_list_notes`` (the ``prefix``), beside
 the local ``word_count``; ``add_note`` is marked non-repeatable, so a resumed
 run never adds a note twice.
+
+Needs the ``mcp`` extra (the MCP SDK): ``pip install -e '.[mcp]'`` in the
+checkout.
 """
 
 from __future__ import annotations

@@ -4,11 +4,19 @@
 
 ``examples/mcp_agent.py`` starts it as a subprocess and gives its tools to an
 agent. The notes live as long as the connection.
+
+Needs the ``mcp`` extra (the MCP SDK): ``pip install -e '.[mcp]'`` in the
+checkout.
 """
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+try:
+    from mcp.server.mcpserver import MCPServer
+except ImportError as missing:
+    raise SystemExit(
+        f"examples/mcp_notes_server.py needs the mcp extra ({missing}): pip install -e '.[mcp]'"
+    ) from None
 
 server = MCPServer("notes")
 notes: list[str] = []

@@ -6,6 +6,8 @@ answer. A reader task renders the events with TurnTextView, the way a browser
 client would, and you watch the reset replace the partial text.
 
     python examples/text_stream_demo.py
+
+Needs only the base install (``pip install -e .`` in the checkout), no extra.
 """
 
 from __future__ import annotations

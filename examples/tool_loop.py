@@ -8,6 +8,8 @@ prints every loop event; the transcript and the run's stats are printed at
 the end.
 
     python examples/tool_loop.py
+
+Needs only the base install (``pip install -e .`` in the checkout), no extra.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """Trace an agent run with OpenTelemetry: a fallback turn, a tool call, printed as a tree.
 
-Run it: ``python examples/tracing.py``. It needs ``opentelemetry-sdk`` (the
-package itself needs only ``opentelemetry-api``) and talks to the loopback
-fake server of ``juno_bind_trio.testing``, so no key and no network.
+Run it: ``python examples/tracing.py``. It talks to the loopback fake server
+of ``juno_bind_trio.testing``, so no key and no network.
+
+Needs the ``otel`` extra (``opentelemetry-api``, all the package itself uses)
+and an SDK to export the spans: ``pip install -e '.[otel]' opentelemetry-sdk``
+in the checkout (the ``test`` extra has both).
 """
 
 from __future__ import annotations
@@ -11,10 +14,17 @@ import logging
 from collections.abc import Sequence
 
 import trio
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+try:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+except ImportError as missing:
+    raise SystemExit(
+        f"examples/tracing.py needs the otel extra and an OpenTelemetry SDK ({missing}): "
+        "pip install -e '.[otel]' opentelemetry-sdk"
+    ) from None
 
 from juno_bind_trio.agent import Agent, tool
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client

@@ -1,27 +1,39 @@
-"""Every Python sample in the documentation runs.
+"""Every Python sample in the documentation runs, and every how-to page runs as a script.
 
 Each page's ```` ```python ```` blocks are joined in order into one program
-(a later block builds on an earlier one, as a reader follows the page) and
-run on both anyio backends, on a virtual clock. A sample may ``await`` at the
-top level, as in an async REPL: it is compiled with
-``PyCF_ALLOW_TOP_LEVEL_AWAIT`` and the resulting coroutine is awaited.
+(a later block builds on an earlier one, as a reader follows the page).
 
-A page whose sample calls a function of *your* application (where to load a
-transcript from, say) gets a stand-in from ``HOST_CODE`` below, run before
-the page; ``CHECKS`` then asserts what the page's code should have done, and
-a web framework the package does not depend on is a stub (``STUB_MODULES``).
-``NOT_RUN`` names the pages exempted, each with its reason.
+As a script (``test_the_page_runs_as_a_script``): every how-to page's program
+is written to a file and run with ``python page.py`` in a fresh process, on
+the real clock, bounded by a timeout: it must exit 0, with no traceback, and
+print exactly what the page shows (its ```` ```text ```` blocks, joined in
+order; other output-like blocks use ```` ```sh ````, ```` ```html ```` and so
+on). A page that serves (a web app) is driven over HTTP on 127.0.0.1 by a
+function of ``SERVED``, then stopped with Ctrl-C (SIGINT).
+
+In process (``test_page_samples_run``): the program runs on both anyio
+backends on a virtual clock. A script's ``main()`` under ``if __name__ ==
+"__main__":`` is awaited on the test's backend; an explanation page's excerpt
+may ``await`` at the top level, as in an async REPL (compiled with
+``PyCF_ALLOW_TOP_LEVEL_AWAIT``), with stand-ins for the host's functions from
+``HOST_CODE`` and checks from ``CHECKS``. ``NOT_RUN`` names the pages this
+part leaves out, each with its reason.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import http.client
 import inspect
+import json
+import os
 import re
+import signal
+import subprocess
 import sys
-import types
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -34,194 +46,18 @@ from juno_bind_trio import _tracing
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
 
-# Stand-ins for the host application's own functions that a page calls
-# (storage, logging, a provider call), and checks run after the page.
-HOST_CODE: dict[str, str] = {
-    "how-to/serve-a-run-to-a-browser.md": """
-import pathlib, tempfile
-db_path = pathlib.Path(tempfile.mkdtemp()) / "runs.db"
-""",
-    "how-to/heal-a-transcript.md": """
-import logging
-log = logging.getLogger("docs")
-run_id = "run-1"
-_stored = {"run-1": [
-    {"role": "user", "content": "Weather in Lisbon and Porto?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}},
-        {"id": "call_2", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"city": "Porto"}'}},
-    ]},
-    {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "clear"}'},
-]}
-def load_transcript(run_id):
-    return list(_stored[run_id])
-def save_transcript(run_id, messages):
-    _stored[run_id] = list(messages)
-class Receipt:
-    def __init__(self, tool_call_id, started):
-        self.tool_call_id, self.started = tool_call_id, started
-receipts = [Receipt("call_1", True)]
-def quarantine(run_id, message, reason):
-    raise AssertionError(f"a valid transcript was quarantined: {reason}")
-""",
-    "how-to/sanitize-tool-schemas.md": """
-import logging
-log = logging.getLogger("docs")
-args = {"query": "desk lamps", "limit": None}   # what the model sent in strict mode
-""",
-    "how-to/cancel-a-tool-batch.md": """
-import logging
-from juno_bind_trio.run import tool_call_id as _id
-log = logging.getLogger("docs")
-calls = [
-    {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
-    for i in range(3)
-]
-started = []
-async def dispatch(call):
-    started.append(_id(call))
-    return "found"
-transcript = []
-""",
-    "how-to/stream-tokens.md": """
-import anyio
-from juno_bind_trio.routing import (
-    Candidate, CircuitBreaker, ClassifiedError, RouteAction, RoutePlan, RouteStage,
-)
-message_id = turn_id = "run-1:1"
-plan = RoutePlan([RouteStage("juno-large", [Candidate("primary"), Candidate("secondary")])])
-breaker = CircuitBreaker()
-async def call_provider(candidate, on_delta):
-    on_delta("Let me think")
-    await anyio.sleep(0.1)
-    if candidate.provider == "primary":
-        raise ConnectionResetError("the provider hung up mid-stream")
-    on_delta(" about it: 42.")
-    return "Let me think about it: 42."
-def classify(exc, candidate, cursor):
-    return ClassifiedError(RouteAction.NEXT_CANDIDATE, exc, reason="connection reset")
-class Screen:
-    text = None
-    def update(self, text):
-        self.text = text
-screen = Screen()
-persisted_text = "Let me think about it: 42."
-async def load_persisted_message(turn_id):
-    return persisted_text
-""",
-    "how-to/structured-output-retries.md": """
-import types
-from juno_bind_trio.routing import Candidate, CircuitBreaker, RoutePlan, RouteStage
-message_id = "run-1:1"
-plan = RoutePlan([RouteStage("juno-large", [Candidate("primary")])])
-breaker = CircuitBreaker()
-base_messages = [{"role": "user", "content": "The answer, as JSON."}]
-asked = []
-async def complete(candidate, messages, on_delta):
-    asked.append(messages)
-    text = "Sure! The answer is 42." if len(asked) == 1 else '{"answer": 42}'
-    on_delta(text)
-    return types.SimpleNamespace(content=text, tool_calls=())
-""",
-    "how-to/sub-agents.md": """
-import anyio
-from juno_bind_trio.loop import LoopState, ModelTurnResult, ToolLoop
-run_id, child_run_id = "run-1", "run-2"
-class Store:
-    def __init__(self):
-        self.runs = {}
-    async def save_run(self, run_id, **fields):
-        self.runs.setdefault(run_id, {}).update(fields)
-    async def load_run(self, run_id):
-        return self.runs[run_id]
-    async def count_running_children(self, run_id):
-        return 1
-store = Store()
-store.runs["run-2"] = {"status": "completed", "result": "three sources agree"}
-async def _answer(turn):
-    return ModelTurnResult(content="three sources agree")
-def build_child_loop(run_id, stop):
-    return ToolLoop(state=LoopState([{"role": "user", "content": "read"}]), max_iterations=2,
-                    call_model=_answer, run_id=run_id, stop=stop)
-""",
-    "how-to/embed-in-anyio-or-asyncio.md": """
-from juno_bind_trio.loop import LoopState
-OPENAI_KEY, AZURE_URL, AZURE_KEY = "sk-test", "http://127.0.0.1:9/v1", "az-test"
-async def run_tool_call(call):
-    raise AssertionError("no tool is called")
-state = LoopState([{"role": "user", "content": "hi"}])
-sent = []
-async def forward_to_websocket(events):
-    async for event in events:
-        sent.append(event.to_wire())
-""",
-}
+MAIN_GUARD = re.compile(r'^if __name__ == "__main__":$', re.M)
 
-# Web frameworks the package does not depend on, stubbed for the pages that
-# show an integration with one.
-STUB_MODULES: dict[str, dict[str, str]] = {
-    "how-to/embed-in-anyio-or-asyncio.md": {
-        "fastapi": """
-import types
-from juno_bind_trio.loop import ModelTurnResult
-async def _scripted_model(turn):
-    turn.text_stream.begin_attempt()
-    turn.text_stream.observe("Hello from the model.")
-    return ModelTurnResult(content="Hello from the model.")
-class FastAPI:
-    # Only what the page uses; the state its lifespan would fill (no network here).
-    def __init__(self, lifespan=None):
-        self.lifespan = lifespan
-        self.state = types.SimpleNamespace(model=_scripted_model)
-""",
-    },
-}
+# Stand-ins for the host application's own functions that a page calls, and
+# checks run after the page. The how-to pages define their own stand-ins (they
+# run as scripts, as written); these serve the explanation pages' excerpts.
+HOST_CODE: dict[str, str] = {}
 
 # A page that sets the process's global tracer provider (which OpenTelemetry
 # lets a process do once) sets it for the package only, for the page's run:
 # no other test in the process is traced.
 TRACER_PROVIDER_PAGES = {"how-to/tracing.md"}
 CHECKS: dict[str, str] = {
-    "how-to/heal-a-transcript.md": """
-healed = _stored["run-1"]
-assert healed[-1]["role"] == "tool" and healed[-1]["tool_call_id"] == "call_2"
-assert "interrupted" in healed[-1]["content"] or "not_run" in healed[-1]["content"]
-""",
-    "how-to/sanitize-tool-schemas.md": """
-assert tool["input_schema"]["properties"]["query"]["type"] == "string"
-assert set(strict.schema["required"]) == {"query", "limit"}
-assert args == {"query": "desk lamps"}
-""",
-    "how-to/cancel-a-tool-batch.md": """
-assert started == []                       # the stop was cancelled before anything was claimed
-assert [m["tool_call_id"] for m in transcript] == ["call_0", "call_1", "call_2"]
-assert all("not_run" in m["content"] for m in transcript)
-""",
-    "how-to/stream-tokens.md": """
-assert result.ok and result.value == "Let me think about it: 42."
-assert view.text == screen.text == "Let me think about it: 42." and view.final
-""",
-    "how-to/structured-output-retries.md": """
-assert answer.content == '{"answer": 42}' and outcome == "succeeded" and len(asked) == 2
-""",
-    "how-to/sub-agents.md": """
-assert child_chain.run_id == "run-2" and chain.run_id == "run-1"
-assert result == "three sources agree"
-with RunDeadline(600) as parent:
-    assert await run_child(parent, anyio.CancelScope(), child_chain) == "three sources agree"
-""",
-    "how-to/embed-in-anyio-or-asyncio.md": """
-assert sent and sent[-1]["text"] == "Hello from the model."
-""",
-    "how-to/reask-within-a-turn.md": """
-assert result.reason == "completed" and len(asked) == 2
-assert asked[1][:1] == asked[0] and asked[1][1]["content"] == "Lisbon, I think."
-""",
-    "how-to/request-options.md": """
-assert "response_format" not in model.request_options and json_request["stream"] is True
-""",
     "how-to/tracing.md": """
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -240,6 +76,38 @@ assert [s.name for s in _seen.get_finished_spans()] == ["invoke_agent forecaster
 
 
 HOST_CODE.update(
+    {
+        "explanation/completion.md": """
+import contextlib
+from juno_bind_trio.providers.openai import open_openai_client
+from juno_bind_trio.testing import (
+    ReasoningDelta, StreamResponse, TextDelta, open_fake_openai_server,
+)
+_resources = contextlib.AsyncExitStack()
+_server = await _resources.enter_async_context(open_fake_openai_server([
+    StreamResponse([ReasoningDelta("thinking"), TextDelta("Hello"), TextDelta(", world")])
+]))
+client = await _resources.enter_async_context(
+    open_openai_client(base_url=_server.base_url, api_key="not-needed")
+)
+""",
+        "explanation/tool-pool.md": """
+import anyio
+from juno_bind_trio.run import ToolBatch, tool_call_id
+calls = [
+    {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    for i in range(3)
+]
+async def dispatch(call):
+    return "found " + tool_call_id(call)
+stop = anyio.CancelScope()
+answered = []
+def answer_every_call(batch):
+    answered.extend((tool_call_id(c), batch.result(i)) for i, c in enumerate(batch.calls))
+""",
+    }
+)
+CHECKS.update(
     {
         "explanation/completion.md": """
 import contextlib
@@ -306,9 +174,18 @@ _AGENT_SCRIPTS = (
     "clock, which cannot run inside this test's event loop; tests/agent/test_doc_samples.py "
     "runs them and compares what they print with the page"
 )
+_REAL_CLOCK = (
+    "a script on the real clock (a fake server in a thread, a subprocess, or a server it "
+    "serves), which cannot run inside this test's event loop; test_the_page_runs_as_a_script "
+    "runs it"
+)
 NOT_RUN: dict[str, str] = {
     "tutorial/first-run.md": "the excerpt of examples/fallback_demo.py it walks through "
     "(the demo itself runs in tests/test_examples.py)",
+    "how-to/run-a-tool-loop.md": _REAL_CLOCK,
+    "how-to/use-mcp-servers.md": _REAL_CLOCK,
+    "how-to/embed-in-anyio-or-asyncio.md": _REAL_CLOCK,
+    "how-to/serve-a-run-to-a-browser.md": _REAL_CLOCK,
     "tutorial/agent.md": _AGENT_SCRIPTS,
     "how-to/agent-tools.md": _AGENT_SCRIPTS,
     "how-to/agent-context-and-deps.md": _AGENT_SCRIPTS,
@@ -354,43 +231,20 @@ def program(page: str) -> str:
 
 
 async def run_code(source: str, filename: str, namespace: dict[str, Any]) -> None:
-    code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    # dont_inherit: the page is compiled as its own module would be, without this
+    # file's `from __future__ import annotations`.
+    code = compile(
+        source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
+    )
     result = eval(code, namespace)
     if inspect.iscoroutine(result):
         await result
 
 
-@contextlib.contextmanager
-def stub_modules(stubs: dict[str, types.ModuleType]) -> Iterator[None]:
-    """*stubs* in ``sys.modules`` for the block; only they are taken out after it.
-
-    Not ``mock.patch.dict(sys.modules, ...)``: that puts back the whole dict as it
-    was, dropping every module the page imported for the first time (the
-    ``openai`` SDK's HTTP stack, say). A later import then makes a second copy
-    of such a module, whose exception classes the first copy's code, still
-    referenced by others, does not recognise.
-    """
-    saved = {name: sys.modules[name] for name in stubs if name in sys.modules}
-    sys.modules.update(stubs)
-    try:
-        yield
-    finally:
-        for name in stubs:
-            if name in saved:
-                sys.modules[name] = saved[name]
-            else:
-                sys.modules.pop(name, None)
-
-
 async def run_page(page: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__docs_sample__"}
-    stubs = {}
-    for name, source in STUB_MODULES.get(page, {}).items():
-        module = types.ModuleType(name)
-        exec(compile(source, f"<stub {name}>", "exec"), module.__dict__)
-        stubs[name] = module
+    source = program(page)
     with contextlib.ExitStack() as patches:
-        patches.enter_context(stub_modules(stubs))
         if page in TRACER_PROVIDER_PAGES:
             patches.enter_context(mock.patch.object(_tracing, "_provider_override", None))
             patches.enter_context(
@@ -400,7 +254,9 @@ async def run_page(page: str) -> dict[str, Any]:
                 )
             )
         await run_code(HOST_CODE.get(page, ""), f"<host code for {page}>", namespace)
-        await run_code(program(page), str(DOCS / page), namespace)
+        await run_code(source, str(DOCS / page), namespace)
+        if MAIN_GUARD.search(source):
+            await namespace["main"]()  # what `anyio.run(main)` runs, on this test's backend
         await run_code(CHECKS.get(page, ""), f"<checks for {page}>", namespace)
     return namespace
 
@@ -417,10 +273,179 @@ def test_every_how_to_with_code_is_covered() -> None:
         for p in (DOCS / "how-to").glob("*.md")
         if "```python" in p.read_text(encoding="utf-8")
     }
-    # The agent's pages are covered by tests/agent/test_doc_samples.py instead.
-    elsewhere = {page for page, why in NOT_RUN.items() if why is _AGENT_SCRIPTS}
+    # The agent's pages are covered by tests/agent/test_doc_samples.py instead, and
+    # the real-clock scripts by test_the_page_runs_as_a_script alone.
+    elsewhere = {page for page, why in NOT_RUN.items() if why in (_AGENT_SCRIPTS, _REAL_CLOCK)}
     assert how_tos <= covered | elsewhere
     assert len(how_tos) >= 10
     # An exemption names a page that exists and still has Python blocks.
     for page in NOT_RUN:
         assert FENCE.search((DOCS / page).read_text(encoding="utf-8")), page
+
+
+# --- every how-to page, as a script -------------------------------------------------------
+
+TEXT = re.compile(r"^```text\n(?P<text>.*?)^```", re.S | re.M)
+SCRIPT_TIMEOUT = 120.0
+# As the README's commands run: warnings about unclosed sockets are errors;
+# the openai SDK's abandoned SSE generators (harmless, see pyproject.toml) are not.
+SCRIPT_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "PYTHONWARNINGS": "error::ResourceWarning,ignore:Async generator:ResourceWarning",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def shown_output(page: str) -> str:
+    """What the page says its program prints: its text blocks, joined in order."""
+    return "".join(m["text"] for m in TEXT.finditer((DOCS / page).read_text(encoding="utf-8")))
+
+
+def how_to_pages() -> list[str]:
+    return sorted(
+        str(path.relative_to(DOCS))
+        for path in (DOCS / "how-to").glob("*.md")
+        if FENCE.search(path.read_text(encoding="utf-8"))
+    )
+
+
+def write_script(page: str, folder: Path) -> Path:
+    script = folder / (Path(page).stem.replace("-", "_") + ".py")
+    script.write_text(program(page), encoding="utf-8")
+    return script
+
+
+class Served:
+    """A page's script serving on 127.0.0.1: its URL once up, and what it printed."""
+
+    def __init__(self, script: Path, announce: re.Pattern[str], *, on_stderr: bool) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=script.parent,
+            env={**SCRIPT_ENV, "PORT": "0"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.before: list[str] = []  # stdout lines before the announcement
+        stream = self.process.stderr if on_stderr else self.process.stdout
+        assert stream is not None
+        deadline = time.monotonic() + SCRIPT_TIMEOUT
+        while time.monotonic() < deadline:
+            line = stream.readline()
+            if not line:
+                break
+            found = announce.search(line)
+            if found:
+                self.url = found["url"]
+                return
+            if not on_stderr:
+                self.before.append(line)
+        self.process.kill()
+        raise AssertionError(f"{script.name} never announced its URL: {self.process.stderr}")
+
+    def request(self, method: str, path: str, body: object = None) -> tuple[int, str]:
+        host, port = self.url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            payload = None if body is None else json.dumps(body)
+            headers = {} if body is None else {"content-type": "application/json"}
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read().decode("utf-8")
+        finally:
+            connection.close()
+
+    def interrupt(self) -> tuple[int, str, str]:
+        """Ctrl-C; the exit status and whatever else it printed."""
+        self.process.send_signal(signal.SIGINT)
+        out, err = self.process.communicate(timeout=SCRIPT_TIMEOUT)
+        return self.process.returncode, out, err
+
+
+def sse_data(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+
+
+def drive_the_fastapi_app(script: Path) -> None:
+    app = Served(
+        script, re.compile(r"Uvicorn running on (?P<url>http://[\d.]+:\d+)"), on_stderr=True
+    )
+    try:
+        status, body = app.request("GET", "/ask?question=Weather%20in%20Lisbon%3F")
+        assert status == 200, body
+        events = sse_data(body)
+        kinds = [event["kind"] for event in events]
+        assert kinds[0] == "turn_ended", kinds  # the tool-calling turn
+        assert kinds[-1] == "run_ended", kinds
+        assert "tool_call_ended" in kinds
+        text = "".join(event["text"] for event in events if event["kind"] == "text")
+        assert text == "Clear skies in Lisbon."
+        assert events[-1]["reason"] == "completed"
+    finally:
+        code, _, err = app.interrupt()
+    assert code == 0, err
+    assert "Exception ignored" not in err, err
+    assert "Traceback" not in err, err
+    assert "Application shutdown complete" in err  # the lifespan (and the agent) closed
+
+
+def drive_the_live_view(script: Path) -> None:
+    app = Served(script, re.compile(r"^open (?P<url>http://[\d.]+:\d+)/$"), on_stderr=False)
+    try:
+        assert "".join(app.before) == shown_output("how-to/serve-a-run-to-a-browser.md")
+        status, body = app.request("POST", "/runs", {"prompt": "What is six times seven?"})
+        assert status == 201, body
+        status, body = app.request("GET", json.loads(body)["events"])
+        assert status == 200, body
+        events = sse_data(body)
+        text = "".join(event["text"] for event in events if event.get("kind") == "text")
+        assert text == "Forty-two."
+        assert any(event.get("kind") == "run_ended" for event in events)
+        status, page = app.request("GET", "/")
+        assert status == 200
+        assert "live-view.js" in page
+    finally:
+        code, out, err = app.interrupt()
+    assert code == 0, err
+    assert out == ""
+    assert "Traceback" not in err, err
+
+
+# Pages whose script serves until Ctrl-C: how the test talks to them.
+SERVED: dict[str, Callable[[Path], None]] = {
+    "how-to/embed-in-anyio-or-asyncio.md": drive_the_fastapi_app,
+    "how-to/serve-a-run-to-a-browser.md": drive_the_live_view,
+}
+
+
+@pytest.mark.parametrize("page", how_to_pages())
+def test_the_page_runs_as_a_script(page: str, tmp_path: Path) -> None:
+    script = write_script(page, tmp_path)
+    if page in SERVED:
+        SERVED[page](script)
+        return
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=SCRIPT_ENV,
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    # Nothing raised where it could not propagate (a finalizer, a warning made an
+    # error). A traceback as such may be a log record: a failed tool's, at WARNING.
+    assert "Exception ignored" not in completed.stderr, completed.stderr
+    assert completed.stdout == shown_output(page)
+
+
+def test_every_how_to_page_with_code_is_a_script() -> None:
+    pages = how_to_pages()
+    assert len(pages) >= 20
+    for page in pages:
+        source = program(page)
+        # A script: no top-level await, which only an async REPL accepts.
+        compile(source, page, "exec")
+        assert set(SERVED) <= set(pages)

@@ -92,16 +92,17 @@ def test_api_key_without_an_endpoint_is_refused_with_the_reason(
 def test_default_is_paced_for_watching_and_fast_is_full_speed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seen: list[float] = []
+    seen: list[tuple[float, float]] = []
 
-    async def fake_demo(out: Any, *, live: bool, pace: float) -> int:
-        seen.append(pace)
+    async def fake_demo(out: Any, *, live: bool, pace: float, watch: float) -> int:
+        seen.append((pace, watch))
         return 0
 
     monkeypatch.setattr(demo, "demo", fake_demo)
     assert demo.main([]) == 0
     assert demo.main(["--fast"]) == 0
-    assert seen == [pytest.approx(1 / 30), 0.02]
+    # Paced: 30 tokens a second, and the cancel lands 1.5 s after the calls start.
+    assert seen == [(pytest.approx(1 / 30), 1.5), (0.02, 0.0)]
     # Word-sized pieces, so the text visibly grows a word at a time.
     assert demo.tokens("17 + 25 is") == ["17 ", "+ ", "25 ", "is"]
 
@@ -127,7 +128,7 @@ def screen(output: str) -> list[str]:
     return [line.split("\r\x1b[2K")[-1] for line in output.split("\n")]
 
 
-def test_a_reset_takes_the_withdrawn_text_off_the_screen() -> None:
+def test_a_reset_takes_the_text_off_the_live_line_and_marks_it_withdrawn() -> None:
     out = io.StringIO()
     renderer = demo.LiveRenderer(out, live=True)
     renderer.apply(TextEvent("t", 0, 0, "Let me "))
@@ -140,12 +141,41 @@ def test_a_reset_takes_the_withdrawn_text_off_the_screen() -> None:
     ]
     renderer.apply(ResetEvent("t", 1, 2, "attempt_failed"))
     shown = screen(out.getvalue())
+    # The live line is empty; above it the withdrawn text stays, dimmed and
+    # struck through, saying it was withdrawn and why.
     assert shown[-1] == ""
-    assert not any("Let me think" in line for line in shown)
-    assert not any("withdrawn" in line for line in shown)
+    assert shown[-2] == (
+        f"  [t] {demo.STRUCK}Let me think{demo.PLAIN}  ↺ withdrawn (attempt_failed)"
+    )
+    assert demo.STRUCK == "\x1b[2;9m"  # SGR 2 (dim) and 9 (crossed out)
     renderer.apply(TextEvent("t", 1, 3, "42."))
     renderer.close()
     assert screen(out.getvalue())[-2:] == ["  [t] 42.", ""]
+    # A reset before any text has nothing to mark.
+    quiet = io.StringIO()
+    first = demo.LiveRenderer(quiet, live=True)
+    first.apply(ResetEvent("u", 1, 0, "attempt_failed"))
+    assert "withdrawn" not in quiet.getvalue()
+
+
+def test_the_paced_cancel_lets_the_calls_run_visibly_before_it_lands(backend: str) -> None:
+    async def timed(watch: float) -> tuple[float, str, Any]:
+        import anyio
+
+        out = io.StringIO()
+        start = anyio.current_time()
+        report = await demo.cancel_scenario(out, pace=demo.PACE, watch=watch)
+        return anyio.current_time() - start, out.getvalue(), report
+
+    paced, paced_text, paced_report = run_on(backend, timed, demo.WATCH)
+    fast, fast_text, fast_report = run_on(backend, timed, 0.0)
+    # The cancel lands WATCH seconds after both calls started (virtual time),
+    # not one pace after; the outcome is the same.
+    assert paced - fast == pytest.approx(demo.WATCH - demo.PACE)
+    assert "the run's scope is cancelled in 1.5 s" in paced_text
+    assert "cancelled in" not in fast_text
+    assert paced_report.answers == fast_report.answers
+    assert paced_report.started == ("call_0", "call_1")
 
 
 def test_the_route_trail_prints_as_each_attempt_is_judged(backend: str) -> None:
@@ -291,7 +321,7 @@ def test_an_api_key_in_the_environment_alone_still_runs_the_fake_demo(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
     ran: list[str] = []
 
-    async def fake_demo(out: Any, *, live: bool, pace: float) -> int:
+    async def fake_demo(out: Any, *, live: bool, pace: float, watch: float) -> int:
         ran.append("demo")
         return 0
 

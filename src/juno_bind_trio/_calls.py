@@ -75,24 +75,19 @@ a transcript reads the same whoever wrote it.
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple, NoReturn, TypeAlias, final
+from typing import Any, Final, NamedTuple, TypeAlias, final
 
-from juno_bind_trio._canonical import canonical, sha256_hex
 from juno_bind_trio._errors import ToolCallArgumentsError
-from juno_bind_trio._validate import MAX_JSON_DEPTH, shown
+from juno_bind_trio._json import canonical, decode_strict_json, sha256_hex
+from juno_bind_trio._validate import shown
 
 __all__ = [
     "ToolCall",
     "ToolCallArguments",
     "arguments_absent",
     "assistant_message",
-    "decode_strict_json",
     "parse_arguments",
     "read_tool_call",
     "tool_message",
@@ -104,69 +99,6 @@ ToolCallArguments: TypeAlias = dict[str, Any]
 # --- the arguments rule ------------------------------------------------------------
 
 _PREVIEW: Final = 120
-_PAST: Final = "no party on the wire can hold it as a number"
-_MAX_DOUBLE: Final = int(sys.float_info.max)
-
-
-def _reject_constant(token: str) -> NoReturn:
-    raise ValueError(f"{token} is not standard JSON")
-
-
-def _finite_float(token: str) -> float:
-    value = float(token)
-    if value in (math.inf, -math.inf):
-        raise ValueError(f"the number {token[:40]} is past the largest double ({_PAST})")
-    return value
-
-
-def _double_int(token: str) -> int:
-    # int() itself refuses more than 4,300 digits (ValueError); below that, an
-    # integer past the largest double is a number no other party can hold.
-    value = int(token)
-    if len(token) > 308 and not -_MAX_DOUBLE <= value <= _MAX_DOUBLE:
-        raise ValueError(f"the number {token[:40]}... is past the largest double ({_PAST})")
-    return value
-
-
-_decode: Final = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_double_int
-).decode
-# The same decoder without the number hooks, all in C: a number can only reach
-# past the largest double with an exponent or 309 digits in a row, so text with
-# neither (nearly all arguments) cannot hold one, and skips a Python call per number.
-_decode_plain: Final = json.JSONDecoder(parse_constant=_reject_constant).decode
-_MAYBE_PAST_A_DOUBLE: Final = re.compile(r"[0-9][eE]|[0-9]{309}")
-
-
-def _too_deep(value: object) -> bool:
-    # Without recursion: the point is to refuse what recursion cannot take.
-    if not isinstance(value, dict | list):
-        return False
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            return True
-        items = node.values() if isinstance(node, dict) else node
-        assert isinstance(items, Iterable)
-        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
-    return False
-
-
-def decode_strict_json(text: str) -> Any:
-    """``json.loads`` for standard JSON that every party can hold, or ``ValueError``.
-
-    Refused: ``NaN`` and ``Infinity``, a number past the largest double
-    (``1e400``, which Python would read as ``inf``), and nesting deeper than
-    the package's JSON depth limit. The arguments rule and the
-    structured-output check both read JSON through it.
-    """
-    value = _decode(text) if _MAYBE_PAST_A_DOUBLE.search(text) else _decode_plain(text)
-    # The count is a C-speed bound on the depth: only a text with that many
-    # brackets can nest that deep, and only then is the value walked.
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _too_deep(value):
-        raise ValueError(f"it nests more than {MAX_JSON_DEPTH} levels deep")
-    return value
 
 
 def _preview(raw: str) -> str:

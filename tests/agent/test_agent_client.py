@@ -220,7 +220,7 @@ def test_a_script_that_never_closes_its_agent_exits_without_a_warning(tmp_path: 
         )
     )
     completed = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error", *SDK_GENERATORS, str(script)],
+        [sys.executable, "-W", "error", *SDK_GENERATORS, str(script)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -230,7 +230,8 @@ def test_a_script_that_never_closes_its_agent_exits_without_a_warning(tmp_path: 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split() == ["ok"] * 5
     # Not a ResourceWarning for a socket, not trio's warning about the
-    # generator holding the client: nothing at all on stderr.
+    # generator holding the client: nothing at all on stderr. (Not under -X dev:
+    # its asyncio debug mode reports slow callbacks, which a loaded machine has.)
     assert completed.stderr == ""
 
 

@@ -298,7 +298,7 @@ async def test_a_run_tool_call_that_returns_a_non_awaitable_is_a_usage_error(
 ) -> None:
     # Only a function marked as a coroutine function that is not one passes the
     # construction check; stand that in by lifting the check.
-    monkeypatch.setattr("juno_bind_trio.loop._loop.is_async_callable", lambda value: True)
+    monkeypatch.setattr("juno_bind_trio.loop._ports.is_async_callable", lambda value: True)
 
     def sync_tool(tc: ToolCallLike) -> ToolCallOutcome:
         return ok(tool_call_id(tc))
@@ -327,7 +327,7 @@ async def test_a_run_tool_call_that_returns_a_non_awaitable_is_a_usage_error(
 async def test_a_port_that_returns_a_non_awaitable_is_a_usage_error_naming_it(
     monkeypatch: pytest.MonkeyPatch, port: str
 ) -> None:
-    monkeypatch.setattr("juno_bind_trio.loop._loop.is_async_callable", lambda value: True)
+    monkeypatch.setattr("juno_bind_trio.loop._ports.is_async_callable", lambda value: True)
     host = Host([Turn(content="hi")])
     overrides: dict[str, Any] = {port: lambda *args: "nope"}
     if port == "apply_compaction":
@@ -353,7 +353,7 @@ def _go_on_once() -> Any:
 async def test_an_activation_port_that_returns_a_non_awaitable_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, port: str
 ) -> None:
-    monkeypatch.setattr("juno_bind_trio.loop._loop.is_async_callable", lambda value: True)
+    monkeypatch.setattr("juno_bind_trio.loop._ports.is_async_callable", lambda value: True)
     which = "plugin" if port == "activate_plugins" else "skill"
     host = Host([Turn(calls=[call("a", **{which: "x"})])])
     with pytest.raises(UsageError, match=rf"ToolLoop: {port} must be an async function"):

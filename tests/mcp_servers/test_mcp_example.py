@@ -7,7 +7,6 @@ and is marked ``mcp_process``.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +44,20 @@ async def test_the_example_run_uses_the_mcp_tools_and_the_local_tool(tmp_path: P
     assert result.output == "Noted “buy oat milk” (3 words); it is your only note."
 
 
-def test_the_how_to_quotes_the_example_as_it_is() -> None:
-    """docs/how-to/use-mcp-servers.md shows an excerpt of the example this file runs."""
+def test_the_how_to_runs_the_examples_run() -> None:
+    """docs/how-to/use-mcp-servers.md is the same run as this example, in a program of its own.
+
+    The page runs as a script (tests/test_docs_samples.py runs it so); it names
+    this example, and gives the server and the agent the same tools and options.
+    """
     root = EXAMPLE.parent.parent
     page = (root / "docs" / "how-to" / "use-mcp-servers.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
-    assert blocks
     source = EXAMPLE.read_text(encoding="utf-8")
-    for block in blocks:
-        assert block in source
+    server = (root / "examples" / "mcp_notes_server.py").read_text(encoding="utf-8")
+    assert "examples/mcp_agent.py" in page
+    for shared in ('prefix="notes"', 'non_repeatable=["add_note"]', "def word_count"):
+        assert shared in page, shared
+        assert shared in source, shared
+    for tool in ("async def add_note(text: str) -> int:", "async def list_notes() -> list[str]:"):
+        assert tool in page, tool
+        assert tool in server, tool

@@ -278,9 +278,15 @@ class ToolCallAccumulator:
             else:
                 name = getattr(function, "name", None)
                 arguments = getattr(function, "arguments", None)
-            # A C-speed subset test; only a delta with a field of a provider's pays more.
+            # An arguments fragment ({"index", "function"}) carries nothing else;
+            # any other delta pays one C-speed subset test for a provider's fields.
             fields = cast("Mapping[str, Any]", delta)
-            extra: Mapping[str, Any] | None = None if _DELTA_KEYS.issuperset(fields) else fields
+            extra: Mapping[str, Any] | None = (
+                None
+                if (len(fields) == 2 and function is not None and index is not None)
+                or _DELTA_KEYS.issuperset(fields)
+                else fields
+            )
         else:
             index = getattr(delta, "index", _MISSING)
             # A str has an `index` method; no other plausible mistake has the attribute.

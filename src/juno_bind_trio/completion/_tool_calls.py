@@ -23,12 +23,8 @@ tool-call module (``juno_bind_trio/_calls.py``).
 
 from __future__ import annotations
 
-from juno_bind_trio._calls import (
-    ToolCallArguments,
-    arguments_absent,
-    decode_strict_json,
-    parse_arguments,
-)
+from juno_bind_trio._calls import ToolCallArguments, arguments_absent, parse_arguments
+from juno_bind_trio._json import decode_strict_json
 
 __all__ = [
     "ToolCallArguments",

@@ -6,6 +6,7 @@ The TypeScript package's ``@juno-ai/bind/loop`` subpath (``runToolLoop``).
 
 from juno_bind_trio._public import publish as _publish
 
+from ._counters import ToolLoopStatistics as ToolLoopStatistics
 from ._events import AssistantMessageEvent as AssistantMessageEvent
 from ._events import Interrupt as Interrupt
 from ._events import InterruptReceivedEvent as InterruptReceivedEvent
@@ -17,7 +18,6 @@ from ._events import TextSinkErrorsEvent as TextSinkErrorsEvent
 from ._events import ThinkingEvent as ThinkingEvent
 from ._events import ToolCallRejectedEvent as ToolCallRejectedEvent
 from ._loop import ToolLoop as ToolLoop
-from ._loop import ToolLoopStatistics as ToolLoopStatistics
 from ._results import LOOP_END_REASONS as LOOP_END_REASONS
 from ._results import LoopEndReason as LoopEndReason
 from ._results import LoopResult as LoopResult

@@ -121,6 +121,18 @@ def never_started(error: BaseException, call_id: str) -> bool:
     return type(error) is AbortedToolCallError and error.tool_call_id == call_id
 
 
+def _raised_in(group: BaseException, leaf: BaseException) -> BaseException:
+    """The innermost group of *group* that holds *leaf* itself (*group* if none does)."""
+    stack = [group]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, BaseExceptionGroup):
+            if any(child is leaf for child in node.exceptions):
+                return node
+            stack.extend(node.exceptions)
+    return group
+
+
 def _check_per_tool_limit(where: str, value: object) -> int:
     # bool is an int subclass, and `True` is never a worker count anyone meant;
     # a float (even 5.0) or None is refused rather than rounded or defaulted,
@@ -333,6 +345,7 @@ class ToolBatch(Generic[T]):
             await anyio.lowlevel.checkpoint()
             return []
         checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
+        bare: BaseException | None = None
         try:
             async with anyio.create_task_group() as workers:
                 for indices in self._groups.values():
@@ -356,11 +369,21 @@ class ToolBatch(Generic[T]):
             # what lets a caller's cancel scope absorb a cancel that is all
             # cancellation. A genuine group of several failures stays a group.
             _, failures = split_cancellations(exc)
-            if failures is not None:
-                failure = one_failure(failures)
-                if failure is not exc:
-                    raise failure from exc
-            raise
+            if failures is None:
+                raise
+            failure = one_failure(failures)
+            if failure is exc:
+                raise
+            holder = _raised_in(exc, failure)
+            if holder is not exc:
+                # Raised in a group of the tool's own (its task group, cut off
+                # mid-failure): that group is its cause, readable beside it.
+                raise failure from holder
+            bare = failure
+        # Raised bare by a worker, so the workers' group is the only wrapping:
+        # raised here, past the except, as it was raised, with nothing added.
+        if bare is not None:
+            raise bare
         # A worker that ended without settling its call would leave a None in the
         # list below, and a caller would pair it with nothing. Every way a tool
         # can end is settled in _work; this sweep keeps the promise regardless.

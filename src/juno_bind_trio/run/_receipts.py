@@ -56,7 +56,7 @@ from urllib.parse import quote
 import attrs
 
 from juno_bind_trio._calls import ToolCall
-from juno_bind_trio._canonical import canonical, canonical_json, sha256_hex
+from juno_bind_trio._json import canonical, canonical_json, sha256_hex
 
 __all__ = [
     "DigestFn",

@@ -8,6 +8,7 @@ from typing import Any, Final, TypeVar, final
 import outcome
 
 from juno_bind_trio._errors import StoreError
+from juno_bind_trio._extras import require
 
 from . import _core
 from ._store import ThreadedRunStore
@@ -63,7 +64,7 @@ class PostgresRunStore(ThreadedRunStore):
 
     psycopg 3 with a ``psycopg_pool`` connection pool, its synchronous API in
     anyio worker threads (psycopg's own async API runs only on asyncio). Needs
-    the ``postgres`` extra: ``pip install 'juno-bind-trio[postgres]'``.
+    the ``postgres`` extra: ``pip install -e '.[postgres]'`` in the checkout.
 
     Workers claim runs with ``SELECT … FOR UPDATE SKIP LOCKED``, so two
     workers never wait on, or take, the same run; every write locks the run's
@@ -105,14 +106,7 @@ class PostgresRunStore(ThreadedRunStore):
         self._connect_timeout = _core.finite_seconds(
             "PostgresRunStore: connect_timeout", connect_timeout
         )
-        try:
-            import psycopg  # noqa: F401
-            import psycopg_pool  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(
-                "PostgresRunStore needs psycopg 3 and psycopg_pool: "
-                "pip install 'juno-bind-trio[postgres]'"
-            ) from exc
+        require("postgres", "PostgresRunStore (psycopg 3 and psycopg_pool)")
         self._dsn = dsn
         self._safe_dsn = redact_dsn(dsn)
         self._max_connections = max_connections

@@ -1,6 +1,7 @@
 """A live web view of a run: an ASGI app, an SSE relay, and the JavaScript client.
 
-Install with ``pip install 'juno-bind-trio[web]'`` (Starlette and Hypercorn).
+Needs the ``web`` extra (Starlette and Hypercorn): ``pip install -e '.[web]'``
+in the checkout.
 
 * [LiveRuns][juno_bind_trio.web.LiveRuns] starts runs of an agent and keeps
   each one's newest events as a numbered log; with a run store, runs no
@@ -22,6 +23,10 @@ from __future__ import annotations
 
 from pathlib import Path as _Path
 from typing import Final as _Final
+
+from juno_bind_trio._extras import require as _require
+
+_require("web", "juno_bind_trio.web")
 
 STATIC_DIR: _Final[_Path] = _Path(__file__).resolve().parent / "static"
 """The directory of the JavaScript client's modules, to serve under any URL prefix."""

@@ -1,24 +1,106 @@
-"""Canonical JSON: the one text of a JSON value, as a TypeScript host would write it.
+"""The package's JSON: read strictly, written canonically, so every party holds it alike.
 
-A receipt or an idempotency key holds a hash of a call's arguments, and the
-hash must not depend on how the model happened to write them (key order,
-whitespace, ``1`` or ``1.0``), nor on which host computed it: a TypeScript
-host hashing the same arguments must get the same digest. So the value is
-written once more, canonically, and hashed. Floor 0 of the package: the
-tool-call value hashes its own arguments with it, and ``run`` publishes it.
+A tool call's arguments are text a model wrote, read here and by a
+TypeScript host, and hashed for receipts and idempotency keys that both must
+agree on. So JSON is *read* only as standard JSON every party can hold (no
+``NaN`` or ``Infinity``, no number past the largest double, no nesting past
+the package's depth limit), and *written*, for hashing, in the one canonical
+text a TypeScript host's ``JSON.stringify`` of the key-sorted value gives.
+Floor 0 of the package: the tool-call value reads and hashes its arguments
+with it; ``run`` publishes ``canonical_json``, ``completion`` reads
+structured output with ``decode_strict_json``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
+import sys
+from collections.abc import Iterable
 from json.encoder import encode_basestring
-from typing import Final
+from typing import Any, Final, NoReturn
 
 from juno_bind_trio._validate import MAX_JSON_DEPTH, shown
 
-__all__ = ["canonical", "canonical_json", "sha256_hex"]
+__all__ = ["canonical", "canonical_json", "decode_strict_json", "sha256_hex"]
+
+# --- reading ------------------------------------------------------------------------
+
+_PAST: Final = "no party on the wire can hold it as a number"
+_MAX_DOUBLE: Final = int(sys.float_info.max)
+
+
+def _reject_constant(token: str) -> NoReturn:
+    raise ValueError(f"{token} is not standard JSON")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"the number {token[:40]} is past the largest double ({_PAST})")
+    return value
+
+
+def _double_int(token: str) -> int:
+    # int() itself refuses more than 4,300 digits (ValueError); below that, an
+    # integer past the largest double is a number no other party can hold.
+    value = int(token)
+    if len(token) > 308 and not -_MAX_DOUBLE <= value <= _MAX_DOUBLE:
+        raise ValueError(f"the number {token[:40]}... is past the largest double ({_PAST})")
+    return value
+
+
+_decode: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_double_int
+).decode
+# The same decoder with integers read in C: an integer past the largest double
+# has 309 digits at least, so a text shorter than that cannot hold one, and
+# skips a Python call per integer (floats are read by the hook either way).
+_decode_short: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float
+).decode
+_DOUBLE_DIGITS: Final = 309
+
+
+def _too_deep(value: object) -> bool:
+    # Without recursion: the point is to refuse what recursion cannot take.
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        items = node.values() if isinstance(node, dict) else node
+        assert isinstance(items, Iterable)
+        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
+    return False
+
+
+def decode_strict_json(text: str) -> Any:
+    """``json.loads`` for standard JSON that every party can hold, or ``ValueError``.
+
+    Refused: ``NaN`` and ``Infinity``, a number past the largest double
+    (``1e400``, which Python would read as ``inf``), and nesting deeper than
+    the package's JSON depth limit. The arguments rule and the
+    structured-output check both read JSON through it.
+    """
+    value = (_decode if len(text) >= _DOUBLE_DIGITS else _decode_short)(text)
+    # The length and the count are C-speed bounds on the depth: only a text with
+    # that many brackets can nest that deep, and only then is the value walked.
+    if (
+        len(text) > MAX_JSON_DEPTH
+        and text.count("[") + text.count("{") > MAX_JSON_DEPTH
+        and _too_deep(value)
+    ):
+        raise ValueError(f"it nests more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+# --- writing ------------------------------------------------------------------------
+
 
 # Strings: the standard library's C escaper writes exactly what JavaScript's
 # JSON.stringify writes (the quote, the backslash, \b \f \n \r \t, other

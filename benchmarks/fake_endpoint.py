@@ -1,0 +1,61 @@
+"""The package's fake OpenAI-compatible server in a process of its own, for benchmarks.
+
+``python benchmarks/fake_endpoint.py CHUNKS`` answers every request with a
+streamed text of CHUNKS chunks and prints its base URL on the first line;
+``with serving(CHUNKS) as base_url:`` runs it for a benchmark. In another
+process, the server's CPU time is not counted against the client being
+measured, and the client talks to it over real loopback sockets.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def answer_text(chunks: int) -> str:
+    """The text every answer of a *chunks*-chunk server spells out."""
+    return "".join(f"tok{i} " for i in range(chunks))
+
+
+@contextmanager
+def serving(chunks: int) -> Iterator[str]:
+    """Start the server, yield its base URL, stop it."""
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), str(chunks)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        if not base_url.startswith("http://"):
+            raise RuntimeError(f"fake endpoint did not start: {base_url!r}")
+        yield base_url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def main(chunks: int) -> None:
+    from functools import partial
+
+    import trio
+
+    from juno_bind_trio.testing import StreamResponse, serve_fake_openai
+
+    answer = StreamResponse.of_text(*(f"tok{i} " for i in range(chunks)))
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(partial(serve_fake_openai, lambda _request: answer))
+            print(server.base_url, flush=True)
+
+    trio.run(serve)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)

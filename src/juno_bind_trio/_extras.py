@@ -1,0 +1,49 @@
+"""The optional extras, and the error that says which one to install and how.
+
+A subpackage built on an optional dependency calls
+``require("web", "juno_bind_trio.web", "starlette", "hypercorn")`` before it
+imports any of it. Without the guard, a base install meets the first import
+that fails deep inside, whose name need not be the extra's (the MCP adapter
+used to fail on ``jsonschema``), and no word of how to get it.
+
+The install line is the one that works: the package is installed from a
+checkout (it is on no package index), so ``pip install -e '.[web]'`` in it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Final
+
+__all__ = ["EXTRAS", "install_line", "require"]
+
+EXTRAS: Final = {
+    "web": ("starlette", "hypercorn"),
+    "mcp": ("mcp", "mcp_types", "jsonschema"),
+    "otel": ("opentelemetry",),
+    "postgres": ("psycopg", "psycopg_pool"),
+}
+"""Each extra and the modules whose absence means it is not installed."""
+
+
+def install_line(extra: str) -> str:
+    """How to install *extra*: in the checkout the package was installed from."""
+    return f"pip install -e '.[{extra}]' (in the juno-bind-trio checkout)"
+
+
+def require(extra: str, feature: str, *modules: str) -> None:
+    """Import *modules* (default: the extra's), or raise ``ImportError`` naming *extra*.
+
+    The error names the feature, the module that is missing and the install
+    line; it is raised ``from None``, since the missing module is in its text.
+    """
+    for module in modules or EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing = exc.name or module
+            raise ImportError(
+                f"{feature} needs the [{extra}] extra ({missing} is not installed): "
+                f"{install_line(extra)}",
+                name=missing,
+            ) from None
