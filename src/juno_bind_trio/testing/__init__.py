@@ -1,4 +1,4 @@
-"""Test doubles for your own tests: a fault-injecting OpenAI-compatible server.
+"""Test doubles for your own tests: fault-injecting servers of each provider's wire.
 
 Point the real ``openai.AsyncOpenAI`` at
 [`open_fake_openai_server()`][juno_bind_trio.testing.open_fake_openai_server] and script what each
@@ -10,6 +10,14 @@ whose tool-call history is broken
 for a transcript in hand). Every delay runs on the event
 loop's clock, so on Trio's autojump clock a test of a ten-minute stall is
 instant and its times are exact. Runs on both anyio backends.
+
+The same scripts play on the fakes of the OpenAI Responses API
+([open_fake_responses_server][juno_bind_trio.testing.open_fake_responses_server]),
+Gemini ([open_fake_gemini_server][juno_bind_trio.testing.open_fake_gemini_server]) and
+Bedrock's event stream
+([open_fake_bedrock_server][juno_bind_trio.testing.open_fake_bedrock_server]),
+each refusing what its real API refuses; ``fake_*_env`` point each SDK's own
+environment variables at one.
 """
 
 from juno_bind_trio._errors import SimulatedCrash as SimulatedCrash
@@ -21,6 +29,12 @@ from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
 from ._environment import fake_openai_env as fake_openai_env
+from ._fakes import fake_bedrock_env as fake_bedrock_env
+from ._fakes import fake_gemini_env as fake_gemini_env
+from ._fakes import fake_responses_env as fake_responses_env
+from ._fakes import open_fake_bedrock_server as open_fake_bedrock_server
+from ._fakes import open_fake_gemini_server as open_fake_gemini_server
+from ._fakes import open_fake_responses_server as open_fake_responses_server
 from ._history import check_tool_call_history as check_tool_call_history
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
@@ -43,6 +57,9 @@ from ._server import RecordedRequest as RecordedRequest
 from ._server import Script as Script
 from ._server import open_fake_openai_server as open_fake_openai_server
 from ._server import serve_fake_openai as serve_fake_openai
+from ._wire import FakeProviderServer as FakeProviderServer
+from ._wire import ProviderRequest as ProviderRequest
+from ._wire import ProviderScript as ProviderScript
 
 __all__ = [
     "CRASH_POINTS",
@@ -54,10 +71,13 @@ __all__ = [
     "ErrorEvent",
     "ErrorResponse",
     "FakeOpenAIServer",
+    "FakeProviderServer",
     "FakeResponse",
     "Finish",
     "MalformedChunk",
     "Pause",
+    "ProviderRequest",
+    "ProviderScript",
     "RawEvent",
     "ReasoningDelta",
     "RecordedRequest",
@@ -70,8 +90,14 @@ __all__ = [
     "ToolCallHistoryError",
     "Usage",
     "check_tool_call_history",
+    "fake_bedrock_env",
+    "fake_gemini_env",
     "fake_openai_env",
+    "fake_responses_env",
+    "open_fake_bedrock_server",
+    "open_fake_gemini_server",
     "open_fake_openai_server",
+    "open_fake_responses_server",
     "run_until_crash",
     "serve_fake_openai",
 ]

@@ -126,6 +126,10 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = attrs.field(default=0, kw_only=True)
+    """Of *prompt_tokens*, read from the provider's cache (the wires that report it)."""
+    reasoning_tokens: int = attrs.field(default=0, kw_only=True)
+    """Of *completion_tokens*, spent reasoning (the wires that report it)."""
 
 
 def _pause_seconds(value: float) -> float:
