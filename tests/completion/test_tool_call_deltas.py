@@ -162,7 +162,7 @@ def test_the_accumulator_reports_each_delta_with_its_resolved_index() -> None:
 
 
 def test_the_coalescing_sink_merges_fragments_of_one_call_and_a_reset_drops_them() -> None:
-    sink: CoalescingSink[Any] = CoalescingSink(interval=0)
+    sink: CoalescingSink[Any] = CoalescingSink(interval=0, tool_call_deltas=True)
     stream = TurnTextStream(sink=sink, turn_id="t1")
     stream.begin_attempt()
     stream.tool_call_delta(0, "c1", "lookup", '{"q"')
@@ -183,7 +183,7 @@ def test_the_coalescing_sink_merges_fragments_of_one_call_and_a_reset_drops_them
 
 
 def test_a_reset_after_fragments_nobody_took_is_dropped_with_them() -> None:
-    sink: CoalescingSink[Any] = CoalescingSink(interval=0)
+    sink: CoalescingSink[Any] = CoalescingSink(interval=0, tool_call_deltas=True)
     stream = TurnTextStream(sink=sink, turn_id="t1")
     stream.begin_attempt()
     stream.tool_call_delta(0, "c1", "lookup", "{")
@@ -203,7 +203,7 @@ def test_what_the_reader_gets_adds_up_to_the_calls(
 ) -> None:
     """However the arguments are cut and whenever the reader takes, each call's
     delivered fragments join to its arguments, and its id and name arrive."""
-    sink: CoalescingSink[Any] = CoalescingSink(interval=0)
+    sink: CoalescingSink[Any] = CoalescingSink(interval=0, tool_call_deltas=True)
     stream = TurnTextStream(sink=sink, turn_id="t1")
     acc = ToolCallAccumulator(on_delta=stream.tool_call_delta)
     stream.begin_attempt()
@@ -238,3 +238,14 @@ def test_what_the_reader_gets_adds_up_to_the_calls(
         assert mine[0].tool_call_id == f"c{index}"
         assert mine[0].name == "f"
         assert "".join(e.delta for e in mine) == arguments
+
+
+def test_a_coalescing_sink_takes_fragments_only_when_asked() -> None:
+    plain: CoalescingSink[Any] = CoalescingSink(interval=0)
+    assert plain.emit_tool_call_delta is None
+    stream = TurnTextStream(sink=plain, turn_id="t1")
+    stream.begin_attempt()
+    stream.tool_call_delta(0, "c1", "lookup", "{}")
+    assert plain.statistics().items_pending == 0
+    with pytest.raises(TypeError, match="tool_call_deltas"):
+        CoalescingSink(tool_call_deltas="yes")  # type: ignore[arg-type]

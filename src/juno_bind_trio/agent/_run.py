@@ -124,7 +124,9 @@ class _EventPipe:
     __slots__ = ("_receiver", "sink")
 
     def __init__(self) -> None:
-        self.sink: CoalescingSink[AgentEvent] = CoalescingSink(retractable=True)
+        self.sink: CoalescingSink[AgentEvent] = CoalescingSink(
+            retractable=True, tool_call_deltas=True
+        )
         self._receiver = self.sink.receiver
 
     def put(self, event: AgentEvent) -> None:

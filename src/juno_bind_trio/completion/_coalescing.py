@@ -56,10 +56,12 @@ one stream. Such items are never merged, dropped or restamped.
 Streamed tool-call arguments
 ----------------------------
 
+A sink made with ``tool_call_deltas=True`` also takes each
+[ToolCallDeltaEvent][juno_bind_trio.completion.ToolCallDeltaEvent] (its
 [`emit_tool_call_delta`][juno_bind_trio.completion.CoalescingSink.emit_tool_call_delta]
-takes a [ToolCallDeltaEvent][juno_bind_trio.completion.ToolCallDeltaEvent]
-(a [TurnTextStream][juno_bind_trio.completion.TurnTextStream] sends them to
-this sink). They follow the text's rules: a fragment of the same turn and
+is then the method a [TurnTextStream][juno_bind_trio.completion.TurnTextStream]
+sends fragments to; by default it is ``None``, and the reader is sent none,
+as before). They follow the text's rules: a fragment of the same turn and
 call that arrives while the previous one still waits is appended to it (an
 id or name it brings is kept), and a reset drops the fragments of its turn
 still waiting. A fragment the reader took counts as something on its screen,
@@ -71,6 +73,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Final, Generic, NamedTuple, TypeVar, cast, final
 
@@ -158,6 +161,11 @@ def _check_interval(_self: object, _attr: object, value: object) -> None:
     check_interval("CoalescingSink", value)
 
 
+def _check_deltas(_self: object, _attr: object, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"CoalescingSink: tool_call_deltas must be a bool, got {value!r}")
+
+
 def _check_retractable(_self: object, _attr: object, value: object) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"CoalescingSink: retractable must be a bool, got {value!r}")
@@ -189,6 +197,9 @@ class CoalescingSink(Generic[ItemT]):
     """
 
     retractable: bool = attrs.field(default=True, kw_only=True, validator=_check_retractable)
+    _tool_call_deltas: bool = attrs.field(
+        default=False, kw_only=True, alias="tool_call_deltas", validator=_check_deltas
+    )
     _interval: float = attrs.field(
         default=DEFAULT_HANDOFF_INTERVAL, kw_only=True, alias="interval", validator=_check_interval
     )
@@ -277,12 +288,20 @@ class CoalescingSink(Generic[ItemT]):
             self._waiter = None
             waiter.set()
 
-    def emit_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
-        """Queue a streamed tool-call fragment, merging it into one of the same call still waiting.
+    @property
+    def emit_tool_call_delta(self) -> Callable[[ToolCallDeltaEvent], None] | None:
+        """The method that queues a streamed tool-call fragment, or ``None`` (the default).
 
-        Synchronous and never blocks; raises as
-        [emit][juno_bind_trio.completion.CoalescingSink.emit] does when either end is closed.
+        ``None`` unless the sink was made with ``tool_call_deltas=True``: a
+        [TurnTextStream][juno_bind_trio.completion.TurnTextStream] then sends
+        this sink no fragments. The method merges a fragment into one of the
+        same call still waiting; it is synchronous, never blocks, and raises
+        as [emit][juno_bind_trio.completion.CoalescingSink.emit] does when
+        either end is closed.
         """
+        return self._queue_tool_call_delta if self._tool_call_deltas else None
+
+    def _queue_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
         if event.__class__ is not ToolCallDeltaEvent:
             raise TypeError(
                 f"CoalescingSink.emit_tool_call_delta: expected a ToolCallDeltaEvent, got {event!r}"
