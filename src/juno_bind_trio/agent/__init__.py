@@ -5,13 +5,15 @@ Built on the kernel, adding no loop of its own: every run is one
 [ToolLoop][juno_bind_trio.loop.ToolLoop], its model an
 [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel] (or any
 ``async (ModelTurn) -> ModelTurnResult``), its tools typed functions whose
-schemas come from their signatures.
+schemas come from their signatures. Where a run's state lives is its
+[RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
 from juno_bind_trio.completion import ResetEvent as ResetEvent
 from juno_bind_trio.completion import TextEvent as TextEvent
+from juno_bind_trio.completion import ToolCallDeltaEvent as ToolCallDeltaEvent
 
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
@@ -25,6 +27,9 @@ from ._events import TurnEndedEvent as TurnEndedEvent
 from ._limits import UsageLimits as UsageLimits
 from ._result import AgentResult as AgentResult
 from ._run import AgentRun as AgentRun
+from ._session import InMemorySession as InMemorySession
+from ._session import RunSession as RunSession
+from ._store_session import StoreSession as StoreSession
 from ._tool import Tool as Tool
 from ._tool import Toolset as Toolset
 from ._tool import tool as tool
@@ -35,11 +40,15 @@ __all__ = [
     "AgentEvent",
     "AgentResult",
     "AgentRun",
+    "InMemorySession",
     "ResetEvent",
     "RunContext",
     "RunEndedEvent",
+    "RunSession",
+    "StoreSession",
     "TextEvent",
     "Tool",
+    "ToolCallDeltaEvent",
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
