@@ -149,8 +149,9 @@ class ProtocolApp:
             owner = "ProtocolApp"  # made by one of the two factories, or named as itself
         if not callable(parse):
             raise TypeError(f"{owner}: parse must be callable, got {parse!r:.80}")
-        if not isinstance(headers, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        given_headers: object = headers
+        if not isinstance(given_headers, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in given_headers.items()
         ):
             raise TypeError(f"{owner}: headers must map str to str, got {headers!r:.80}")
         _check_source(owner, agent)
