@@ -17,6 +17,7 @@ SUBPACKAGES = [
     "juno_bind_trio.transcript",
     "juno_bind_trio.schema",
     "juno_bind_trio.mcp",
+    "juno_bind_trio.providers",
     "juno_bind_trio.providers.openai",
     "juno_bind_trio.testing",
     "juno_bind_trio.store",

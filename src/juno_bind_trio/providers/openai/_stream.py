@@ -47,6 +47,7 @@ from juno_bind_trio.completion import (
     detect_completion_defect,
 )
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers._adapter import RESERVED_REQUEST_OPTIONS
 
 if TYPE_CHECKING:
     import openai
@@ -57,10 +58,6 @@ __all__ = ["REASONING_FIELDS", "check_client", "stream_chat_completion"]
 REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
 """Where OpenAI-compatible providers put reasoning text in a delta (the SDK keeps it in
 ``model_extra``), in the order they are looked for."""
-
-# Arguments this function owns; passing them through request_options would
-# silently change what it parses.
-RESERVED_REQUEST_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "n"})
 
 
 def check_client(function: str, client: object) -> openai.AsyncOpenAI:
