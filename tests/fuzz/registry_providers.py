@@ -1,4 +1,4 @@
-"""Fuzz entries for `juno_bind_trio.providers.openai`."""
+"""Fuzz entries for `juno_bind_trio.providers` and `juno_bind_trio.providers.openai`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import hypothesis.strategies as st
 import openai
 from fuzz_support import JUNK, Call, Entry, call
 
+from juno_bind_trio.providers import (
+    ProviderRequest,
+    RoutedModel,
+    messages_for,
+    provider_state_of,
+    strip_provider_state,
+)
 from juno_bind_trio.providers.openai import (
+    OpenAIChatAdapter,
     OpenAIChatModel,
     open_openai_client,
     prime_openai_client,
@@ -41,6 +49,12 @@ ENTRIES = [
         label="providers.openai.OpenAIChatModel.with_request_options",
     ),
     Entry(OpenAIChatModel),
+    Entry(OpenAIChatAdapter),
+    Entry(RoutedModel),
+    Entry(ProviderRequest),
+    Entry(messages_for),
+    Entry(provider_state_of),
+    Entry(strip_provider_state),
     # The SDK refuses a client without credentials (no key, no OPENAI_API_KEY).
     Entry(
         open_openai_client,

@@ -51,6 +51,14 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import attrs
 
+from juno_bind_trio._validate import (
+    a_mapping,
+    instance_of,
+    non_empty_str,
+    optional,
+    positive_seconds,
+    sequence_of,
+)
 from juno_bind_trio.completion import TurnTextStream
 
 if TYPE_CHECKING:
@@ -71,6 +79,24 @@ PROVIDER_STATE_KEY: Final = "provider_state"
 
 RESERVED_REQUEST_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "n"})
 """Request options every adapter sets itself; a model refuses them in ``request_options``."""
+
+_NAME: Final = non_empty_str(blank=False)
+_MESSAGES: Final = sequence_of(a_mapping(), expects="a sequence of chat message dicts")
+_TOOLS: Final = sequence_of(a_mapping(), expects="a sequence of tool dicts")
+_SECONDS: Final = positive_seconds()
+_STREAM: Final = optional(instance_of(TurnTextStream))
+
+
+def _messages(value: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return _MESSAGES.check("ProviderRequest: messages", value)
+
+
+def _tools(value: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return _TOOLS.check("ProviderRequest: tools", value)
+
+
+def _options(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return a_mapping().check("ProviderRequest: options", value)
 
 
 @attrs.frozen(kw_only=True)
@@ -94,13 +120,13 @@ class ProviderRequest:
     * *time_to_first_token*, *inter_chunk_timeout*: the watchdog's budgets, in seconds.
     """
 
-    model: str
-    messages: Sequence[Mapping[str, Any]]
-    tools: Sequence[Mapping[str, Any]] = ()
-    options: Mapping[str, Any] = attrs.field(factory=dict)
-    text_stream: TurnTextStream | None = None
-    time_to_first_token: float
-    inter_chunk_timeout: float
+    model: str = attrs.field(validator=_NAME)
+    messages: Sequence[Mapping[str, Any]] = attrs.field(converter=_messages)
+    tools: Sequence[Mapping[str, Any]] = attrs.field(default=(), converter=_tools)
+    options: Mapping[str, Any] = attrs.field(factory=dict, converter=_options)
+    text_stream: TurnTextStream | None = attrs.field(default=None, validator=_STREAM)
+    time_to_first_token: float = attrs.field(validator=_SECONDS)
+    inter_chunk_timeout: float = attrs.field(validator=_SECONDS)
 
 
 @runtime_checkable
@@ -151,6 +177,8 @@ def provider_state_of(message: Mapping[str, Any], name: str) -> Mapping[str, Any
     with a value that is not a ``{"provider": ...}`` object (a transcript edited
     by hand is read as having none, not as an error).
     """
+    a_mapping().check("provider_state_of: message", message)
+    _NAME.check("provider_state_of: name", name)
     state = message.get(PROVIDER_STATE_KEY)
     if isinstance(state, Mapping) and state.get("provider") == name:
         return state
@@ -163,6 +191,7 @@ def strip_provider_state(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[
     Messages without one are the same objects; a message with one is a copy
     without it (the transcript itself is not touched).
     """
+    messages = _MESSAGES.check("strip_provider_state: messages", messages)
     out: list[Mapping[str, Any]] = []
     for message in messages:
         if PROVIDER_STATE_KEY in message:

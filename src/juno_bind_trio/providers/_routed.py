@@ -142,6 +142,15 @@ def messages_for(name: str, messages: Sequence[Mapping[str, Any]]) -> Sequence[M
     The transcript itself is not touched; a message that loses its state is a
     copy, and a transcript with no foreign state is returned as it is.
     """
+    given: object = messages
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        raise TypeError(f"messages_for: messages must be a sequence of dicts, got {shown(given)}")
+    named: object = name
+    if not isinstance(named, str) or not named:
+        raise TypeError(f"messages_for: name must be a non-empty str, got {shown(name)}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"messages_for: messages[{index}] must be a dict, got {shown(message)}")
     if not any(PROVIDER_STATE_KEY in message for message in messages):
         return messages
     out: list[Mapping[str, Any]] = []
