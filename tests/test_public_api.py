@@ -19,6 +19,7 @@ SUBPACKAGES = [
     "juno_bind_trio.mcp",
     "juno_bind_trio.providers",
     "juno_bind_trio.providers.openai",
+    "juno_bind_trio.providers.anthropic",
     "juno_bind_trio.testing",
     "juno_bind_trio.store",
     "juno_bind_trio.agent",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import hypothesis.strategies as st
 import openai
 from fuzz_support import JUNK, Call, Entry, call
@@ -14,6 +15,11 @@ from juno_bind_trio.providers import (
     messages_for,
     provider_state_of,
     strip_provider_state,
+)
+from juno_bind_trio.providers.anthropic import (
+    AnthropicAdapter,
+    classify_anthropic_error,
+    open_anthropic_client,
 )
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
@@ -51,6 +57,9 @@ ENTRIES = [
     Entry(OpenAIChatModel),
     Entry(OpenAIChatAdapter),
     Entry(RoutedModel),
+    Entry(AnthropicAdapter),
+    Entry(classify_anthropic_error),
+    Entry(open_anthropic_client, raises=(anthropic.AnthropicError,)),
     Entry(ProviderRequest),
     Entry(messages_for),
     Entry(provider_state_of),

@@ -21,6 +21,7 @@ import sniffio
 from juno_bind_trio._errors import SchemaError, UsageError
 from juno_bind_trio._validate import shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
+from juno_bind_trio.providers import RoutedModel
 from juno_bind_trio.providers.openai import OpenAIChatModel
 from juno_bind_trio.providers.openai._model import (
     candidate_option_clashes,
@@ -37,6 +38,7 @@ from juno_bind_trio.transcript import heal_transcript
 from ._context import DepsT, RunContext
 from ._history import check_message_history
 from ._limits import UsageLimits
+from ._models import OwnedAdapters, routed_model_source
 from ._output import output_spec
 from ._result import AgentResult, OutputT
 from ._run import (
@@ -64,6 +66,10 @@ DEFAULT_MAX_ITERATIONS: Final = 20
 
 _OPENAI_PREFIX: Final = "openai:"
 _NONE_TYPE: Final = type(None)
+_MODEL_KINDS: Final = (
+    "a model string ('openai:<name>', 'anthropic:<name>', ...) or a list of them, a "
+    "RoutedModel, an OpenAIChatModel or an async function (ModelTurn) -> ModelTurnResult"
+)
 
 
 def _is_async_callable(value: object) -> bool:
@@ -97,21 +103,32 @@ def _model_source(
     base_url: object = None,
     api_key: object = None,
     client: object = None,
-) -> tuple[ModelSource, str, OwnedClient | None]:
+) -> tuple[ModelSource, str, OwnedClient | OwnedAdapters | None]:
     """How each run gets its model, a short description of it for ``repr``, and the
     client the agent owns (a model string without ``client=``), if any."""
     extra = _request_options(owner, request_options, response_format)
     endpoint = {"base_url": base_url, "api_key": api_key, "client": client}
     given = [name for name, value in endpoint.items() if value is not None]
-    if given and not isinstance(model, str):
+    strings = isinstance(model, str | list | tuple)
+    if given and not strings:
         why = (
-            "an OpenAIChatModel brings its own clients"
-            if isinstance(model, OpenAIChatModel)
+            f"a {type(model).__name__} brings its own clients"
+            if isinstance(model, OpenAIChatModel | RoutedModel)
             else "a function model calls no endpoint"
         )
         raise ValueError(
-            f"{owner}: {'/'.join(given)} configure the client of an 'openai:<name>' model; {why}"
+            f"{owner}: {'/'.join(given)} configure the client of a model string; {why}"
         )
+    if strings and not (isinstance(model, str) and model.startswith(_OPENAI_PREFIX)):
+        if client is not None:
+            raise ValueError(
+                f"{owner}: client= is an AsyncOpenAI for an 'openai:<name>' model; {model!r} "
+                "opens its own clients (from base_url=/api_key= or the environment)"
+            )
+        routed, described, adapters = routed_model_source(
+            owner, cast("str | list[str]", model), extra, base_url=base_url, api_key=api_key
+        )
+        return routed, described, adapters
     if isinstance(model, str):
         name = model[len(_OPENAI_PREFIX) :] if model.startswith(_OPENAI_PREFIX) else ""
         if not name:
@@ -157,8 +174,8 @@ def _model_source(
             yield built[0][1]
 
         return owned_client_model, model, owned
-    if isinstance(model, OpenAIChatModel):
-        chat: OpenAIChatModel = model
+    if isinstance(model, OpenAIChatModel | RoutedModel):
+        chat: OpenAIChatModel | RoutedModel = model
         if response_format is not None:
             # A candidate's options win over the model's for its attempts: one
             # with its own format would silently replace the output type's.
@@ -185,10 +202,7 @@ def _model_source(
                 "OpenAIChatModel); a function model builds its own requests"
             )
         if not _is_async_callable(model):
-            raise TypeError(
-                f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async "
-                f"function (ModelTurn) -> ModelTurnResult; {model!r} is not async"
-            )
+            raise TypeError(f"{owner}: model must be {_MODEL_KINDS}; {model!r} is not async")
         function = cast("ModelFn", model)
 
         @asynccontextmanager
@@ -196,10 +210,7 @@ def _model_source(
             yield function
 
         return function_model, getattr(model, "__name__", type(model).__name__), None
-    raise TypeError(
-        f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async function "
-        f"(ModelTurn) -> ModelTurnResult, got {model!r}"
-    )
+    raise TypeError(f"{owner}: model must be {_MODEL_KINDS}, got {model!r}")
 
 
 def _check_limits(owner: str, limits: object) -> None:
@@ -262,10 +273,22 @@ class Agent(Generic[DepsT, OutputT]):
     print(result.output)
     ```
 
-    * *model*: ``"openai:<model-name>"``; an
+    * *model*: a model string, ``"openai:<model-name>"``,
+      ``"anthropic:<model>"``, ``"openai-responses:<model>"``,
+      ``"google:<model>"`` or ``"bedrock:<model id>"``; a list of them, a
+      fallback plan (``["anthropic:claude-sonnet-4-5", "openai:gpt-4o-mini"]``:
+      the first, then the next if it fails, mid-stream included); a
+      [RoutedModel][juno_bind_trio.providers.RoutedModel] or an
       [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel]
       (routed over its plan, with fallback; you own its clients); or any
       ``async (ModelTurn) -> ModelTurnResult`` (a scripted model for tests).
+      Each provider's string reads its key and endpoint from that SDK's own
+      variables (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``;
+      ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; ``GEMINI_API_KEY`` /
+      ``GOOGLE_GEMINI_BASE_URL``; the AWS variables and
+      ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``) unless *base_url* / *api_key*
+      say otherwise (for one provider), and the agent owns its clients as
+      below.
     * *base_url*, *api_key*: for a model string, the OpenAI-compatible
       endpoint and its key (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` by
       default, read when the client is opened). The agent then owns one
@@ -338,7 +361,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __init__(
         self,
-        model: str | OpenAIChatModel | ModelFn,
+        model: str | Sequence[str] | OpenAIChatModel | RoutedModel | ModelFn,
         *,
         tools: Iterable[Tool | Toolset | Any] = (),
         instructions: str

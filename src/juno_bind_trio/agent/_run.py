@@ -43,6 +43,7 @@ from juno_bind_trio._errors import (
 )
 from juno_bind_trio.completion import (
     CoalescingSink,
+    ReasoningEvent,
     ResetEvent,
     TextEvent,
     ToolCallDeltaEvent,
@@ -133,7 +134,7 @@ class _EventPipe:
 
     def __init__(self) -> None:
         self.sink: CoalescingSink[AgentEvent] = CoalescingSink(
-            retractable=True, tool_call_deltas=True
+            retractable=True, tool_call_deltas=True, reasoning=True
         )
         self._receiver = self.sink.receiver
 
@@ -160,12 +161,33 @@ class _EventPipe:
 class _FanOutSink:
     """Two sinks as one: retractable only if both are (the conservative answer)."""
 
-    __slots__ = ("_first", "_second", "retractable")
+    __slots__ = ("_first", "_second", "emit_reasoning", "retractable")
 
     def __init__(self, first: TurnStreamSink, second: TurnStreamSink) -> None:
         self._first = first
         self._second = second
         self.retractable: bool = bool(first.retractable) and bool(second.retractable)
+        # Only a sink that shows reasoning makes the pair one that does: the
+        # stream counts reasoning as output on a permanent sink that takes it.
+        shown = [
+            emit
+            for emit in (
+                getattr(first, "emit_reasoning", None),
+                getattr(second, "emit_reasoning", None),
+            )
+            if callable(emit)
+        ]
+        self.emit_reasoning: Callable[[ReasoningEvent], None] | None = None
+        if shown:
+
+            def emit_reasoning(event: ReasoningEvent, /) -> None:
+                try:
+                    shown[0](event)
+                finally:
+                    if len(shown) > 1:
+                        shown[1](event)
+
+            self.emit_reasoning = emit_reasoning
 
     def emit(self, event: TurnStreamEvent, /) -> None:
         try:
@@ -255,18 +277,29 @@ class _ReaskRefused(Exception):
 class _Extra:
     """Requests and usage of a run the loop does not see: re-asks inside its turns."""
 
-    __slots__ = ("cost", "input_tokens", "output_tokens", "requests")
+    __slots__ = (
+        "cached_tokens",
+        "cost",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "requests",
+    )
 
     def __init__(self) -> None:
         self.requests: int = 0
         self.input_tokens: int = 0
         self.output_tokens: int = 0
+        self.cached_tokens: int = 0
+        self.reasoning_tokens: int = 0
         self.cost: float = 0.0
 
     def spend(self, result: ModelTurnResult, meter: UsageMeter | None, *, sign: int = 1) -> None:
         """Count (or, *sign* -1, uncount) a replaced answer's usage, here and on *meter*."""
         self.input_tokens += sign * result.input_tokens
         self.output_tokens += sign * result.output_tokens
+        self.cached_tokens += sign * result.cached_tokens
+        self.reasoning_tokens += sign * result.reasoning_tokens
         self.cost += sign * result.cost
         if meter is not None:
             meter.input_tokens += sign * result.input_tokens
@@ -281,6 +314,8 @@ class _Extra:
             model_calls=stats.model_calls + self.requests,
             input_tokens=stats.input_tokens + self.input_tokens,
             output_tokens=stats.output_tokens + self.output_tokens,
+            cached_tokens=stats.cached_tokens + self.cached_tokens,
+            reasoning_tokens=stats.reasoning_tokens + self.reasoning_tokens,
             cost=stats.cost + self.cost,
         )
 

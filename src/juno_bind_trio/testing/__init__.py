@@ -21,7 +21,11 @@ from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
 from ._environment import fake_openai_env as fake_openai_env
+from ._fake_anthropic import anthropic_signature as anthropic_signature
+from ._fake_anthropic import fake_anthropic_env as fake_anthropic_env
+from ._fake_anthropic import open_fake_anthropic_server as open_fake_anthropic_server
 from ._history import check_tool_call_history as check_tool_call_history
+from ._loopback import LoopbackServer as LoopbackServer
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -56,6 +60,7 @@ __all__ = [
     "FakeOpenAIServer",
     "FakeResponse",
     "Finish",
+    "LoopbackServer",
     "MalformedChunk",
     "Pause",
     "RawEvent",
@@ -69,8 +74,11 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallHistoryError",
     "Usage",
+    "anthropic_signature",
     "check_tool_call_history",
+    "fake_anthropic_env",
     "fake_openai_env",
+    "open_fake_anthropic_server",
     "open_fake_openai_server",
     "run_until_crash",
     "serve_fake_openai",
