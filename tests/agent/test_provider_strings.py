@@ -136,3 +136,22 @@ async def test_thinking_reaches_the_run_reader_as_reasoning_events() -> None:
     assert "".join(e.text for e in events if isinstance(e, TextEvent)) == "4"
     first_text = next(i for i, e in enumerate(events) if isinstance(e, TextEvent))
     assert all(events.index(e) < first_text for e in events if isinstance(e, ReasoningEvent))
+
+
+@pytest.mark.anyio
+async def test_the_agent_owns_one_client_for_its_runs_and_closes_it() -> None:
+    from juno_bind_trio.agent._models import OwnedAdapters
+    from juno_bind_trio.testing import open_fake_anthropic_server
+
+    script = [StreamResponse.of_text("one"), StreamResponse.of_text("two")]
+    async with open_fake_anthropic_server(script) as server:
+        agent = Agent("anthropic:claude-test", base_url=server.base_url, api_key="k")
+        owned = agent._owned
+        assert isinstance(owned, OwnedAdapters)
+        async with agent:
+            assert owned.is_open()
+            assert (await agent.run("a")).output == "one"
+            assert (await agent.run("b")).output == "two"
+        assert not owned.is_open()
+    # Both runs went over the one client's one kept-alive connection.
+    assert [r.connection for r in server.requests] == [0, 0]

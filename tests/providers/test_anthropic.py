@@ -425,3 +425,47 @@ def test_a_client_that_retries_is_refused() -> None:
         AnthropicAdapter(client)
     with pytest.raises(TypeError, match="AsyncAnthropic"):
         AnthropicAdapter(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+async def test_thinking_keeps_the_stream_alive_but_is_not_the_first_token(
+    thoughts: int, ok: bool
+) -> None:
+    # A thought every 1.5 s: within the 2 s between-chunk budget every time;
+    # the 10 s first-token budget still runs, so 20 of them (30 s) stall.
+    events: list[Any] = []
+    for i in range(thoughts):
+        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
+    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
+    async with claude(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
+        start = anyio.current_time()
+        result = await model.route(MESSAGES)
+    if ok:
+        assert result.unwrap().content == "done"
+    else:
+        error = result.attempts[0].error
+        assert isinstance(error, StreamStallError)
+        assert error.budget == "time_to_first_token"
+        assert anyio.current_time() - start == pytest.approx(10.0)
+
+
+async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:
+    import pydantic
+
+    from juno_bind_trio.agent import Agent
+
+    class Place(pydantic.BaseModel):
+        city: str
+
+    script = [StreamResponse.of_tool_calls(("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Porto"}'))]
+    async with open_fake_anthropic_server(script) as server:
+        agent = Agent(
+            "anthropic:claude-test", output_type=Place, base_url=server.base_url, api_key="k"
+        )
+        result = await agent.run("Where?")
+        await agent.aclose()
+    assert result.output == Place(city="Porto")
+    assert server.requests[0].json["tool_choice"] == {
+        "type": "tool",
+        "name": STRUCTURED_OUTPUT_TOOL,
+    }
