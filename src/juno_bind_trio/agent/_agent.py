@@ -96,6 +96,7 @@ def _model_source(
     base_url: object = None,
     api_key: object = None,
     client: object = None,
+    answer_format: Mapping[str, Any] | None = None,
 ) -> tuple[ModelSource, str, OwnedClient | None]:
     """How each run gets its model, a short description of it for ``repr``, and the
     client the agent owns (a model string without ``client=``), if any."""
@@ -188,6 +189,11 @@ def _model_source(
                 f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async "
                 f"function (ModelTurn) -> ModelTurnResult; {model!r} is not async"
             )
+        # A model object that can answer in a format (testing.TestModel) is told
+        # the output type's: a function model otherwise never sees it.
+        bind = getattr(model, "with_output_format", None)
+        if answer_format is not None and callable(bind):
+            model = bind(answer_format)
         function = cast("ModelFn", model)
 
         @asynccontextmanager
@@ -422,6 +428,7 @@ class Agent(Generic[DepsT, OutputT]):
             base_url=base_url,
             api_key=api_key,
             client=client,
+            answer_format=output.full_format,
         )
         self._owned = owned
         collected = collect_tools(owner, tools)

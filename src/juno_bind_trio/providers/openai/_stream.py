@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
 
+from juno_bind_trio._blocking import check_model_request
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -173,6 +174,7 @@ async def stream_chat_completion(
     if tools:
         options["tools"] = list(tools)
 
+    check_model_request("OpenAI", model)
     observe = text_stream.observe if text_stream is not None else None
     accumulator = ToolCallAccumulator()
     content: list[str] = []
