@@ -1,8 +1,7 @@
 """Whether requests to real model providers are allowed: ``testing.block_model_requests``.
 
 A process-wide count, so a block covers every task and worker thread of a
-test. Each provider client calls
-[`check_model_request()`][juno_bind_trio._blocking.check_model_request] before it sends.
+test. Each provider client calls ``check_model_request`` here before it sends.
 """
 
 from __future__ import annotations

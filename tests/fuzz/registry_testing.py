@@ -16,22 +16,28 @@ from juno_bind_trio.testing import (
     ErrorResponse,
     FakeOpenAIServer,
     Finish,
+    FunctionModel,
     MalformedChunk,
     Pause,
     RawEvent,
     ReasoningDelta,
     RecordedRequest,
     StreamResponse,
+    TestModel,
     TextDelta,
     ToolCallDelta,
     ToolCallHistoryError,
     Usage,
+    block_model_requests,
     check_tool_call_history,
     fake_openai_env,
     open_fake_openai_server,
     serve_fake_openai,
+    value_from_schema,
 )
 
+SCHEMA_KEYS = ["type", "properties", "items", "anyOf", "allOf", "enum", "const", "minimum"]
+SCHEMA_KEYS += ["exclusiveMaximum", "multipleOf", "minLength", "minItems", "pattern", "$ref"]
 HISTORY_CALLS = st.builds(call, st.one_of(st.lists(message(), max_size=10), JUNK))
 
 
@@ -65,6 +71,9 @@ ENTRIES = [
     Entry(ErrorResponse),
     Entry(FakeOpenAIServer),
     Entry(Finish),
+    Entry(FunctionModel),
+    Entry(TestModel),
+    Entry(block_model_requests),
     Entry(MalformedChunk),
     Entry(Pause),
     Entry(RawEvent),
@@ -77,4 +86,8 @@ ENTRIES = [
     Entry(fake_openai_env, also_named=("open_fake_openai_server",)),
     Entry(open_fake_openai_server),
     Entry(serve_fake_openai, also_named=("open_fake_openai_server",)),
+    Entry(
+        value_from_schema,
+        args=st.builds(call, st.one_of(JUNK, st.dictionaries(st.sampled_from(SCHEMA_KEYS), JUNK))),
+    ),
 ]

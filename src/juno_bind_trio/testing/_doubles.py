@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager
@@ -53,6 +54,7 @@ _FORMATS: Final[Mapping[str, str]] = {
 }
 
 _MAX_DEPTH: Final = 32
+_MAX_SIZE: Final = 10_000  # items of an array, characters of a string
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -78,7 +80,20 @@ def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str,
 
 def _bound(schema: Mapping[str, Any], key: str) -> float | None:
     value = schema.get(key)
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if not math.isfinite(value) or abs(value) > 2**53:
+        raise ValueError(f"value_from_schema: {key} must be a finite number, got {value!r}")
+    return value
+
+
+def _size(schema: Mapping[str, Any], key: str) -> int | None:
+    value = schema.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    if not 0 <= value <= _MAX_SIZE:
+        raise ValueError(f"value_from_schema: {key} must be 0 to {_MAX_SIZE}, got {value!r}")
+    return value
 
 
 def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
@@ -108,6 +123,13 @@ def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
 def _string(schema: Mapping[str, Any]) -> str:
     text = _FORMATS.get(str(schema.get("format")), "a")
     pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"value_from_schema: pattern {pattern!r} is not a regex: {exc}"
+            ) from None
     if isinstance(pattern, str) and re.search(pattern, text) is None:
         # A pattern is a language of its own: try the few strings tests usually
         # constrain, then give up clearly rather than send something invalid.
@@ -120,11 +142,11 @@ def _string(schema: Mapping[str, Any]) -> str:
                 f"value_from_schema: no value found for the pattern {pattern!r}; "
                 "give TestModel(arguments=...) for this tool"
             )
-    low = schema.get("minLength")
-    if isinstance(low, int) and len(text) < low:
+    low = _size(schema, "minLength")
+    if low is not None and len(text) < low:
         text = text + text[-1:] * (low - len(text)) if text else "a" * low
-    high = schema.get("maxLength")
-    if isinstance(high, int) and len(text) > high:
+    high = _size(schema, "maxLength")
+    if high is not None and len(text) > high:
         text = text[:high]
     return text
 
@@ -178,8 +200,8 @@ def _value(schema: object, root: Mapping[str, Any], depth: int) -> Any:
         items: list[Any] = []
         if isinstance(prefix, list):
             items = [_value(part, root, depth + 1) for part in prefix]
-        low = schema.get("minItems")
-        wanted = max(len(items), low if isinstance(low, int) else 1)
+        low = _size(schema, "minItems")
+        wanted = max(len(items), 1 if low is None else low)
         item_schema = schema.get("items", {})
         while len(items) < wanted and item_schema is not False:
             element = _value(item_schema, root, depth + 1)
