@@ -16,7 +16,9 @@ by default, or ``trio``) is the event loop the worker runs on. Every tool call a
 so a line is there whenever the effect happened), then sleeps a little, so a
 SIGKILL lands mid-call as often as between calls. ``send`` is non-repeatable,
 ``look`` repeatable. The model answers from a script, by how many assistant
-messages the transcript holds. The worker prints ``ready`` once imported.
+messages the transcript holds, and, with ``JUNO_TURN_LOG`` set to a path, appends
+``<turn_id> <iteration> <pid>`` to it for every turn it answers. The worker
+prints ``ready`` once imported.
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ def tools(effects: str, *, hang: bool = False) -> list[Any]:
 async def model(turn: ModelTurn) -> ModelTurnResult:
     await anyio.sleep(random.uniform(0, 0.03))
     spoken = sum(1 for m in turn.messages if m["role"] == "assistant")
+    turns = os.environ.get("JUNO_TURN_LOG")
+    if turns:
+        append_line(turns, f"{turn.turn_id} {turn.iteration} {os.getpid()}")
     return SCRIPT[spoken]
 
 

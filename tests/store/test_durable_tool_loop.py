@@ -239,3 +239,37 @@ async def test_it_passes_the_other_options_on(store: RunStore) -> None:
         ("c1", "succeeded"),
         ("c2", "succeeded"),
     }
+
+
+async def test_its_loop_numbers_its_turns_as_the_run_does(store: RunStore) -> None:
+    # A run stored at iteration 2 with its third turn open: the open turn is answered
+    # as iteration 3, and the loop's first turn is the run's iteration 4, under that id.
+    await store.create_run("r1", messages=USER)
+    async with open_durable_run(store, "r1", owner="w1") as run:
+        lease = run.lease
+        await store.save_transcript(lease, [*USER], iteration=2)
+        await store.save_turn(
+            lease,
+            iteration=3,
+            assistant={"role": "assistant", "content": None, "tool_calls": [call("c1", "look")]},
+        )
+    seen: list[tuple[str, int]] = []
+
+    async def model(turn: ModelTurn) -> ModelTurnResult:
+        seen.append((turn.turn_id, turn.iteration))
+        return ModelTurnResult(content="done")
+
+    async with open_durable_run(store, "r1", owner="w2") as run:
+        assert (run.iteration, run.first_iteration, run.open_turn_iteration) == (2, 3, 3)
+        await run.finish_open_turn(answer)
+        assert (run.iteration, run.first_iteration) == (3, 4)
+        with pytest.raises(ValueError, match=r"first_iteration 1 is not the run's next \(4\)"):
+            run.tool_loop(
+                call_model=model, run_tool_call=answer, max_iterations=1, first_iteration=1
+            )
+        loop = run.tool_loop(call_model=model, run_tool_call=answer, max_iterations=1)
+        assert loop.first_iteration == 4
+        result = await loop.run()
+        await run.finish(result.reason)
+    assert seen == [("r1:4", 4)]
+    assert (await store.get_run("r1")).iteration == 4

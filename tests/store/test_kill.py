@@ -253,12 +253,14 @@ async def stored_run(db: str, run_id: str) -> tuple[Any, list[dict[str, Any]]]:
 # Each store, and each backend the worker processes run on (a pair each, to keep it small).
 @pytest.mark.parametrize(("kind", "worker_loop"), [("sqlite", "trio"), ("postgres", "asyncio")])
 def test_a_restarted_process_resumes_at_once_after_a_sigkill(
-    kind: str, worker_loop: str, tmp_path: Path
+    kind: str, worker_loop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The first process holds the run under its default owner (host:pid:machine)
     # with a ten-minute lease, and is killed while its first call is in flight.
     db = database(kind, tmp_path)
     log = tmp_path / "effects.txt"
+    turns = tmp_path / "turns.txt"
+    monkeypatch.setenv("JUNO_TURN_LOG", str(turns))
     anyio.run(create_runs, db, ["r1"])
     first = start("hang", db, "r1", str(log), backend=worker_loop)
     deadline = time.monotonic() + LINE_TIMEOUT
@@ -289,3 +291,12 @@ def test_a_restarted_process_resumes_at_once_after_a_sigkill(
         "kind": "interrupted",
         "error": WORKER_STOPPED_TOOL_CALL_MESSAGE,
     }
+    # One run, two processes, one count: the resumed process numbers its turns after
+    # the turn the killed one left open, so no turn id of the run is used twice.
+    answered = [line.split() for line in turns.read_text(encoding="utf-8").splitlines()]
+    assert [(turn_id, int(n)) for turn_id, n, _ in answered] == [
+        ("r1:1", 1),  # the killed process: its turn 1 asked for the send it died in
+        ("r1:2", 2),  # the resumed process continues at the run's iteration 2
+        ("r1:3", 3),
+    ]
+    assert {pid for _, _, pid in answered[1:]} != {answered[0][2]}

@@ -5,7 +5,8 @@ Built on the kernel, adding no loop of its own: every run is one
 [ToolLoop][juno_bind_trio.loop.ToolLoop], its model an
 [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel] (or any
 ``async (ModelTurn) -> ModelTurnResult``), its tools typed functions whose
-schemas come from their signatures.
+schemas come from their signatures. Where a run's state lives is its
+[RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
@@ -25,6 +26,9 @@ from ._events import TurnEndedEvent as TurnEndedEvent
 from ._limits import UsageLimits as UsageLimits
 from ._result import AgentResult as AgentResult
 from ._run import AgentRun as AgentRun
+from ._session import InMemorySession as InMemorySession
+from ._session import RunSession as RunSession
+from ._store_session import StoreSession as StoreSession
 from ._tool import Tool as Tool
 from ._tool import Toolset as Toolset
 from ._tool import tool as tool
@@ -35,9 +39,12 @@ __all__ = [
     "AgentEvent",
     "AgentResult",
     "AgentRun",
+    "InMemorySession",
     "ResetEvent",
     "RunContext",
     "RunEndedEvent",
+    "RunSession",
+    "StoreSession",
     "TextEvent",
     "Tool",
     "ToolCallEndStatus",

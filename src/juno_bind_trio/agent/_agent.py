@@ -31,7 +31,7 @@ from juno_bind_trio.providers.openai._stream import check_client
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
 from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
-from juno_bind_trio.store._agent import DEFAULT_LEASE_TTL, StoreSpec, check_store
+from juno_bind_trio.store import DEFAULT_LEASE_TTL
 from juno_bind_trio.transcript import heal_transcript
 
 from ._context import DepsT, RunContext
@@ -49,6 +49,7 @@ from ._run import (
     _RunCore,
     new_run_id,
 )
+from ._store_session import StoreSpec, check_store
 from ._tool import Tool, Toolset, check_tool_deps, collect_tools
 
 if TYPE_CHECKING:

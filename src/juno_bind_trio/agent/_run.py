@@ -2,10 +2,11 @@
 
 Every run is exactly one [ToolLoop][juno_bind_trio.loop.ToolLoop]; this module
 adds nothing to the kernel's control flow. What it adds is plumbing, each
-piece in one place so that a layer above (a durable store) has one seam to
-wrap:
+piece in one place; where the run's state lives (in memory, in a store) is
+its [RunSession][juno_bind_trio.agent.RunSession], and plain and durable runs
+take the one path ``_RunCore._run_on``:
 
-* ``_RunCore.build_loop`` builds the loop: every
+* ``_RunCore.build_loop`` builds the loop on the session: every
   port the run uses is named there, ``save_session`` included.
 * ``_RunCore.dispatch`` is the only way a tool runs:
   name lookup, the [RunContext][juno_bind_trio.agent.RunContext], the tool, the conversion of
@@ -50,6 +51,7 @@ from juno_bind_trio.completion import (
     retry_structured_output,
 )
 from juno_bind_trio.loop import (
+    LoopResult,
     LoopState,
     ModelTurn,
     ModelTurnResult,
@@ -62,12 +64,16 @@ from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure
 from juno_bind_trio.run import (
     ChainRef,
     ChainRule,
+    EffectResumability,
+    SoftStop,
     ToolCall,
     admit_child_run,
+    either_stop,
     root_chain,
     tool_call_name,
     tool_message,
 )
+from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._context import RunContext
 from ._events import (
@@ -79,6 +85,8 @@ from ._events import (
 )
 from ._limits import UsageLimits, UsageMeter
 from ._result import AgentResult, OutputT
+from ._session import InMemorySession, RunSession
+from ._store_session import StoreSession
 from ._tool import Tool, check_deps_value
 
 if TYPE_CHECKING:
@@ -181,7 +189,7 @@ class _LoopEvents:
         if event.kind == "not_run" or event.kind == "interrupted":
             emit(
                 ToolCallEndedEvent(
-                    iteration=self._core.iteration_base + event.iteration,
+                    iteration=event.iteration,
                     tool_call_id=event.tool_call_id,
                     tool_name=event.tool_name,
                     status=event.kind,
@@ -190,34 +198,6 @@ class _LoopEvents:
                     error=event.error,
                 )
             )
-
-
-@final
-class _EitherStop:
-    """A stop signal that fired when either of two did (the caller's and the run's own)."""
-
-    __slots__ = ("_first", "_second")
-
-    def __init__(self, first: StopSignal, second: StopSignal) -> None:
-        self._first = first
-        self._second = second
-
-    @property
-    def cancel_called(self) -> bool:
-        return bool(self._first.cancel_called or self._second.cancel_called)
-
-
-@final
-class _StopFlag:
-    """The run's own soft stop: a flag the loop reads like a cancel scope's ``cancel_called``."""
-
-    __slots__ = ("cancel_called",)
-
-    def __init__(self) -> None:
-        self.cancel_called: bool = False
-
-    def cancel(self) -> None:
-        self.cancel_called = True
 
 
 @final
@@ -323,7 +303,7 @@ class RunSettings:
     # Agent(store=...): a SQLite path or a RunStore (juno_bind_trio.store), and the lease.
     store: Any = None
     store_owner: str | None = None
-    lease_ttl: float = 30.0
+    lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
 
 
@@ -353,12 +333,12 @@ class _RunCore(Generic[OutputT]):
         self.run_id: str = run_id
         self.parent: RunContext[Any] | None = parent
         self.emit: Callable[[AgentEvent], None] | None = emit
-        self.own_stop: _StopFlag = _StopFlag()
-        self.stop: StopSignal = self.own_stop if stop is None else _EitherStop(stop, self.own_stop)
+        # The run's own soft stop (AgentRun.stop, a usage limit), read with the caller's.
+        self.own_stop: SoftStop = SoftStop()
+        self.stop: StopSignal = either_stop(stop, self.own_stop)
         self.chain: ChainRef = root_chain(run_id, agent=settings.name)
         self.children: _Children = _Children()
         self.iteration: int = 0  # the run's count: a resumed run's continues its stored one
-        self.iteration_base: int = 0  # iterations the stored run had before this loop
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
@@ -394,8 +374,8 @@ class _RunCore(Generic[OutputT]):
 
     # --- the seams ----------------------------------------------------------------
 
-    def build_loop(self) -> ToolLoop:
-        """The run's one ToolLoop, every port named here."""
+    def build_loop(self, session: RunSession) -> ToolLoop:
+        """The run's one ToolLoop on *session*, every port named here."""
         settings = self.settings
         sink: TurnStreamSink | None = settings.text_sink
         if self.pipe is not None:
@@ -405,18 +385,19 @@ class _RunCore(Generic[OutputT]):
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
-            call_model=self.call_model,
-            run_tool_call=self.dispatch,
+            call_model=session.wrap_call_model(self.call_model),
+            run_tool_call=session.wrap_tool_call(self.dispatch),
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
             on_turn_would_end=None if settings.output.text else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
-            save_session=None,
-            stop=self.stop,
+            save_session=session.save_session,
+            stop=either_stop(self.stop, session.stop),
             events=_LoopEvents(self) if self.emit is not None else None,  # type: ignore[arg-type]
             text_sink=sink,
             run_id=self.run_id,
+            first_iteration=session.first_iteration,
             per_tool_limit=settings.per_tool_limit,
         )
 
@@ -534,7 +515,7 @@ class _RunCore(Generic[OutputT]):
 
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
-        self.iteration = self.iteration_base + turn.iteration
+        self.iteration = turn.iteration  # the loop numbers its turns as the run does
         model = self.model
         assert model is not None
         output = self.settings.output
@@ -749,6 +730,59 @@ class _RunCore(Generic[OutputT]):
         self.tools = tools
         self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
 
+    def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
+        """The run's session: in memory, or on the agent's store."""
+        settings = self.settings
+        if settings.store is None:
+            return contextlib.nullcontext(InMemorySession(self.state, self.chain))
+        tools = self.tools
+
+        def resumability(name: str) -> EffectResumability:
+            found = tools.get(name)
+            return "repeatable" if found is not None and found.repeatable else "non_repeatable"
+
+        def uses_key(name: str) -> bool:
+            found = tools.get(name)
+            return found is not None and found.uses_idempotency_key
+
+        return StoreSession.open(
+            settings.store,
+            run_id=self.run_id,
+            messages=self.state.messages,
+            chain=self.chain,
+            agent=settings.name,
+            resume=self.resuming,
+            owner=settings.store_owner or default_owner(),
+            lease_ttl=settings.lease_ttl,
+            resumability=resumability,
+            uses_idempotency_key=uses_key,
+        )
+
+    async def _run_on(self, session: RunSession) -> LoopResult:
+        """The run's life on *session*, plain or durable alike: start from its state,
+        answer its open turn, run the one loop, record the end."""
+        self.state = session.state
+        self.chain = session.chain
+        if session.resumed:  # new_messages: what this resume adds after the loaded transcript
+            self.new_start = len(self.state.messages)
+        # RunContext.iteration is the run's own count: the open turn's calls belong
+        # to its iteration, and the loop's turns continue after it.
+        open_turn = session.open_turn_iteration
+        if open_turn is not None:
+            self.iteration = open_turn
+        serial = any(t.serial for t in self.tools.values())
+        ended = await session.answer_open_turn(
+            self.dispatch,
+            per_tool_limit=self.settings.per_tool_limit,
+            runs_serially=self.runs_serially if serial else None,
+        )
+        if ended is not None:
+            return ended
+        loop = self.loop = self.build_loop(session)
+        result = await loop.run()
+        await session.finish(result.reason)
+        return result
+
     async def run(self) -> AgentResult[OutputT]:
         """Run to the end and return the result; cancellation propagates."""
         parent = self.parent
@@ -777,20 +811,9 @@ class _RunCore(Generic[OutputT]):
             # the model's chat spans parent under it, and a sub-agent run started in
             # a tool parents under that tool call's span.
             with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
-                async with self.settings.model() as model:
+                async with self.settings.model() as model, self._open_session() as session:
                     self.model = model
-                    if self.settings.store is not None:
-                        from juno_bind_trio.store._agent import default_owner, run_durably
-
-                        result = await run_durably(
-                            self,
-                            resume=self.resuming,
-                            owner=self.settings.store_owner or default_owner(),
-                            lease_ttl=self.settings.lease_ttl,
-                        )
-                    else:
-                        loop = self.loop = self.build_loop()
-                        result = await loop.run()
+                    result = await self._run_on(session)
         finally:
             if counter is not None:
                 counter.running -= 1

@@ -1,6 +1,6 @@
 """Run mechanics: the one tool-call value and the two messages about it; the tool batch
 pool and the errors for calls it refused or lost; the run's deadline and failure
-classification; the coalesced heartbeat; sub-agent lineage, admission and polling;
+classification; the soft stop; the coalesced heartbeat; sub-agent lineage, admission and polling;
 tool-call receipts and keys for a safe resume.
 
 The TypeScript package's ``@juno-ai/bind/run`` subpath.
@@ -57,6 +57,8 @@ from ._receipts import tool_call_args_hash as tool_call_args_hash
 from ._receipts import tool_call_idempotency_key as tool_call_idempotency_key
 from ._receipts import tool_call_receipt_key as tool_call_receipt_key
 from ._receipts import tool_call_receipt_key_string as tool_call_receipt_key_string
+from ._stop import SoftStop as SoftStop
+from ._stop import either_stop as either_stop
 
 __all__ = [
     "ABORTED_TOOL_CALL_MESSAGE",
@@ -84,6 +86,7 @@ __all__ = [
     "RunFailureStatus",
     "RunStop",
     "RunTimeoutError",
+    "SoftStop",
     "StopSignal",
     "ToolBatch",
     "ToolBatchStatistics",
@@ -97,6 +100,7 @@ __all__ = [
     "classify_run_failure",
     "decide_tool_call_receipt",
     "descend_chain",
+    "either_stop",
     "open_coalesced_heartbeat",
     "root_chain",
     "run_tool_calls_pooled_by_tool",

@@ -17,16 +17,18 @@ from juno_bind_trio._errors import SchemaVersionError as SchemaVersionError
 from juno_bind_trio._errors import StoreDataError as StoreDataError
 from juno_bind_trio._errors import StoreError as StoreError
 from juno_bind_trio._public import publish as _publish
+from juno_bind_trio.run import SoftStop as SoftStop
 
 from ._durable import WORKER_STOPPED_TOOL_CALL_MESSAGE as WORKER_STOPPED_TOOL_CALL_MESSAGE
 from ._durable import DurableRun as DurableRun
 from ._durable import OpenTurnAnswer as OpenTurnAnswer
-from ._durable import SoftStop as SoftStop
 from ._durable import open_durable_run as open_durable_run
 from ._durable import tool_call_idempotency_key as tool_call_idempotency_key
 from ._durable import tool_call_receipt_key as tool_call_receipt_key
 from ._migrations import SCHEMA_VERSION as SCHEMA_VERSION
+from ._owner import default_owner as default_owner
 from ._postgres import PostgresRunStore as PostgresRunStore
+from ._records import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
 from ._records import RESUMABLE_STATUSES as RESUMABLE_STATUSES
 from ._records import RUN_STATUSES as RUN_STATUSES
 from ._records import Lease as Lease
@@ -39,6 +41,7 @@ from ._store import RunStore as RunStore
 from ._worker import serve_runs as serve_runs
 
 __all__ = [
+    "DEFAULT_LEASE_TTL",
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
@@ -61,6 +64,7 @@ __all__ = [
     "StoreDataError",
     "StoreError",
     "StoredRun",
+    "default_owner",
     "open_durable_run",
     "serve_runs",
     "tool_call_idempotency_key",

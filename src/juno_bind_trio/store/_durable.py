@@ -69,6 +69,7 @@ from juno_bind_trio.run import (
     ChainRef,
     EffectResumability,
     ReceiptState,
+    SoftStop,
     ToolBatch,
     ToolCall,
     ToolCallLike,
@@ -82,14 +83,20 @@ from juno_bind_trio.run import (
 from juno_bind_trio.transcript import HealChange, HealResult, heal_transcript
 
 from ._owner import holder_is_gone
-from ._records import RESUMABLE_STATUSES, Lease, ReceiptRecord, RunStatus, StoredRun
+from ._records import (
+    DEFAULT_LEASE_TTL,
+    RESUMABLE_STATUSES,
+    Lease,
+    ReceiptRecord,
+    RunStatus,
+    StoredRun,
+)
 from ._store import RunStore
 
 __all__ = [
     "WORKER_STOPPED_TOOL_CALL_MESSAGE",
     "DurableRun",
     "OpenTurnAnswer",
-    "SoftStop",
     "open_durable_run",
     "tool_call_idempotency_key",
     "tool_call_receipt_key",
@@ -122,27 +129,6 @@ def _earlier_args_hash(raw: str) -> str:
         return tool_call_args_hash(json.loads(raw))
     except (TypeError, ValueError, RecursionError):
         return tool_call_args_hash(raw)
-
-
-@final
-class SoftStop:
-    """The soft stop a durable run gives its loop: fired when the run's lease is lost.
-
-    Anything with a ``cancel_called`` bool is a loop's ``stop``; this one is
-    made without an event loop, so a run can be built anywhere.
-    """
-
-    __slots__ = ("cancel_called",)
-
-    def __init__(self) -> None:
-        self.cancel_called: bool = False
-
-    def __repr__(self) -> str:
-        return f"<SoftStop cancel_called={self.cancel_called}>"
-
-    def cancel(self) -> None:
-        """Fire the stop: the loop starts nothing new and ends ``"stopped"``."""
-        self.cancel_called = True
 
 
 @final
@@ -193,10 +179,12 @@ class DurableRun:
     [ToolLoop][juno_bind_trio.loop.ToolLoop] by hand stays supported (a host
     that combines the run's stop with its own, say): give it
     ``state=run.state``, ``call_model=run.wrap_call_model(...)``,
-    ``run_tool_call=run.wrap_tool_call(...)``, ``save_session=run.save_session``
-    and ``stop=run.stop``. Leave out ``save_session`` or ``stop`` and nothing
-    refuses it, but the run is no longer durable: no iteration is saved, or a
-    worker that lost its lease runs on.
+    ``run_tool_call=run.wrap_tool_call(...)``, ``save_session=run.save_session``,
+    ``stop=run.stop`` and ``first_iteration=run.first_iteration``. Leave out
+    ``save_session`` or ``stop`` and nothing refuses it, but the run is no
+    longer durable: no iteration is saved, or a worker that lost its lease runs
+    on. Leave out ``first_iteration`` and the run's iterations still count on
+    from the stored ones, but the loop's turn ids restart at 1.
     """
 
     _store: RunStore = attrs.field(alias="store")
@@ -207,7 +195,6 @@ class DurableRun:
     state: LoopState = attrs.field(alias="state")
     heal_changes: tuple[HealChange, ...] = attrs.field(alias="heal_changes")
     stop: SoftStop = attrs.field(factory=lambda: SoftStop(), init=False)
-    _base: int = attrs.field(default=0, init=False)
     _iteration: int = attrs.field(default=0, init=False)
     _lost: bool = attrs.field(default=False, init=False)
     _finished: bool = attrs.field(default=False, init=False)
@@ -227,8 +214,7 @@ class DurableRun:
         ports: tuple[object, ...] = (self._resumability, self._uses_key)
         if not all(callable(port) for port in ports):
             raise TypeError("DurableRun: resumability and uses_idempotency_key must be callable")
-        self._base = self._loaded.record.iteration
-        self._iteration = self._base
+        self._iteration = self._loaded.record.iteration
 
     def __repr__(self) -> str:
         return (
@@ -262,14 +248,25 @@ class DurableRun:
         return self._iteration
 
     @property
+    def first_iteration(self) -> int:
+        """The run's number for its next model call: one past its iteration so far.
+
+        Give it to the run's loop (``ToolLoop(first_iteration=run.first_iteration)``;
+        [tool_loop][juno_bind_trio.store.DurableRun.tool_loop] does): the loop
+        then numbers its turns as the run does, so turn ids, events, receipts
+        and ``ModelTurn.iteration`` continue where the stored run was, in
+        every process that runs it, and no turn id repeats.
+        """
+        return self._iteration + 1
+
+    @property
     def open_turn_iteration(self) -> int | None:
         """The iteration of the turn a crash left open, which
         [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn] answers;
         ``None`` when no turn is open (or it was answered already).
 
         Its calls' receipts are recorded under this iteration; a loop run after
-        it continues from [iteration][juno_bind_trio.store.DurableRun.iteration]
-        (its turn *k* is the run's iteration ``iteration + k``).
+        it starts at [first_iteration][juno_bind_trio.store.DurableRun.first_iteration].
         """
         if self._loaded.pending_turn is None:
             return None
@@ -342,9 +339,17 @@ class DurableRun:
         if not callable(call_model):
             raise TypeError(f"DurableRun.wrap_call_model: expected a callable, got {call_model!r}")
 
+        # What the loop's turn numbers add to the run's: nothing for a loop built with
+        # first_iteration=run.first_iteration (tool_loop's); for a loop wired by hand
+        # that counts from 1, the iterations the run had before it. Read from the
+        # first turn: a loop that continues the run starts past them.
+        offset: list[int] = []
+
         async def durable_call_model(turn: ModelTurn) -> ModelTurnResult:
             result = await call_model(turn)
-            self._iteration = self._base + turn.iteration
+            if not offset:
+                offset.append(0 if turn.iteration > self._iteration else self._iteration)
+            self._iteration = offset[0] + turn.iteration
             given: object = result
             if isinstance(given, ModelTurnResult) and result.tool_calls:
                 # The message the loop appends, by the same builder.
@@ -386,15 +391,17 @@ class DurableRun:
         and [wrap_tool_call][juno_bind_trio.store.DurableRun.wrap_tool_call]
         (both must be async functions, as the loop requires of its ports);
         ``save_session`` the run's; ``stop`` the run's
-        [SoftStop][juno_bind_trio.store.SoftStop], fired when the lease is lost;
-        and ``run_id`` the run's id. Every other ToolLoop keyword
+        [SoftStop][juno_bind_trio.run.SoftStop], fired when the lease is lost;
+        ``run_id`` the run's id; and ``first_iteration`` the run's next
+        ([first_iteration][juno_bind_trio.store.DurableRun.first_iteration]),
+        so the loop's turns are numbered as the run's. Every other ToolLoop keyword
         (``max_iterations``, which the loop requires, ``text_sink``, ``events``,
         ``per_tool_limit``, ...) is passed on as given.
 
         ``state``, ``save_session`` and ``stop`` belong to the run and are
         refused: with another of them the loop would not be durable. To stop
-        the run softly yourself, call ``run.stop.cancel()``. A ``run_id`` is
-        accepted only if it is the run's.
+        the run softly yourself, call ``run.stop.cancel()``. A ``run_id`` or a
+        ``first_iteration`` is accepted only if it is the run's.
 
         Call it after [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]:
         a loop started on a run whose open turn is unanswered would ask the
@@ -402,7 +409,8 @@ class DurableRun:
 
         :raises TypeError: ``state``, ``save_session`` or ``stop`` was given, a
             port is not an async function, or ToolLoop refused an option.
-        :raises ValueError: *run_id* is not this run's id.
+        :raises ValueError: *run_id* is not this run's id, or *first_iteration*
+            not its next.
         :raises UsageError: the open turn is not answered yet, or the run was
             already finished.
         """
@@ -421,6 +429,12 @@ class DurableRun:
                 raise TypeError(
                     f"DurableRun.tool_loop: {name} must be an async function, got {port!r}"
                 )
+        first = loop_options.pop("first_iteration", self.first_iteration)
+        if first != self.first_iteration:
+            raise ValueError(
+                f"DurableRun.tool_loop: first_iteration {first!r} is not the run's next "
+                f"({self.first_iteration}); leave it out"
+            )
         run_id = loop_options.pop("run_id", self.run_id)
         if run_id != self.run_id:
             raise ValueError(
@@ -441,6 +455,7 @@ class DurableRun:
             save_session=self.save_session,
             stop=self.stop,
             run_id=self.run_id,
+            first_iteration=first,
             **loop_options,
         )
 
@@ -636,7 +651,6 @@ class DurableRun:
         self.state.messages.append(dict(turn))
         self.state.messages.extend(a for a in answers if a is not None)
         self._iteration = iteration
-        self._base = iteration
         await self.save_session()
         self._loaded = attrs.evolve(self._loaded, pending_turn=None, receipts=())
         return tuple(decisions)
@@ -758,7 +772,7 @@ def open_durable_run(
     run_id: str,
     *,
     owner: str,
-    lease_ttl: float = 30.0,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
     renew_interval: float | None = None,
     resumability: Callable[[str], EffectResumability] | None = None,
     uses_idempotency_key: Callable[[str], bool] | None = None,

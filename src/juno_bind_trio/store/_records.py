@@ -9,6 +9,7 @@ import attrs
 from juno_bind_trio.run import ChainRef, EffectResumability, ReceiptState
 
 __all__ = [
+    "DEFAULT_LEASE_TTL",
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
     "Lease",
@@ -54,6 +55,11 @@ RESUMABLE_STATUSES: Final[frozenset[str]] = frozenset(
     {"pending", "running", "stopped", "suspended", "failed", "cancelled"}
 )
 """The statuses a resume continues from; the others ended the run for good."""
+
+DEFAULT_LEASE_TTL: Final = 30.0
+"""Seconds a lease lasts unrenewed, unless a worker says otherwise: how soon another
+worker takes over a run whose worker died (``open_durable_run``, ``serve_runs`` and
+``Agent(store=...)`` all default to it)."""
 
 
 @final

@@ -13,6 +13,7 @@ from juno_bind_trio._errors import StoreDataError
 from juno_bind_trio.run import EffectResumability
 
 from ._durable import DurableRun, _open_durable_run
+from ._records import DEFAULT_LEASE_TTL
 from ._store import RunStore
 
 __all__ = ["serve_runs"]
@@ -34,7 +35,7 @@ async def serve_runs(
     handle: Callable[[DurableRun], Awaitable[object]],
     *,
     owner: str,
-    lease_ttl: float = 30.0,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
     poll_interval: float = 1.0,
     resumability: Callable[[str], EffectResumability] | None = None,
     uses_idempotency_key: Callable[[str], bool] | None = None,

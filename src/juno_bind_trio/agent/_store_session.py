@@ -1,0 +1,206 @@
+"""A run kept in a run store: a [RunSession][juno_bind_trio.agent.RunSession] on ``store``'s API.
+
+``Agent(..., store=...)`` runs every run in a
+[StoreSession][juno_bind_trio.agent.StoreSession]: the run is created in
+the store (or, resumed, loaded and healed), claimed under a lease by
+[open_durable_run][juno_bind_trio.store.open_durable_run], and its loop's
+ports are the [DurableRun][juno_bind_trio.store.DurableRun]'s. Nothing here
+reaches into the store's private names, and the store knows nothing of the
+agent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, final
+
+from juno_bind_trio._errors import LeaseLostError
+from juno_bind_trio.loop import LoopResult, RunStats
+from juno_bind_trio.store import (
+    DurableRun,
+    RunStore,
+    SqliteRunStore,
+    open_durable_run,
+)
+
+if TYPE_CHECKING:
+    from juno_bind_trio.loop import LoopEndReason, LoopState
+    from juno_bind_trio.run import ChainRef, EffectResumability, StopSignal, ToolCallLike
+
+    from ._session import ModelPort, ToolPort
+
+__all__ = ["StoreSession", "StoreSpec", "check_store"]
+
+StoreSpec = str | os.PathLike[str] | RunStore
+"""What ``Agent(store=...)`` takes: a SQLite file's path, or an open RunStore."""
+
+
+def check_store(owner: str, store: object) -> StoreSpec | None:
+    """Refuse, at construction, a ``store=`` that is not a path or a RunStore."""
+    if store is None or isinstance(store, RunStore):
+        return store
+    if isinstance(store, str | os.PathLike) and os.fspath(store) != "":
+        return store
+    raise TypeError(f"{owner}: store must be a SQLite file path, a RunStore or None, got {store!r}")
+
+
+@asynccontextmanager
+async def _opened(store: StoreSpec) -> AsyncIterator[RunStore]:
+    if isinstance(store, RunStore):
+        yield store  # the host opened it and closes it
+        return
+    async with SqliteRunStore(store) as opened:
+        yield opened
+
+
+@final
+class StoreSession:
+    """A run kept in a [RunStore][juno_bind_trio.store.RunStore], claimed under a lease.
+
+    Made by [StoreSession.open][juno_bind_trio.agent.StoreSession.open], on a
+    [DurableRun][juno_bind_trio.store.DurableRun]: the transcript is the
+    stored one (healed), the open turn is answered by receipt, the model's
+    tool-calling answers and each call's receipt are written before any tool
+    runs, every completed iteration is saved, and the stop fires when the
+    lease is lost.
+    """
+
+    __slots__ = ("_resumed", "_run")
+
+    def __init__(self, run: DurableRun, *, resumed: bool) -> None:
+        if not isinstance(run, DurableRun):
+            raise TypeError(f"StoreSession: run must be a DurableRun, got {run!r:.80}")
+        if not isinstance(resumed, bool):
+            raise TypeError(f"StoreSession: resumed must be a bool, got {resumed!r:.80}")
+        self._run = run
+        self._resumed = resumed
+
+    def __repr__(self) -> str:
+        return f"<StoreSession {self._run!r}>"
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        store: StoreSpec,
+        *,
+        run_id: str,
+        messages: Sequence[dict[str, Any]],
+        chain: ChainRef,
+        agent: str | None,
+        resume: bool,
+        owner: str,
+        lease_ttl: float,
+        resumability: Callable[[str], EffectResumability] | None = None,
+        uses_idempotency_key: Callable[[str], bool] | None = None,
+    ) -> AsyncIterator[StoreSession]:
+        """Open *store* (a path: a SQLite file, closed again after), create the run in it
+        unless *resume*, claim it as *owner*, and yield its session.
+
+        Leaving the block normally after the lease was lost raises
+        [LeaseLostError][juno_bind_trio.LeaseLostError]: what the run did after
+        that was not saved, so it must not look finished.
+        """
+        async with _opened(store) as opened:
+            if not resume:
+                await opened.create_run(run_id, messages=list(messages), chain=chain, agent=agent)
+            async with open_durable_run(
+                opened,
+                run_id,
+                owner=owner,
+                lease_ttl=lease_ttl,
+                resumability=resumability,
+                uses_idempotency_key=uses_idempotency_key,
+            ) as run:
+                yield cls(run, resumed=resume)
+            _check_kept(run.lost, run_id, owner)
+
+    @property
+    def run(self) -> DurableRun:
+        """The claimed run underneath."""
+        return self._run
+
+    @property
+    def state(self) -> LoopState:
+        """The stored transcript, healed."""
+        return self._run.state
+
+    @property
+    def chain(self) -> ChainRef:
+        """The run's lineage, as stored."""
+        return self._run.chain
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the run was loaded to continue (``Agent.resume``) rather than created."""
+        return self._resumed
+
+    @property
+    def open_turn_iteration(self) -> int | None:
+        """The iteration of the turn a crash left open (its calls' receipts are under it)."""
+        return self._run.open_turn_iteration
+
+    async def answer_open_turn(
+        self,
+        run_tool_call: ToolPort,
+        *,
+        per_tool_limit: int,
+        runs_serially: Callable[[ToolCallLike], bool] | None,
+    ) -> LoopResult | None:
+        """Answer the open turn by receipt; a run whose answer was stored already ends here."""
+        run = self._run
+        if run.answered:  # it had ended; a crash lost only its status
+            await run.finish("completed")
+            last = run.state.messages[-1].get("content")
+            return LoopResult(
+                reason="completed",
+                iterations=0,
+                stats=RunStats(),
+                content=last if isinstance(last, str) else None,
+            )
+        await run.finish_open_turn(
+            run_tool_call, per_tool_limit=per_tool_limit, runs_serially=runs_serially
+        )
+        return None
+
+    @property
+    def first_iteration(self) -> int:
+        """The run's next iteration: the loop continues the stored count."""
+        return self._run.first_iteration
+
+    @property
+    def stop(self) -> StopSignal | None:
+        """Fired when the lease is lost."""
+        return self._run.stop
+
+    @property
+    def save_session(self) -> Callable[[], Awaitable[None]] | None:
+        """Saves the whole transcript as of the iteration."""
+        return self._run.save_session
+
+    def wrap_call_model(self, call_model: ModelPort) -> ModelPort:
+        """Records a tool-calling answer (the open turn) before any of its calls runs."""
+        return self._run.wrap_call_model(call_model)
+
+    def wrap_tool_call(self, run_tool_call: ToolPort) -> ToolPort:
+        """Writes each call's receipt before it runs and when it settles."""
+        return self._run.wrap_tool_call(run_tool_call)
+
+    async def finish(self, reason: LoopEndReason) -> None:
+        """Records the run's status and gives the lease up."""
+        await self._run.finish(reason)
+
+
+def _check_kept(lost: bool, run_id: str, owner: str) -> None:
+    """Raise LeaseLostError for a run whose lease was lost: what it did after that
+    (an answer, a finished batch) was not saved, so it must not look finished."""
+    if lost:
+        raise LeaseLostError(
+            f"run {run_id!r}: this worker ({owner!r}) lost the run's lease before its work "
+            "was saved; the store holds it as of its last saved iteration, not finished. "
+            f"Resume it (await agent.resume({run_id!r})): calls that finished are answered "
+            "from their receipts, not run again",
+            run_id,
+        )
