@@ -377,7 +377,11 @@ def drive_the_fastapi_app(script: Path) -> None:
         assert status == 200, body
         events = sse_data(body)
         kinds = [event["kind"] for event in events]
-        assert kinds[0] == "turn_ended", kinds  # the tool-calling turn
+        # The tool-calling turn: its arguments stream first, then it ends.
+        streamed = "".join(e["delta"] for e in events if e["kind"] == "tool_call_delta")
+        assert streamed == '{"city": "Lisbon"}', events
+        kinds = [kind for kind in kinds if kind != "tool_call_delta"]
+        assert kinds[0] == "turn_ended", kinds
         assert kinds[-1] == "run_ended", kinds
         assert "tool_call_ended" in kinds
         text = "".join(event["text"] for event in events if event["kind"] == "text")

@@ -51,6 +51,7 @@ def run_blocked(blocked: set[str], code: str) -> subprocess.CompletedProcess[str
     [
         ("web", {"starlette"}, "import juno_bind_trio.web"),
         ("web", {"hypercorn"}, "from juno_bind_trio.web import create_app"),
+        ("web", {"ag_ui"}, "from juno_bind_trio.web import create_agui_app"),
         ("mcp", {"mcp", "mcp_types"}, "import juno_bind_trio.mcp"),
         # The SDK installed without the validator the adapter imports itself.
         ("mcp", {"jsonschema"}, "from juno_bind_trio.mcp import open_mcp_stdio"),
@@ -108,6 +109,7 @@ def test_the_base_install_imports_and_runs_without_any_extra() -> None:
         ("mcp_agent.py", "mcp"),
         ("mcp_notes_server.py", "mcp"),
         ("live_view.py", "web"),
+        ("ui_protocols.py", "web"),
         ("tracing.py", "otel"),
     ],
 )

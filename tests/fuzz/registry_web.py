@@ -14,7 +14,24 @@ from fuzz_support import JUNK, Call, Entry, call
 ENTRIES: list[Entry] = []
 
 if importlib.util.find_spec("starlette") is not None and importlib.util.find_spec("hypercorn"):
-    from juno_bind_trio.web import LiveRun, LiveRuns, create_app, serve
+    from juno_bind_trio.web import (
+        AGUIEncoder,
+        AGUIInputError,
+        LiveRun,
+        LiveRuns,
+        ProtocolApp,
+        UIMessageError,
+        UIMessageStreamEncoder,
+        agui_events,
+        chat_from_run_input,
+        chat_from_ui_messages,
+        create_agui_app,
+        create_app,
+        create_ui_message_stream_app,
+        read_run_input,
+        serve,
+        ui_message_stream,
+    )
 
     def _serve_call(app: object, host: object, port: object) -> Call:
         return call(app, host=host, port=port)
@@ -44,4 +61,17 @@ if importlib.util.find_spec("starlette") is not None and importlib.util.find_spe
         Entry(LiveRuns),
         Entry(create_app),
         Entry(serve, args=SERVE_CALLS),
+        Entry(AGUIEncoder),
+        Entry(AGUIInputError),
+        Entry(UIMessageError),
+        Entry(ProtocolApp),
+        Entry(UIMessageStreamEncoder),
+        Entry(chat_from_run_input),
+        Entry(chat_from_ui_messages, raises=(UIMessageError,)),
+        Entry(read_run_input, raises=(AGUIInputError,)),
+        Entry(create_agui_app),
+        Entry(create_ui_message_stream_app),
+        # Async generators: nothing runs until the first frame is asked for.
+        Entry(agui_events),
+        Entry(ui_message_stream),
     ]

@@ -13,6 +13,7 @@ from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
 from juno_bind_trio.completion import ResetEvent as ResetEvent
 from juno_bind_trio.completion import TextEvent as TextEvent
+from juno_bind_trio.completion import ToolCallDeltaEvent as ToolCallDeltaEvent
 
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
@@ -47,6 +48,7 @@ __all__ = [
     "StoreSession",
     "TextEvent",
     "Tool",
+    "ToolCallDeltaEvent",
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",

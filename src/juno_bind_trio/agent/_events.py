@@ -1,7 +1,9 @@
 """What [open_run][juno_bind_trio.agent.Agent.open_run] yields: one ordered, typed stream.
 
 The turn text stream's own events ([TextEvent][juno_bind_trio.completion.TextEvent],
-[ResetEvent][juno_bind_trio.completion.ResetEvent]) travel unchanged, so a
+[ResetEvent][juno_bind_trio.completion.ResetEvent], and
+[ToolCallDeltaEvent][juno_bind_trio.completion.ToolCallDeltaEvent] for a tool
+call's arguments as they stream) travel unchanged, so a
 client written for the TypeScript package's wire renders them as it always
 did. The four events here add what a UI shows around the text: a tool call
 starting and ending (however it ended), a turn ending, the run ending. Each
@@ -19,7 +21,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from juno_bind_trio.completion import ResetEvent, TextEvent
+from juno_bind_trio.completion import ResetEvent, TextEvent, ToolCallDeltaEvent
 from juno_bind_trio.plugins import ToolFailureKind
 
 __all__ = [
@@ -135,6 +137,7 @@ class RunEndedEvent:
 AgentEvent: TypeAlias = (
     TextEvent
     | ResetEvent
+    | ToolCallDeltaEvent
     | ToolCallStartedEvent
     | ToolCallEndedEvent
     | TurnEndedEvent

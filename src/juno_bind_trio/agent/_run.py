@@ -45,6 +45,7 @@ from juno_bind_trio.completion import (
     CoalescingSink,
     ResetEvent,
     TextEvent,
+    ToolCallDeltaEvent,
     TurnStreamEvent,
     TurnStreamSink,
     TurnTextView,
@@ -131,7 +132,9 @@ class _EventPipe:
     __slots__ = ("_receiver", "sink")
 
     def __init__(self) -> None:
-        self.sink: CoalescingSink[AgentEvent] = CoalescingSink(retractable=True)
+        self.sink: CoalescingSink[AgentEvent] = CoalescingSink(
+            retractable=True, tool_call_deltas=True
+        )
         self._receiver = self.sink.receiver
 
     def put(self, event: AgentEvent) -> None:
@@ -169,6 +172,17 @@ class _FanOutSink:
             self._first.emit(event)
         finally:
             self._second.emit(event)
+
+    def emit_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
+        # Each sink that shows streamed arguments gets them; the others never do.
+        first = getattr(self._first, "emit_tool_call_delta", None)
+        second = getattr(self._second, "emit_tool_call_delta", None)
+        try:
+            if first is not None:
+                first(event)
+        finally:
+            if second is not None and self._second.retractable:
+                second(event)
 
 
 @final

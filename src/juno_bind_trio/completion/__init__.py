@@ -53,6 +53,7 @@ from ._text_stream import TurnOutcome as TurnOutcome
 from ._text_stream import TurnTextStream as TurnTextStream
 from ._text_view import DEFAULT_MAX_HELD as DEFAULT_MAX_HELD
 from ._text_view import TurnTextView as TurnTextView
+from ._tool_call_delta import ToolCallDeltaEvent as ToolCallDeltaEvent
 from ._tool_calls import ToolCallArguments as ToolCallArguments
 from ._tool_calls import parse_tool_call_arguments as parse_tool_call_arguments
 from ._tool_calls import tool_call_arguments_absent as tool_call_arguments_absent
@@ -98,6 +99,7 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallAssemblyError",
     "ToolCallDelta",
+    "ToolCallDeltaEvent",
     "ToolCallDeltaObject",
     "ToolCallFunction",
     "TurnOutcome",

@@ -53,12 +53,19 @@ takes its fields from, and
 [`ToolCallAccumulator.calls()`][juno_bind_trio.completion.ToolCallAccumulator.calls] returns the
 same calls in the chat-completions message shape; both refuse a call that still lacks its id or
 name.
+
+To show the arguments as they stream, pass ``on_delta``: it is called after
+each delta is folded in, with the call's resolved index (a delta without one
+included), the id and name the delta carried, and its arguments fragment,
+which is exactly what
+[`TurnTextStream.tool_call_delta()`][juno_bind_trio.completion.TurnTextStream.tool_call_delta]
+takes.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias, TypedDict, cast, final
 
 import attrs
@@ -225,6 +232,11 @@ def _index(value: object) -> int:
     return index
 
 
+def _check_on_delta(_self: object, _attr: object, value: Any) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"ToolCallAccumulator: on_delta must be a callable or None, got {value!r}")
+
+
 @final
 @attrs.define(eq=False, repr=False)
 class ToolCallAccumulator:
@@ -234,8 +246,16 @@ class ToolCallAccumulator:
     chunk's list of deltas ([`extend()`][juno_bind_trio.completion.ToolCallAccumulator.extend],
     which accepts ``None``: ``acc.extend(delta.tool_calls)``). Synchronous, no checkpoints, not
     thread-safe; one accumulator per attempt.
+
+    *on_delta*: ``(index, tool_call_id, name, arguments_fragment) -> None``,
+    called after each delta is folded in (``None`` / ``""`` for what the delta
+    did not carry), for a live view of the arguments; whatever it raises
+    propagates out of ``add``.
     """
 
+    _on_delta: Callable[[int, str | None, str | None, str], None] | None = attrs.field(
+        default=None, alias="on_delta", kw_only=True, validator=_check_on_delta
+    )
     _slots: dict[int, _Slot] = attrs.field(factory=dict, init=False)
     _last: _Slot | None = attrs.field(default=None, init=False)
     _deltas: int = attrs.field(default=0, init=False)
@@ -372,6 +392,9 @@ class ToolCallAccumulator:
                     slot.index,
                 )
             slot.fold(extra.items())
+        on_delta = self._on_delta
+        if on_delta is not None:
+            on_delta(slot.index, id_ or None, name or None, arguments or "")
 
     def extend(self, deltas: Iterable[ToolCallDelta] | None) -> None:
         """Fold in every delta of one chunk, in order. ``None`` (no tool calls) is a no-op."""

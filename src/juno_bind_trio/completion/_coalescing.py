@@ -52,6 +52,20 @@ The same ordered channel carries anything else the producer wants the reader
 to see, in order with the text: ``send_nowait(item)``. The agent layer sends
 its tool-call, turn and run events this way, so a reader has one loop over
 one stream. Such items are never merged, dropped or restamped.
+
+Streamed tool-call arguments
+----------------------------
+
+A sink made with ``tool_call_deltas=True`` also takes each
+[ToolCallDeltaEvent][juno_bind_trio.completion.ToolCallDeltaEvent] (its
+[`emit_tool_call_delta`][juno_bind_trio.completion.CoalescingSink.emit_tool_call_delta]
+is then the method a [TurnTextStream][juno_bind_trio.completion.TurnTextStream]
+sends fragments to; by default it is ``None``, and the reader is sent none,
+as before). They follow the text's rules: a fragment of the same turn and
+call that arrives while the previous one still waits is appended to it (an
+id or name it brings is kept), and a reset drops the fragments of its turn
+still waiting. A fragment the reader took counts as something on its screen,
+so a later reset of that turn is delivered.
 """
 
 from __future__ import annotations
@@ -59,6 +73,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Final, Generic, NamedTuple, TypeVar, cast, final
 
@@ -69,6 +84,7 @@ import attrs
 from juno_bind_trio._cancel import raise_task_cancellation, task_cancellation
 
 from ._events import ResetEvent, TextEvent, TurnStreamEvent
+from ._tool_call_delta import ToolCallDeltaEvent
 
 __all__ = [
     "DEFAULT_HANDOFF_INTERVAL",
@@ -145,6 +161,11 @@ def _check_interval(_self: object, _attr: object, value: object) -> None:
     check_interval("CoalescingSink", value)
 
 
+def _check_deltas(_self: object, _attr: object, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"CoalescingSink: tool_call_deltas must be a bool, got {value!r}")
+
+
 def _check_retractable(_self: object, _attr: object, value: object) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"CoalescingSink: retractable must be a bool, got {value!r}")
@@ -176,6 +197,9 @@ class CoalescingSink(Generic[ItemT]):
     """
 
     retractable: bool = attrs.field(default=True, kw_only=True, validator=_check_retractable)
+    _tool_call_deltas: bool = attrs.field(
+        default=False, kw_only=True, alias="tool_call_deltas", validator=_check_deltas
+    )
     _interval: float = attrs.field(
         default=DEFAULT_HANDOFF_INTERVAL, kw_only=True, alias="interval", validator=_check_interval
     )
@@ -264,6 +288,50 @@ class CoalescingSink(Generic[ItemT]):
             self._waiter = None
             waiter.set()
 
+    @property
+    def emit_tool_call_delta(self) -> Callable[[ToolCallDeltaEvent], None] | None:
+        """The method that queues a streamed tool-call fragment, or ``None`` (the default).
+
+        ``None`` unless the sink was made with ``tool_call_deltas=True``: a
+        [TurnTextStream][juno_bind_trio.completion.TurnTextStream] then sends
+        this sink no fragments. The method merges a fragment into one of the
+        same call still waiting; it is synchronous, never blocks, and raises
+        as [emit][juno_bind_trio.completion.CoalescingSink.emit] does when
+        either end is closed.
+        """
+        return self._queue_tool_call_delta if self._tool_call_deltas else None
+
+    def _queue_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
+        if event.__class__ is not ToolCallDeltaEvent:
+            raise TypeError(
+                f"CoalescingSink.emit_tool_call_delta: expected a ToolCallDeltaEvent, got {event!r}"
+            )
+        refusal = self._refusal
+        if refusal is not None:
+            raise refusal
+        pending = self._pending
+        if pending:
+            last = pending[-1]
+            if (
+                last.__class__ is ToolCallDeltaEvent
+                and last.turn_id == event.turn_id
+                and last.index == event.index
+            ):
+                self._merged += 1
+                pending[-1] = ToolCallDeltaEvent(
+                    turn_id=event.turn_id,
+                    index=event.index,
+                    tool_call_id=last.tool_call_id or event.tool_call_id,
+                    name=last.name or event.name,
+                    delta=last.delta + event.delta,
+                )
+                return
+        pending.append(event)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            waiter.set()
+
     def send_nowait(self, item: ItemT, /) -> None:
         """Queue any other item for the reader, in order with the text. Never merged or dropped.
 
@@ -326,7 +394,7 @@ class CoalescingSink(Generic[ItemT]):
             if item.__class__ is _TextRun:
                 events_pending += len(item.parts)
                 text_pending += sum(map(len, item.parts))
-            elif item.__class__ is ResetEvent:
+            elif item.__class__ is ResetEvent or item.__class__ is ToolCallDeltaEvent:
                 events_pending += 1
         merged = self._merged + sum(
             len(item.parts) - 1 for item in self._pending if item.__class__ is _TextRun
@@ -351,7 +419,9 @@ class CoalescingSink(Generic[ItemT]):
         kept: deque[Any] | None = None
         for index, item in enumerate(pending):
             cls = item.__class__
-            if (cls is _TextRun or cls is ResetEvent) and item.turn_id == turn_id:
+            if (
+                cls is _TextRun or cls is ResetEvent or cls is ToolCallDeltaEvent
+            ) and item.turn_id == turn_id:
                 if kept is None:
                     kept = deque(itertools.islice(pending, index))
                 self._dropped += len(item.parts) if cls is _TextRun else 1
@@ -412,6 +482,10 @@ class CoalescingSink(Generic[ItemT]):
                 "ItemT",
                 ResetEvent(turn_id=item.turn_id, epoch=item.epoch, seq=seq, reason=item.reason),
             )
+        if cls is ToolCallDeltaEvent:
+            # On the reader's screen now: a later reset of the turn must reach it.
+            self._delivered_events += 1
+            self._next_seq.setdefault(item.turn_id, 0)
         return cast("ItemT", item)
 
     def _stamp(self, turn_id: str) -> int:
@@ -427,7 +501,7 @@ class CoalescingSink(Generic[ItemT]):
         for item in self._pending:
             if item.__class__ is _TextRun:
                 self._dropped += len(item.parts)
-            elif item.__class__ is ResetEvent:
+            elif item.__class__ is ResetEvent or item.__class__ is ToolCallDeltaEvent:
                 self._dropped += 1
         self._pending.clear()
         self._wake()

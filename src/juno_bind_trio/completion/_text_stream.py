@@ -45,8 +45,13 @@ call, made by choosing what to pass to
 **Tool-call deltas are not output.** A tool call is not a side effect until it
 is dispatched, which happens after the turn, so a turn that died having
 streamed only tool-call bytes changed nothing anyone can see, and clamping it
-would forfeit a fallback for nothing. A host with a real mid-attempt effect
-says so with
+would forfeit a fallback for nothing. A retractable sink that wants to show
+the arguments as they arrive has ``emit_tool_call_delta(event)``:
+[`tool_call_delta()`][juno_bind_trio.completion.TurnTextStream.tool_call_delta]
+hands it each fragment under the same attempt rules as text (a fallback's
+reset withdraws them, and the retry's first fragment sends that reset), and
+they never latch ``produced_output``. Any other sink is sent none. A host
+with a real mid-attempt effect says so with
 [`mark_produced_output()`][juno_bind_trio.completion.TurnTextStream.mark_produced_output] rather
 than by widening what counts as text.
 
@@ -81,6 +86,7 @@ from juno_bind_trio._errors import TurnStreamUsageError
 from ._coalescing import CoalescingSink
 from ._events import RESET_REASONS, ResetEvent, TextEvent, TurnResetReason, TurnStreamEvent
 from ._sinks import TurnStreamSink
+from ._tool_call_delta import ToolCallDeltaEvent
 
 __all__ = ["TurnOutcome", "TurnTextStream"]
 
@@ -170,6 +176,8 @@ class TurnTextStream:
     _retractable: bool = attrs.field(init=False)
     # Bound once: the hot path calls it per delta.
     _emit_fn: object = attrs.field(init=False)
+    # The sink's emit_tool_call_delta, if it is retractable and has one.
+    _delta_fn: Callable[[ToolCallDeltaEvent], None] | None = attrs.field(default=None, init=False)
     # A CoalescingSink takes text without an event object (see observe).
     _text_fn: Callable[[str, int, str], None] | None = attrs.field(default=None, init=False)
     _epoch: int = attrs.field(default=-1, init=False)
@@ -213,6 +221,9 @@ class TurnTextStream:
         self._retractable = retractable
         self._emit_fn = self._sink.emit
         sink = self._sink
+        delta_fn = getattr(sink, "emit_tool_call_delta", None)
+        if retractable and callable(delta_fn):
+            self._delta_fn = delta_fn
         if isinstance(sink, CoalescingSink):  # final: no subclass overrides emit
             self._text_fn = sink._emit_text
 
@@ -443,6 +454,69 @@ class TurnTextStream:
         _set_text(event, text)
         try:
             self._emit_fn(event)  # type: ignore[operator]
+        except Exception:
+            self._sink_errors += 1
+
+    def tool_call_delta(
+        self, index: int, tool_call_id: str | None, name: str | None, delta: str
+    ) -> None:
+        """Forward one fragment of a streamed tool call, for a surface that shows arguments live.
+
+        *index*: the call's position in the message; *tool_call_id* / *name*:
+        as the fragment carried them (``None`` or ``""`` when it did not);
+        *delta*: the next piece of the raw arguments (``""`` for none).
+
+        A no-op unless the sink is retractable and has
+        ``emit_tool_call_delta(event)``, and after
+        [`finish()`][juno_bind_trio.completion.TurnTextStream.finish]. For such a sink the
+        fragment counts as shown, as text does: the next attempt arms a reset
+        that withdraws it, and a reset still armed is sent before it. It never
+        latches [`produced_output`][juno_bind_trio.completion.TurnTextStream.produced_output]
+        by itself (see the module's note on tool-call deltas).
+
+        Raises [`TurnStreamUsageError`][juno_bind_trio.TurnStreamUsageError] before
+        [`begin_attempt()`][juno_bind_trio.completion.TurnTextStream.begin_attempt], and
+        ``TypeError`` / ``ValueError`` naming a value of the wrong type or range.
+        """
+        delta_fn = self._delta_fn
+        if delta_fn is None or self._finished:
+            return
+        if self._epoch < 0:
+            raise TurnStreamUsageError(
+                "TurnTextStream.tool_call_delta() before begin_attempt(): every attempt must "
+                "open one, or a retry cannot be told apart from the turn it replaces"
+            )
+        if index.__class__ is not int:
+            raise TypeError(f"TurnTextStream.tool_call_delta: index must be an int, got {index!r}")
+        if index < 0:
+            raise ValueError(
+                f"TurnTextStream.tool_call_delta: index must be non-negative, got {index!r}"
+            )
+        for label, value in (("tool_call_id", tool_call_id), ("name", name)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(
+                    f"TurnTextStream.tool_call_delta: {label} must be a str or None, got {value!r}"
+                )
+        if not isinstance(delta, str):
+            raise TypeError(f"TurnTextStream.tool_call_delta: delta must be a str, got {delta!r}")
+        if not (delta or tool_call_id or name):
+            return
+        # The same two guards as observe(): a stranded surface is sent nothing,
+        # and a reset that failed to land must not be followed by this attempt.
+        if self._stale_surface:
+            return
+        if self._reset_pending is not None and not self._flush_reset():
+            return
+        self._emitted = True
+        event = ToolCallDeltaEvent(
+            turn_id=self._turn_id,
+            index=index,
+            tool_call_id=tool_call_id or None,
+            name=name or None,
+            delta=delta,
+        )
+        try:
+            delta_fn(event)
         except Exception:
             self._sink_errors += 1
 

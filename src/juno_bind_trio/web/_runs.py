@@ -23,14 +23,14 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any, Final, Literal, Protocol, TypeAlias, final, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
 import anyio
 import anyio.abc
 import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
-from juno_bind_trio.completion import TurnTextView, event_from_wire
+from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
 __all__ = [
@@ -258,24 +258,38 @@ class LiveRun:
             self._events.popleft()
             self._dropped += 1
 
-    def _append(self, wire: dict[str, Any]) -> None:
+    def _view(self, turn_id: str) -> TurnTextView:
+        """The turn's one view, made on its first event."""
+        view = self._views.get(turn_id)
+        if view is None:
+            # The server reads the run in order: nothing is ever held.
+            view = self._views[turn_id] = TurnTextView(turn_id)
+        return view
+
+    def _apply(self, event: object) -> None:
+        """Apply one typed event of the run to the views, then log its wire form once.
+
+        Text and resets go to their turn's view as the objects they are: the
+        wire form is made once, for the log the readers are served from.
+        """
+        cls = event.__class__
+        if cls is TextEvent or cls is ResetEvent:
+            typed = cast("TextEvent | ResetEvent", event)
+            self._view(typed.turn_id).apply(typed)
+        self._append(_wire_of(event), typed=cls is TextEvent or cls is ResetEvent)
+
+    def _append(self, wire: dict[str, Any], *, typed: bool = False) -> None:
         self._push(wire)
         kind = wire["kind"]
         if kind in ("text", "reset"):
-            event = event_from_wire(wire)
-            view = self._views.get(event.turn_id)
-            if view is None:
-                # The server reads the run in order: nothing is ever held.
-                view = self._views[event.turn_id] = TurnTextView(event.turn_id)
-            view.apply(event)
+            if not typed:  # a run source's own event of that kind: read from its wire form
+                event = event_from_wire(wire)
+                self._view(event.turn_id).apply(event)
         elif kind == "turn_ended":
             turn_id = wire.get("turnId")
             if isinstance(turn_id, str) and turn_id:
-                view = self._views.get(turn_id)
-                if view is None:
-                    view = self._views[turn_id] = TurnTextView(turn_id)
                 content = wire.get("content")
-                view.finalize(content if isinstance(content, str) else "")
+                self._view(turn_id).finalize(content if isinstance(content, str) else "")
         elif kind == "tool_call_started":
             call_id = str(wire.get("toolCallId"))
             self._tool_calls[call_id] = {
@@ -346,7 +360,7 @@ class LiveRun:
                 elif self._stop_requested:
                     handle.stop()
                 async for event in handle:
-                    self._append(_wire_of(event))
+                    self._apply(event)
                 self._transcript = [dict(m) for m in handle.messages]
         except Exception as exc:  # the run's own failure: shown, not raised into the server
             if self._handle is not None:

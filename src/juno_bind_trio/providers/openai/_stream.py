@@ -176,7 +176,11 @@ async def stream_chat_completion(
 
     check_model_request("OpenAI", model)
     observe = text_stream.observe if text_stream is not None else None
-    accumulator = ToolCallAccumulator()
+    # Each fragment also goes to the text stream, for a surface that shows
+    # arguments as they arrive (it is a no-op for any other).
+    accumulator = ToolCallAccumulator(
+        on_delta=text_stream.tool_call_delta if text_stream is not None else None
+    )
     content: list[str] = []
     refusal: list[str] = []
     reasoning: list[str] = []

@@ -1,0 +1,255 @@
+"""AG-UI: every event is the ag-ui-protocol package's own, and a reset leaves the client right."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pydantic
+import pytest
+from ag_ui.core import Event, UserMessage
+from asgi_driver import Client
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_ui_message_stream import FINAL, PARTIAL, DeltaSink, fallback_model, weather
+from ui_stream_fixture import EVENTS, TRANSCRIPT
+
+from juno_bind_trio.agent import Agent, RunEndedEvent, TurnEndedEvent
+from juno_bind_trio.completion import TurnTextStream
+from juno_bind_trio.web import (
+    AGUIEncoder,
+    AGUIInputError,
+    agui_events,
+    chat_from_run_input,
+    create_agui_app,
+    read_run_input,
+)
+
+pytestmark = pytest.mark.anyio
+
+EVENT = pydantic.TypeAdapter(Event)
+
+
+def apply(
+    events: Sequence[Mapping[str, Any]], initial: Sequence[Mapping[str, Any]] = ()
+) -> list[list[dict[str, Any]]]:
+    """The client's messages after each event, as @ag-ui/client's defaultApplyEvents keeps them."""
+    messages: list[dict[str, Any]] = [dict(m) for m in initial]
+    snapshots = []
+    for event in events:
+        kind = event["type"]
+        if kind == "TEXT_MESSAGE_START":
+            messages.append({"id": event["messageId"], "role": "assistant", "content": ""})
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            message = next(m for m in messages if m["id"] == event["messageId"])
+            message["content"] = (message.get("content") or "") + event["delta"]
+        elif kind == "TOOL_CALL_START":
+            parent = next((m for m in messages if m["id"] == event.get("parentMessageId")), None)
+            if parent is None:
+                parent = {"id": event.get("parentMessageId"), "role": "assistant"}
+                messages.append(parent)
+            parent.setdefault("toolCalls", []).append(
+                {
+                    "id": event["toolCallId"],
+                    "function": {"name": event["toolCallName"], "arguments": ""},
+                }
+            )
+        elif kind == "TOOL_CALL_ARGS":
+            for m in messages:
+                for call in m.get("toolCalls", ()):
+                    if call["id"] == event["toolCallId"]:
+                        call["function"]["arguments"] += event["delta"]
+        elif kind == "TOOL_CALL_RESULT":
+            messages.append(
+                {
+                    "id": event["messageId"],
+                    "role": "tool",
+                    "toolCallId": event["toolCallId"],
+                    "content": event["content"],
+                }
+            )
+        elif kind == "MESSAGES_SNAPSHOT":
+            messages = [dict(m) for m in event["messages"]]
+        snapshots.append(json.loads(json.dumps(messages)))
+    return snapshots
+
+
+def wire(events: Sequence[Any]) -> list[dict[str, Any]]:
+    return [json.loads(e.model_dump_json(by_alias=True)) for e in events]
+
+
+def test_every_event_round_trips_through_the_protocols_models() -> None:
+    encoder = AGUIEncoder(thread_id="th", run_id="r1")
+    out = encoder.start()
+    for event in EVENTS:
+        out.extend(encoder.feed(event, TRANSCRIPT))
+    kinds = set()
+    for data in wire(out):
+        parsed = EVENT.validate_python(data)
+        assert json.loads(parsed.model_dump_json(by_alias=True)) == data
+        kinds.add(data["type"])
+    assert {
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "MESSAGES_SNAPSHOT",
+        "RUN_ERROR",
+    } <= kinds
+
+
+attempts = st.lists(
+    st.lists(st.one_of(st.text(alphabet="ab ", min_size=1, max_size=3), st.just(None)), max_size=4),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(script=attempts)
+def test_a_reset_leaves_the_clients_messages_with_the_final_text_and_no_splice(
+    script: list[list[str | None]],
+) -> None:
+    sink = DeltaSink()
+    stream = TurnTextStream(sink=sink, turn_id="t1")
+    final = ""
+    for number, pieces in enumerate(script):
+        stream.begin_attempt()
+        final = ""
+        for piece in pieces:
+            if piece is None:
+                stream.tool_call_delta(0, f"call{number}", "look", "{}")
+            else:
+                tagged = f"<{number}>{piece}"
+                stream.observe(tagged)
+                final += tagged
+    stream.finish("succeeded")
+    user = UserMessage(id="u", role="user", content="go")
+    encoder = AGUIEncoder(thread_id="th", run_id="r", messages=[user])
+    out = encoder.start()
+    for event in [*sink.events, TurnEndedEvent(1, "t1", final or None, 0)]:
+        out.extend(encoder.feed(event))
+    out.extend(encoder.feed(RunEndedEvent("r", "completed")))
+    events = wire(out)
+    for data in events:
+        EVENT.validate_python(data)
+    snapshots = apply(events, [{"id": "u", "role": "user", "content": "go"}])
+    last = snapshots[-1]
+    assert last[0]["id"] == "u"
+    assistants = [m for m in last if m["role"] == "assistant"]
+    assert "".join(m.get("content") or "" for m in assistants) == final
+    for messages in snapshots:
+        shown = "".join(str(m.get("content") or "") for m in messages)
+        calls = [c["id"] for m in messages for c in m.get("toolCalls", ())]
+        assert len({t for t in range(len(script)) if f"<{t}>" in shown}) <= 1, shown
+        assert len(set(calls)) <= 1, calls  # one attempt's call, never two attempts'
+    # What the encoder says the client holds is what the client holds.
+    kept = [
+        json.loads(m.model_dump_json(by_alias=True, exclude_none=True)) for m in encoder.messages
+    ]
+    assert [m.get("content") or "" for m in kept if m["role"] == "assistant"] == [
+        m.get("content") or "" for m in assistants
+    ]
+
+
+def run_input(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "threadId": "th",
+        "runId": "r1",
+        "state": {},
+        "messages": list(messages),
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+    }
+
+
+def test_run_agent_input_becomes_a_prompt_and_a_transcript() -> None:
+    body = run_input(
+        {"id": "1", "role": "developer", "content": "Be brief."},
+        {"id": "2", "role": "user", "content": "Weather?"},
+        {
+            "id": "3",
+            "role": "assistant",
+            "content": "Looking.",
+            "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+        },
+        {"id": "4", "role": "tool", "toolCallId": "c1", "content": "sunny"},
+        {"id": "5", "role": "user", "content": [{"type": "text", "text": "Tomorrow?"}]},
+    )
+    prompt, history = chat_from_run_input(read_run_input(body))
+    assert prompt == "Tomorrow?"
+    assert history == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"messages": []}, "threadId|thread_id"),
+        (run_input(), "must end with the user's"),
+        (run_input({"id": "1", "role": "assistant", "content": "x"}), "must be the user's"),
+        (run_input({"id": "1", "role": "user", "content": " "}), "no text"),
+        (
+            run_input(
+                {"id": "1", "role": "user", "content": "x"},
+                tools=[{"name": "confirm", "description": "Ask the user", "parameters": {}}],
+            ),
+            "client-defined tools",
+        ),
+    ],
+)
+def test_input_that_cannot_be_run_is_refused_naming_it(body: dict[str, Any], named: str) -> None:
+    with pytest.raises(AGUIInputError, match=named):
+        chat_from_run_input(read_run_input(body))
+
+
+async def test_the_endpoint_streams_the_fallback_and_the_client_ends_right() -> None:
+    app = create_agui_app(Agent(fallback_model(), tools=[weather]))
+    body = run_input({"id": "u1", "role": "user", "content": "Weather?"})
+    response = await Client(app).request("POST", "/agui", json_body=body)
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    frames = [f for f in response.body.decode().split("\n\n") if f]
+    events = [json.loads(f.removeprefix("data: ")) for f in frames]
+    for data in events:
+        EVENT.validate_python(data)
+    assert events[0] == {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"}
+    assert events[-1]["type"] == "RUN_FINISHED"
+    snapshots = apply(events, [{"id": "u1", "role": "user", "content": "Weather?"}])
+    assert any(any(m.get("content") == PARTIAL for m in s) for s in snapshots)
+    last = snapshots[-1]
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant"]
+    assert last[-1]["content"] == FINAL
+    assert json.loads(last[1]["toolCalls"][0]["function"]["arguments"]) == {"city": "Oslo"}
+
+
+async def test_the_frames_generator_and_bad_requests() -> None:
+    agent = Agent(fallback_model(), tools=[weather])
+    async with agent.open_run("Weather?") as run:
+        frames = [f async for f in agui_events(run, thread_id="th")]
+    assert json.loads(frames[0].removeprefix("data: "))["runId"] == run.run_id
+    app = create_agui_app(agent)
+    response = await Client(app).request("POST", "/agui", json_body={"threadId": 3})
+    assert response.status == 400
+    assert "RunAgentInput" in response.json()["error"]
