@@ -10,7 +10,10 @@ ways, interleaved round by round:
 * ``POST /api/chat``: the UI message stream, read to ``[DONE]``;
 * ``POST /agui``: AG-UI, read to ``RUN_FINISHED``.
 
-Prints each round's seconds per run and the medians of the per-round ratios.
+Prints each round's time per run, then per way the median time and the
+median of the per-round ratios, on the wall clock and in process CPU time
+(everything, the fake provider and the client included, runs in this
+process, so CPU time is the steadier figure on a loaded machine).
 Target: each protocol at most 1.1x the web view.
 
     python benchmarks/bench_ui_protocols.py [--chunks 1000] [--rounds 11] [--runs 5]
@@ -108,24 +111,28 @@ async def bench(chunks: int, rounds: int, runs_per_sample: int) -> None:
                 }
                 for way in ways.values():  # warm up
                     await way()
-                times: dict[str, list[float]] = {name: [] for name in ways}
+                wall: dict[str, list[float]] = {name: [] for name in ways}
+                cpu: dict[str, list[float]] = {name: [] for name in ways}
                 for number in range(rounds):
                     for name, way in ways.items():
-                        start = time.perf_counter()
+                        start, start_cpu = time.perf_counter(), time.process_time()
                         for _ in range(runs_per_sample):
                             await way()
-                        times[name].append((time.perf_counter() - start) / runs_per_sample)
-                    shown = "  ".join(f"{n}: {t[-1] * 1000:.1f} ms" for n, t in times.items())
+                        wall[name].append((time.perf_counter() - start) / runs_per_sample)
+                        cpu[name].append((time.process_time() - start_cpu) / runs_per_sample)
+                    shown = "  ".join(f"{n}: {t[-1] * 1000:.1f} ms" for n, t in wall.items())
                     print(f"round {number + 1}: {shown}")
             tasks.cancel_scope.cancel()
-    base = times["web view (baseline)"]
     print(f"\n{chunks}-chunk turn, {rounds} rounds x {runs_per_sample} runs, median per run:")
-    for name, series in times.items():
-        ratios = [t / b for t, b in zip(series, base, strict=True)]
-        print(
-            f"  {name:22s} {statistics.median(series) * 1000:7.1f} ms   "
-            f"ratio {statistics.median(ratios):.3f} (worst round {max(ratios):.3f})"
-        )
+    for label, times in (("wall clock", wall), ("process CPU", cpu)):
+        base = times["web view (baseline)"]
+        print(f" {label}:")
+        for name, series in times.items():
+            ratios = [t / b for t, b in zip(series, base, strict=True)]
+            print(
+                f"  {name:22s} {statistics.median(series) * 1000:7.1f} ms   "
+                f"ratio {statistics.median(ratios):.3f} (worst round {max(ratios):.3f})"
+            )
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from ui_stream_fixture import every_chunk
 from juno_bind_trio.agent import Agent, RunEndedEvent, TurnEndedEvent, tool
 from juno_bind_trio.completion import ToolCallDeltaEvent, TurnTextStream
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
+from juno_bind_trio.store import SqliteRunStore
 from juno_bind_trio.web import (
     UI_MESSAGE_STREAM_HEADERS,
     UIMessageError,
@@ -262,11 +263,17 @@ PARTIAL = "Let me guess"
 FINAL = "Sunny in Oslo."
 
 
+RELEASE: dict[str, anyio.Event] = {}
+
+
 @tool
 async def weather(city: str) -> str:
     """Weather."""
     if city == "Slowtown":
-        await anyio.sleep(60)
+        await anyio.sleep_forever()  # until the run is cancelled: no deadline to jump to
+    if city == "Waittown":
+        RELEASE["entered"].set()
+        await RELEASE["Waittown"].wait()
     return f"{city}: sunny"
 
 
@@ -305,6 +312,7 @@ class Recording:
     def __init__(self, agent: Any) -> None:
         self.agent = agent
         self.transcripts: list[list[dict[str, Any]]] = []
+        self.run_ids: list[str] = []
 
     @asynccontextmanager
     async def open_run(
@@ -313,6 +321,7 @@ class Recording:
         run = None
         try:
             async with self.agent.open_run(prompt, message_history=message_history) as run:
+                self.run_ids.append(run.run_id)
                 yield run
         finally:
             if run is not None:
@@ -357,15 +366,12 @@ async def test_the_frames_generator_works_in_any_framework() -> None:
     assert text_of(apply_chunks(chunks_of("".join(frames).encode()))[-1]) == FINAL
 
 
-async def test_a_client_that_goes_away_cancels_the_run_and_every_call_is_answered() -> None:
-    recording = Recording(Agent(fallback_model("Slowtown"), tools=[weather]))
-    app = create_ui_message_stream_app(recording)
-    body = json.dumps(chat_body("Weather in Slowtown?")).encode()
-    scope_headers = [
-        (b"host", b"127.0.0.1:8000"),
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
+async def post_and_leave(app: Any, prompt: str, *, bounded: bool = True) -> list[dict[str, Any]]:
+    """POST *prompt* to *app*; go away (http.disconnect) once the tool's input is available.
+
+    Returns the chunks read before leaving; the app's call returns when its run has ended.
+    """
+    body = json.dumps(chat_body(prompt)).encode()
     scope = {
         "type": "http",
         "method": "POST",
@@ -374,7 +380,11 @@ async def test_a_client_that_goes_away_cancels_the_run_and_every_call_is_answere
         "raw_path": b"/api/chat",
         "query_string": b"",
         "root_path": "",
-        "headers": scope_headers,
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8000),
         "http_version": "1.1",
@@ -393,6 +403,8 @@ async def test_a_client_that_goes_away_cancels_the_run_and_every_call_is_answere
         return {"type": "http.disconnect"}
 
     async def send(message: MutableMapping[str, Any]) -> None:
+        if gone.is_set():
+            raise AssertionError("the app wrote to a client that had gone")
         if message["type"] == "http.response.body" and message.get("body"):
             for frame in message["body"].decode().split("\n\n"):
                 if frame.startswith("data: {"):
@@ -401,13 +413,61 @@ async def test_a_client_that_goes_away_cancels_the_run_and_every_call_is_answere
                     if chunk["type"] == "tool-input-available":
                         gone.set()  # useChat's stop(): the fetch is aborted mid-tool
 
-    with anyio.fail_after(30):
+    # Unbounded where a store works in threads: the autojump clock would jump
+    # to the bound whenever every task waits on one.
+    with anyio.fail_after(30 if bounded else None):
         await app(scope, receive, send)
     assert gone.is_set()
+    return seen
+
+
+async def test_a_client_that_goes_away_cancels_the_run_and_every_call_is_answered() -> None:
+    recording = Recording(Agent(fallback_model("Slowtown"), tools=[weather]))
+    app = create_ui_message_stream_app(recording)
+    await post_and_leave(app, "Weather in Slowtown?")
     (transcript,) = recording.transcripts
     (answer,) = [m for m in transcript if m["role"] == "tool"]
     assert answer["tool_call_id"] == "c1"
     assert json.loads(answer["content"])["kind"] == "interrupted"
+    assert app.active == 0
+
+
+async def test_the_cancelled_run_is_stored_with_every_call_answered(tmp_path: Any) -> None:
+    path = tmp_path / "runs.db"
+    recording = Recording(Agent(fallback_model("Slowtown"), tools=[weather], store=str(path)))
+    app = create_ui_message_stream_app(recording)
+    await post_and_leave(app, "Weather in Slowtown?", bounded=False)
+    (run_id,) = recording.run_ids
+    async with SqliteRunStore(path) as store:
+        stored, receipts = await store.load_with_receipts(run_id)
+    assert stored.record.status == "cancelled"
+    # The turn the cancel cut is kept open, each of its calls answered by its receipt.
+    assert stored.pending_turn is not None
+    asked = [call["id"] for call in stored.pending_turn["tool_calls"]]
+    assert asked == ["c1"]
+    assert {r.tool_call_id: r.state for r in receipts} == {"c1": "interrupted"}
+
+
+async def test_on_disconnect_continue_leaves_the_run_going_to_its_end() -> None:
+    RELEASE["Waittown"] = anyio.Event()
+    RELEASE["entered"] = anyio.Event()
+    recording = Recording(Agent(fallback_model("Waittown"), tools=[weather]))
+    app = create_ui_message_stream_app(recording, on_disconnect="continue")
+    async with anyio.create_task_group() as tasks:
+        seen: list[list[dict[str, Any]]] = []
+
+        async def client() -> None:
+            seen.append(await post_and_leave(app, "Weather in Waittown?"))
+
+        tasks.start_soon(client)
+        await RELEASE["entered"].wait()
+        await anyio.sleep(1)  # the client has gone; the run waits in its tool
+        assert app.active == 1
+        RELEASE["Waittown"].set()
+    (transcript,) = recording.transcripts
+    (answer,) = [m for m in transcript if m["role"] == "tool"]
+    assert answer["content"] == "Waittown: sunny"
+    assert transcript[-1] == {"role": "assistant", "content": FINAL}
     assert app.active == 0
 
 
@@ -468,3 +528,14 @@ async def test_the_authorization_hook_decides() -> None:
     remote = Client(create_ui_message_stream_app(agent), client=("203.0.113.9", 4000))
     response = await remote.request("POST", "/api/chat", json_body=chat_body("hi"))
     assert response.status == 403
+
+
+async def test_what_the_agent_refuses_in_the_history_is_a_400() -> None:
+    class Refusing:
+        def open_run(self, prompt: str, *, message_history: Any = None) -> Any:
+            raise ValueError("Agent.open_run: message_history[0]: not a message")
+
+    app = create_ui_message_stream_app(Refusing())
+    response = await Client(app).request("POST", "/api/chat", json_body=chat_body("hi"))
+    assert response.status == 400
+    assert "message_history[0]" in response.json()["error"]

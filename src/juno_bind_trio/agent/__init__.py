@@ -24,9 +24,9 @@ from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
+from ._handle import AgentRun as AgentRun
 from ._limits import UsageLimits as UsageLimits
 from ._result import AgentResult as AgentResult
-from ._run import AgentRun as AgentRun
 from ._session import InMemorySession as InMemorySession
 from ._session import RunSession as RunSession
 from ._store_session import StoreSession as StoreSession

@@ -45,20 +45,13 @@ from juno_bind_trio.store import DEFAULT_LEASE_TTL
 from juno_bind_trio.transcript import heal_transcript
 
 from ._context import DepsT, RunContext
+from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._output import output_spec
+from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
-from ._run import (
-    AgentRun,
-    ModelFn,
-    ModelSource,
-    OpenRun,
-    RunSettings,
-    _EventPipe,
-    _RunCore,
-    new_run_id,
-)
+from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
 from ._store_session import StoreSpec, check_store
 from ._tool import Tool, Toolset, check_tool_deps, collect_tools
 
@@ -655,7 +648,7 @@ class Agent(Generic[DepsT, OutputT]):
         stop: object,
         run_id: object,
         parent: object,
-        pipe: _EventPipe | None,
+        pipe: EventPipe | None,
         usage_limits: object = None,
     ) -> _RunCore[OutputT]:
         prompt = _check_prompt(owner, prompt)
@@ -853,7 +846,7 @@ class Agent(Generic[DepsT, OutputT]):
         assistant message is answered, nothing queued starts. An error of the
         run itself is raised when the block exits.
         """
-        pipe = _EventPipe()
+        pipe = EventPipe()
         core = self._core(
             "Agent.open_run",
             prompt,

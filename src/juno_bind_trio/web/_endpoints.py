@@ -202,7 +202,7 @@ class ProtocolApp:
             return
         self._active += 1
         try:
-            await self._stream(prompt, history, frames, receive, send)
+            await self._stream(scope, prompt, history, frames, receive, send)
         finally:
             self._active -= 1
 
@@ -267,17 +267,25 @@ class ProtocolApp:
 
     async def _stream(
         self,
+        scope: Scope,
         prompt: str,
         history: list[dict[str, Any]],
         frames: _Frames,
         receive: Receive,
         send: Send,
     ) -> None:
+        try:
+            # The agent checks the prompt and the history when the run is asked
+            # for, before anything runs: what it refuses is the request's fault.
+            opened = self._agent.open_run(prompt, message_history=history)
+        except (TypeError, ValueError) as exc:
+            await _refuse(400, str(exc))(scope, receive, send)
+            return
         gone = False
         cancel_on_gone = self._on_disconnect == "cancel"
         try:
             async with (
-                self._agent.open_run(prompt, message_history=history) as run,
+                opened as run,
                 anyio.create_task_group() as watchers,
             ):
 
