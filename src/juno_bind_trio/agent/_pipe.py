@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import anyio
 
@@ -19,9 +19,9 @@ from juno_bind_trio.plugins import tool_failure_content
 from ._events import AgentEvent, ToolCallEndedEvent
 
 if TYPE_CHECKING:
-    from juno_bind_trio.loop import LoopEvent
+    from collections.abc import Callable
 
-    from ._run import _RunCore
+    from juno_bind_trio.loop import LoopEvent
 
 __all__ = ["EventPipe", "FanOutSink", "LoopEvents"]
 
@@ -99,14 +99,14 @@ class FanOutSink:
 class LoopEvents:
     """What the loop's ``events`` port writes to: rejections become ended events."""
 
-    __slots__ = ("_core",)
+    __slots__ = ("_emit",)
 
-    def __init__(self, core: _RunCore[Any]) -> None:
-        self._core = core
+    def __init__(self, emit: Callable[[AgentEvent], None]) -> None:
+        self._emit = emit
 
     def send_nowait(self, event: LoopEvent) -> None:
-        emit = self._core.emit
-        if emit is None or type(event) is not ToolCallRejectedEvent:
+        emit = self._emit
+        if type(event) is not ToolCallRejectedEvent:
             return
         # Ordinary failures were reported by the dispatcher; the loop alone
         # knows which calls were refused or cut off.
