@@ -16,6 +16,7 @@ from juno_bind_trio.testing import (
     ErrorResponse,
     FakeOpenAIServer,
     Finish,
+    FunctionModel,
     LoopbackServer,
     MalformedChunk,
     Pause,
@@ -23,19 +24,24 @@ from juno_bind_trio.testing import (
     ReasoningDelta,
     RecordedRequest,
     StreamResponse,
+    TestModel,
     TextDelta,
     ToolCallDelta,
     ToolCallHistoryError,
     Usage,
     anthropic_signature,
+    block_model_requests,
     check_tool_call_history,
     fake_anthropic_env,
     fake_openai_env,
     open_fake_anthropic_server,
     open_fake_openai_server,
     serve_fake_openai,
+    value_from_schema,
 )
 
+SCHEMA_KEYS = ["type", "properties", "items", "anyOf", "allOf", "enum", "const", "minimum"]
+SCHEMA_KEYS += ["exclusiveMaximum", "multipleOf", "minLength", "minItems", "pattern", "$ref"]
 HISTORY_CALLS = st.builds(call, st.one_of(st.lists(message(), max_size=10), JUNK))
 
 
@@ -73,6 +79,9 @@ ENTRIES = [
     Entry(fake_anthropic_env, also_named=("open_fake_openai_server",)),
     Entry(open_fake_anthropic_server, also_named=("open_fake_openai_server",)),
     Entry(Finish),
+    Entry(FunctionModel),
+    Entry(TestModel),
+    Entry(block_model_requests),
     Entry(MalformedChunk),
     Entry(Pause),
     Entry(RawEvent),
@@ -85,4 +94,8 @@ ENTRIES = [
     Entry(fake_openai_env, also_named=("open_fake_openai_server",)),
     Entry(open_fake_openai_server),
     Entry(serve_fake_openai, also_named=("open_fake_openai_server",)),
+    Entry(
+        value_from_schema,
+        args=st.builds(call, st.one_of(JUNK, st.dictionaries(st.sampled_from(SCHEMA_KEYS), JUNK))),
+    ),
 ]

@@ -9,13 +9,23 @@ mode cannot express. Each raises there, naming the thing and the fix.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Self, TypeAlias, cast, final
 
 import anyio
 import anyio.lowlevel
+import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
@@ -96,6 +106,7 @@ def _model_source(
     base_url: object = None,
     api_key: object = None,
     client: object = None,
+    answer_format: Mapping[str, Any] | None = None,
 ) -> tuple[ModelSource, str, OwnedClient | OwnedAdapters | None]:
     """How each run gets its model, a short description of it for ``repr``, and the
     client the agent owns (a model string without ``client=``), if any."""
@@ -196,6 +207,11 @@ def _model_source(
             )
         if not _is_async_callable(model):
             raise TypeError(f"{owner}: model must be {_MODEL_KINDS}; {model!r} is not async")
+        # A model object that can answer in a format (testing.TestModel) is told
+        # the output type's: a function model otherwise never sees it.
+        bind = getattr(model, "with_output_format", None)
+        if answer_format is not None and callable(bind):
+            model = bind(answer_format)
         function = cast("ModelFn", model)
 
         @asynccontextmanager
@@ -254,6 +270,23 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
             )
         parts.append(dict(part))
     return parts
+
+
+@final
+class _Unset:
+    """The value of an argument left out of ``Agent.override``."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Final = _Unset()
+
+
+@attrs.frozen
+class _Override:
+    settings: RunSettings
+    deps: object
 
 
 @final
@@ -381,6 +414,15 @@ class Agent(Generic[DepsT, OutputT]):
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         owner = "Agent"
+        # What override() builds its stand-in agent from.
+        self._arguments: dict[str, Any] = {
+            key: value
+            for key, value in locals().items()
+            if key not in ("self", "__class__", "owner")
+        }
+        self._overrides: contextvars.ContextVar[_Override | None] = contextvars.ContextVar(
+            "juno_bind_trio.agent.override", default=None
+        )
         _check_limits(owner, usage_limits)
         store = check_store(owner, store)
         given_owner: object = store_owner
@@ -439,6 +481,7 @@ class Agent(Generic[DepsT, OutputT]):
             base_url=base_url,
             api_key=api_key,
             client=client,
+            answer_format=output.full_format,
         )
         self._owned = owned
         collected = collect_tools(owner, tools)
@@ -565,6 +608,57 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> None:
         await self.aclose()
 
+    @contextmanager
+    def override(
+        self,
+        *,
+        model: str | OpenAIChatModel | ModelFn | _Unset = _UNSET,
+        deps: DepsT | _Unset = _UNSET,
+        tools: Iterable[Tool | Toolset | Any] | _Unset = _UNSET,
+    ) -> Iterator[None]:
+        """Runs of this agent started inside the block use *model*, *deps*, *tools* instead.
+
+        For tests of code that builds its agents itself:
+
+        ```python
+        with support_agent.override(model=TestModel()):
+            await handle_ticket(ticket)  # runs support_agent inside
+        ```
+
+        Only what is given is replaced; everything else is the agent's own.
+        The block applies to the task that entered it and to tasks started
+        from inside it (a context variable): runs started elsewhere meanwhile,
+        concurrent ones included, are untouched, and a run already going keeps
+        what it started with. Blocks nest; the innermost wins. *model* is any
+        model the constructor takes except a model string without a client of
+        yours (the block could not close the client it would open): a function
+        model, ``testing.TestModel`` / ``FunctionModel``, or an
+        ``OpenAIChatModel``. Checked as the constructor checks them, on entry.
+        """
+        owner = "Agent.override"
+        changes: dict[str, Any] = {}
+        if not isinstance(model, _Unset):
+            if isinstance(model, str):
+                raise TypeError(
+                    f"{owner}: model {model!r} is a model string, which would open a client "
+                    "this block cannot close; pass a model object (testing.TestModel, "
+                    "testing.FunctionModel, an async function, an OpenAIChatModel)"
+                )
+            changes["model"] = model
+            for key in ("base_url", "api_key", "client"):
+                changes[key] = None
+        if not isinstance(tools, _Unset):
+            changes["tools"] = tools
+        settings = self._settings
+        if changes:
+            stand_in = Agent(**{**self._arguments, **changes})
+            settings = stand_in._settings
+        token = self._overrides.set(_Override(settings, deps))
+        try:
+            yield
+        finally:
+            self._overrides.reset(token)
+
     # --- running ------------------------------------------------------------------
 
     def _core(
@@ -601,6 +695,9 @@ class Agent(Generic[DepsT, OutputT]):
                 f"{owner}: parent must be the RunContext of the tool starting this run, "
                 f"got {parent!r}"
             )
+        replaced = self._overrides.get()
+        if replaced is not None and replaced.deps is not _UNSET:
+            deps = replaced.deps
         deps_type = self._deps_type
         if (
             isinstance(deps_type, type)
@@ -611,8 +708,11 @@ class Agent(Generic[DepsT, OutputT]):
                 f"{owner}: deps must be a {deps_type.__name__} (the agent's deps_type), "
                 f"got {deps!r}"
             )
+        settings = self._settings
+        if replaced is not None:
+            settings = replaced.settings
         return _RunCore(
-            self._settings,
+            settings,
             prompt=prompt,
             deps=deps,
             message_history=history,

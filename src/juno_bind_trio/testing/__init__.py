@@ -20,6 +20,11 @@ from ._crash import CRASH_POINTS as CRASH_POINTS
 from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
+from ._doubles import FunctionModel as FunctionModel
+from ._doubles import FunctionModelFn as FunctionModelFn
+from ._doubles import TestModel as TestModel
+from ._doubles import block_model_requests as block_model_requests
+from ._doubles import value_from_schema as value_from_schema
 from ._environment import fake_openai_env as fake_openai_env
 from ._fake_anthropic import anthropic_signature as anthropic_signature
 from ._fake_anthropic import fake_anthropic_env as fake_anthropic_env
@@ -60,6 +65,8 @@ __all__ = [
     "FakeOpenAIServer",
     "FakeResponse",
     "Finish",
+    "FunctionModel",
+    "FunctionModelFn",
     "LoopbackServer",
     "MalformedChunk",
     "Pause",
@@ -70,11 +77,13 @@ __all__ = [
     "SimulatedCrash",
     "StreamEvent",
     "StreamResponse",
+    "TestModel",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallHistoryError",
     "Usage",
     "anthropic_signature",
+    "block_model_requests",
     "check_tool_call_history",
     "fake_anthropic_env",
     "fake_openai_env",
@@ -82,6 +91,7 @@ __all__ = [
     "open_fake_openai_server",
     "run_until_crash",
     "serve_fake_openai",
+    "value_from_schema",
 ]
 
 _publish(__name__, globals(), __all__)

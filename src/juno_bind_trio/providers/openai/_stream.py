@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
 
+from juno_bind_trio._blocking import check_model_request
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -171,6 +172,7 @@ async def stream_chat_completion(
     if tools:
         options["tools"] = list(tools)
 
+    check_model_request("OpenAI", model)
     observe = text_stream.observe if text_stream is not None else None
     reason = text_stream.reasoning if text_stream is not None else None
     # Each fragment also goes to the text stream, for a surface that shows
