@@ -4,13 +4,16 @@
     python examples/fallback_demo.py --fast     # as fast as the fake provider goes
     python examples/fallback_demo.py --help     # every flag
 
-Starts a fault-injecting OpenAI-compatible server on 127.0.0.1 and runs two
-scenarios through the real ``openai`` SDK, the route executor, the tool pool
-and the tool loop:
+Starts fault-injecting fakes of the Anthropic Messages API and of an
+OpenAI-compatible API on 127.0.0.1 and runs two scenarios through the real
+``anthropic`` and ``openai`` SDKs, the route executor, the tool pool and the
+tool loop:
 
-1. **Fallback.** The first provider dies mid-stream after some text has been
-   shown, the second answers 429, and the fallback model succeeds with two
-   tool calls, which run through the pool. The live rendering (driven by a
+1. **Fallback across providers.** Anthropic dies mid-stream after some text
+   has been shown, OpenAI answers the same model with a 429, and OpenAI's
+   fallback model succeeds with two tool calls, which run through the pool;
+   Anthropic then answers the next turn, from a transcript that holds
+   OpenAI's calls (its fake checks it as the real API would). The live rendering (driven by a
    ``TurnTextView``) withdraws the partial text at the reset (on a terminal
    it stays above the live line, struck through and marked withdrawn); each
    attempt's fate prints as it happens.
@@ -25,7 +28,7 @@ scenario's turn against a real OpenAI-compatible endpoint instead; if that
 endpoint fails, two lines say which and why, and the exit status is 1.
 Ctrl-C stops it at once (exit status 130).
 
-Needs only the base install (``pip install -e .`` in the checkout), no extra.
+Needs the ``[anthropic]`` extra (``pip install -e '.[anthropic]'`` in the checkout).
 
 The scenarios are importable (``fallback_scenario``, ``cancel_scenario``), so
 a test can run them on a virtual clock.
@@ -49,7 +52,17 @@ import attrs
 
 from juno_bind_trio.completion import ResetEvent, TurnStreamEvent, TurnTextView, open_memory_sink
 from juno_bind_trio.loop import LoopState, ModelTurnResult, ToolCallOutcome, ToolLoop
-from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
+from juno_bind_trio.providers import RoutedModel
+from juno_bind_trio.providers.anthropic import (
+    AnthropicAdapter,
+    classify_anthropic_error,
+    open_anthropic_client,
+)
+from juno_bind_trio.providers.openai import (
+    OpenAIChatAdapter,
+    OpenAIChatModel,
+    open_openai_client,
+)
 from juno_bind_trio.routing import (
     AttemptFailure,
     Candidate,
@@ -69,6 +82,7 @@ from juno_bind_trio.testing import (
     Pause,
     StreamResponse,
     TextDelta,
+    open_fake_anthropic_server,
     open_fake_openai_server,
 )
 
@@ -245,11 +259,13 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def trail_classifier(plan: RoutePlan, renderer: LiveRenderer) -> Any:
-    """``classify_openai_error``, printing each failed attempt the moment it is judged."""
+def trail_classifier(
+    plan: RoutePlan, renderer: LiveRenderer, judge: Any = classify_openai_error
+) -> Any:
+    """*judge* (``classify_openai_error``), printing each failed attempt the moment it is judged."""
 
     def classify(error: Exception, candidate: Candidate, cursor: RouteCursor) -> ClassifiedError:
-        verdict = classify_openai_error(error, candidate, cursor)
+        verdict: ClassifiedError = judge(error, candidate, cursor)
         renderer.note(
             f"  ✗ {candidate.provider}/{cursor.model}: {verdict.reason or describe_error(error)}"
             f" → {next_move(plan, verdict, cursor)}"
@@ -284,8 +300,8 @@ class FallbackReport:
 async def fallback_scenario(
     out: TextIO, *, live: bool = False, pace: float = FAST_PACE
 ) -> FallbackReport:
-    """The first provider dies mid-stream, the second answers 429, the fallback model succeeds."""
-    primary: dict[str, list[FakeResponse]] = {
+    """Anthropic dies mid-stream, OpenAI answers 429, OpenAI's fallback model succeeds."""
+    claude: dict[str, list[FakeResponse]] = {
         "juno-large": [
             StreamResponse(
                 [
@@ -299,6 +315,9 @@ async def fallback_scenario(
                 *tokens("17 + 25 = 42, and 6 × 7 = 42 as well."), chunk_delay=pace
             ),
         ],
+    }
+    gpt: dict[str, list[FakeResponse]] = {
+        "juno-large": [ErrorResponse(429, "slow down", retry_after=30)],
         "juno-small": [
             StreamResponse.of_tool_calls(
                 ("call_add", "add", '{"a": 17, "b": 25}'),
@@ -308,11 +327,10 @@ async def fallback_scenario(
             )
         ],
     }
-    secondary: list[FakeResponse] = [ErrorResponse(429, "slow down", retry_after=30)]
     plan = RoutePlan(
         [
-            RouteStage("juno-large", [Candidate("primary"), Candidate("secondary")]),
-            RouteStage("juno-small", [Candidate("primary")]),
+            RouteStage("juno-large", [Candidate("anthropic"), Candidate("openai")]),
+            RouteStage("juno-small", [Candidate("openai")]),
         ]
     )
     routes: list[RouteResult[ModelTurnResult]] = []
@@ -320,20 +338,24 @@ async def fallback_scenario(
     out.write("Scenario 1: provider fallback with a live text view\n")
     out.write(f"  user: {QUESTION}\n")
     async with (
-        open_fake_openai_server(primary) as server_a,
-        open_fake_openai_server(secondary) as server_b,
-        open_openai_client(base_url=server_a.base_url, api_key="demo") as client_a,
+        open_fake_anthropic_server(claude) as server_a,
+        open_fake_openai_server(gpt) as server_b,
+        open_anthropic_client(base_url=server_a.base_url, api_key="demo") as client_a,
         open_openai_client(base_url=server_b.base_url, api_key="demo") as client_b,
         anyio.create_task_group() as tg,
     ):
         sink, receive = open_memory_sink()
         tg.start_soon(render, receive, renderer)
-        model = OpenAIChatModel(
+        model = RoutedModel(
             plan=plan,
-            clients={"primary": client_a, "secondary": client_b},
+            adapters={
+                "anthropic": AnthropicAdapter(
+                    client_a, classify=trail_classifier(plan, renderer, classify_anthropic_error)
+                ),
+                "openai": OpenAIChatAdapter(client_b, classify=trail_classifier(plan, renderer)),
+            },
             time_to_first_token=5.0,
             inter_chunk_timeout=5.0,
-            classify=trail_classifier(plan, renderer),
             on_route=trail_on_route(routes, renderer),
         )
         state = LoopState(messages=[{"role": "user", "content": QUESTION}])

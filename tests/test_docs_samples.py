@@ -194,6 +194,8 @@ NOT_RUN: dict[str, str] = {
     "how-to/agent-conversation.md": _AGENT_SCRIPTS,
     "how-to/agent-cancel.md": _AGENT_SCRIPTS,
     "how-to/agent-usage-limits.md": _AGENT_SCRIPTS,
+    "how-to/use-anthropic.md": _REAL_CLOCK,
+    "how-to/agent-testing.md": _AGENT_SCRIPTS,
 }
 
 

@@ -29,11 +29,11 @@ def test_fallback_scenario_routes_resets_and_runs_the_tools(backend: str) -> Non
     report = run_on(backend, demo.fallback_scenario, out)
     assert report.routes == (
         (
-            ("primary", "juno-large", "next_candidate"),
-            ("secondary", "juno-large", "next_candidate"),
-            ("primary", "juno-small", None),
+            ("anthropic", "juno-large", "next_candidate"),
+            ("openai", "juno-large", "next_candidate"),
+            ("openai", "juno-small", None),
         ),
-        (("primary", "juno-large", None),),
+        (("anthropic", "juno-large", None),),
     )
     assert report.tool_answers == (("call_add", "42"), ("call_mul", "42"))
     assert report.answer == "17 + 25 = 42, and 6 × 7 = 42 as well."

@@ -134,9 +134,9 @@ def test_a_reset_takes_the_text_off_the_live_line_and_marks_it_withdrawn() -> No
     renderer.apply(TextEvent("t", 0, 0, "Let me "))
     renderer.apply(TextEvent("t", 0, 1, "think"))
     assert screen(out.getvalue())[-1] == "  [t] Let me think"
-    renderer.note("  ✗ primary/juno-large: connection failed → trying the next provider")
+    renderer.note("  ✗ anthropic/juno-large: connection failed → trying the next provider")
     assert screen(out.getvalue())[-2:] == [
-        "  ✗ primary/juno-large: connection failed → trying the next provider",
+        "  ✗ anthropic/juno-large: connection failed → trying the next provider",
         "  [t] Let me think",  # the live line is redrawn under the note
     ]
     renderer.apply(ResetEvent("t", 1, 2, "attempt_failed"))
@@ -182,13 +182,11 @@ def test_the_route_trail_prints_as_each_attempt_is_judged(backend: str) -> None:
     out = io.StringIO()
     run_on(backend, demo.fallback_scenario, out)
     lines = out.getvalue().splitlines()
-    first = lines.index("  ✗ primary/juno-large: connection failed → trying the next provider")
-    second = lines.index(
-        "  ✗ secondary/juno-large: rate limited (429) → falling back to juno-small"
-    )
-    answered = lines.index("  ✓ primary/juno-small: answered")
+    first = lines.index("  ✗ anthropic/juno-large: connection failed → trying the next provider")
+    second = lines.index("  ✗ openai/juno-large: rate limited (429) → falling back to juno-small")
+    answered = lines.index("  ✓ openai/juno-small: answered")
     tool = next(i for i, line in enumerate(lines) if line.startswith("  ⚙ "))
-    final = lines.index("  ✓ primary/juno-large: answered")
+    final = lines.index("  ✓ anthropic/juno-large: answered")
     assert first < second < answered < tool < final
 
 

@@ -18,6 +18,7 @@ from typing import Final
 __all__ = ["EXTRAS", "install_line", "require"]
 
 EXTRAS: Final = {
+    "anthropic": ("anthropic",),
     "web": ("starlette", "hypercorn", "ag_ui"),
     "mcp": ("mcp", "mcp_types", "jsonschema"),
     "otel": ("opentelemetry",),

@@ -22,6 +22,7 @@ from conftest import run_on
 from juno_bind_trio import UsageError
 from juno_bind_trio.agent import Agent
 from juno_bind_trio.providers.openai import open_openai_client
+from juno_bind_trio.providers.openai._owned import OwnedClient
 from juno_bind_trio.testing import StreamResponse, fake_openai_env, open_fake_openai_server
 
 pytestmark = pytest.mark.anyio
@@ -57,7 +58,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def owned(agent: Agent[Any, Any]) -> openai.AsyncOpenAI:
     """The client the agent holds open in the current loop (white-box, for the checks)."""
     holder = agent._owned
-    assert holder is not None
+    assert isinstance(holder, OwnedClient)
     (held,) = holder._clients.values()
     return held.client
 

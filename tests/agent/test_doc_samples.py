@@ -28,6 +28,7 @@ PAGES = [
     "how-to/agent-conversation.md",
     "how-to/agent-cancel.md",
     "how-to/agent-usage-limits.md",
+    "how-to/agent-testing.md",
 ]
 BLOCK = re.compile(r"```(python|text)\n(.*?)```", flags=re.S)
 

@@ -1,14 +1,28 @@
-"""Fuzz entries for `juno_bind_trio.providers.openai`."""
+"""Fuzz entries for `juno_bind_trio.providers` and `juno_bind_trio.providers.openai`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import hypothesis.strategies as st
 import openai
 from fuzz_support import JUNK, Call, Entry, call
 
+from juno_bind_trio.providers import (
+    ProviderRequest,
+    RoutedModel,
+    messages_for,
+    provider_state_of,
+    strip_provider_state,
+)
+from juno_bind_trio.providers.anthropic import (
+    AnthropicAdapter,
+    classify_anthropic_error,
+    open_anthropic_client,
+)
 from juno_bind_trio.providers.openai import (
+    OpenAIChatAdapter,
     OpenAIChatModel,
     open_openai_client,
     prime_openai_client,
@@ -41,6 +55,15 @@ ENTRIES = [
         label="providers.openai.OpenAIChatModel.with_request_options",
     ),
     Entry(OpenAIChatModel),
+    Entry(OpenAIChatAdapter),
+    Entry(RoutedModel),
+    Entry(AnthropicAdapter),
+    Entry(classify_anthropic_error),
+    Entry(open_anthropic_client, raises=(anthropic.AnthropicError,)),
+    Entry(ProviderRequest),
+    Entry(messages_for),
+    Entry(provider_state_of),
+    Entry(strip_provider_state),
     # The SDK refuses a client without credentials (no key, no OPENAI_API_KEY).
     Entry(
         open_openai_client,

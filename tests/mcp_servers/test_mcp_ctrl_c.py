@@ -68,15 +68,25 @@ def wait_for_count(sent: Callable[[], bytes], needle: bytes, count: int, what: s
         time.sleep(0.01)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def interrupt_every_round(
     backend: str, server: list[str], sent: Callable[[], bytes], env: dict[str, str]
 ) -> None:
+    # The child starts with SIGINT at its default and unblocked, whatever this
+    # worker process inherited or another test left: an ignored SIGINT is
+    # inherited across exec, and Python then never raises KeyboardInterrupt.
+    parent_state = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
     process = subprocess.Popen(
         [sys.executable, str(CLIENT), backend, str(ROUNDS), *server],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_default_sigint,
     )
     try:
         lines = Lines(process)
@@ -86,9 +96,17 @@ def interrupt_every_round(
             # A different moment each round: right away, or while progress arrives.
             time.sleep((0.05, 0.25, 0.6, 0.15, 1.1)[round_ % 5])
             process.send_signal(signal.SIGINT)
-            wait_for_count(
-                sent, b"notifications/cancelled", round_ + 1, f"round {round_}'s cancellation"
-            )
+            try:
+                wait_for_count(
+                    sent, b"notifications/cancelled", round_ + 1, f"round {round_}'s cancellation"
+                )
+            except AssertionError as exc:
+                process.kill()
+                _, err = process.communicate(timeout=WAIT)
+                raise AssertionError(
+                    f"{exc}; this process's SIGINT handler and blocked signals: {parent_state}; "
+                    f"the program's stderr: {err[-3000:]}"
+                ) from None
             if round_ < ROUNDS - 1:
                 assert lines.next(f"round {round_}'s end") == f"LEFT {round_} KeyboardInterrupt"
         status = process.wait(timeout=WAIT)

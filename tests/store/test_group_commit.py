@@ -36,6 +36,7 @@ from juno_bind_trio.store import (
     StoreDataError,
     StoreError,
     _core,
+    _guarded,
     open_durable_run,
 )
 
@@ -57,7 +58,7 @@ class Lane:
         self._inner = store._commit_group  # type: ignore[attr-defined]
         store._commit_group = self._commit  # type: ignore[attr-defined]
 
-    def _commit(self, writes: list[_core.Write]) -> Any:
+    def _commit(self, writes: list[_guarded.Write]) -> Any:
         kinds = [w.checked.func.__name__ for w in writes]  # type: ignore[attr-defined]
         self.groups.append(kinds)
         if self._hold is not None and self._hold(kinds) and not self.go.is_set():
@@ -197,15 +198,15 @@ async def test_sqlite_a_database_error_in_one_write_retries_the_group_write_by_w
         leases = [await started_run(store, "r1"), await started_run(store, "r2")]
         saved = json.dumps([*USER, {"role": "assistant", "content": "done"}])
 
-        def save(lease: Any) -> _core.Write:
-            return _core.save_transcript_write(
-                store._dialect, clock(), lease, messages=saved, iteration=1
+        def save(lease: Any) -> _guarded.Write:
+            return _guarded.hot_write(
+                "save_transcript", store._dialect, clock(), lease, messages=saved, iteration=1
             )
 
         def broken_statement(ex: _core.Exec) -> None:
             ex("INSERT INTO no_such_table VALUES (1)", ())
 
-        broken = _core.Write(
+        broken = _guarded.Write(
             "r1", broken_statement, guarded=None, params=(), result=None, touches_run=False
         )
         transactions: list[bool] = []
@@ -412,7 +413,7 @@ async def test_postgres_writes_each_group_in_one_statement(store: RunStore) -> N
     decided: list[bool] = []
     inner = store._outcome
 
-    def record(write: _core.Write, *, done: bool) -> Any:
+    def record(write: _guarded.Write, *, done: bool) -> Any:
         decided.append(done)
         return inner(write, done=done)
 

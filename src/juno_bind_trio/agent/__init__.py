@@ -11,6 +11,7 @@ schemas come from their signatures. Where a run's state lives is its
 
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
+from juno_bind_trio.completion import ReasoningEvent as ReasoningEvent
 from juno_bind_trio.completion import ResetEvent as ResetEvent
 from juno_bind_trio.completion import TextEvent as TextEvent
 from juno_bind_trio.completion import ToolCallDeltaEvent as ToolCallDeltaEvent
@@ -41,6 +42,7 @@ __all__ = [
     "AgentResult",
     "AgentRun",
     "InMemorySession",
+    "ReasoningEvent",
     "ResetEvent",
     "RunContext",
     "RunEndedEvent",

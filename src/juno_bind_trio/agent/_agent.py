@@ -9,18 +9,29 @@ mode cannot express. Each raises there, naming the thing and the fix.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Self, TypeAlias, cast, final
 
 import anyio
 import anyio.lowlevel
+import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
 from juno_bind_trio._validate import shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
+from juno_bind_trio.providers import RoutedModel
 from juno_bind_trio.providers.openai import OpenAIChatModel
 from juno_bind_trio.providers.openai._model import (
     candidate_option_clashes,
@@ -38,6 +49,7 @@ from ._context import DepsT, RunContext
 from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
+from ._models import OwnedAdapters, routed_model_source
 from ._output import output_spec
 from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
@@ -57,6 +69,10 @@ DEFAULT_MAX_ITERATIONS: Final = 20
 
 _OPENAI_PREFIX: Final = "openai:"
 _NONE_TYPE: Final = type(None)
+_MODEL_KINDS: Final = (
+    "a model string ('openai:<name>', 'anthropic:<name>', ...) or a list of them, a "
+    "RoutedModel, an OpenAIChatModel or an async function (ModelTurn) -> ModelTurnResult"
+)
 
 
 def _is_async_callable(value: object) -> bool:
@@ -90,21 +106,33 @@ def _model_source(
     base_url: object = None,
     api_key: object = None,
     client: object = None,
-) -> tuple[ModelSource, str, OwnedClient | None]:
+    answer_format: Mapping[str, Any] | None = None,
+) -> tuple[ModelSource, str, OwnedClient | OwnedAdapters | None]:
     """How each run gets its model, a short description of it for ``repr``, and the
     client the agent owns (a model string without ``client=``), if any."""
     extra = _request_options(owner, request_options, response_format)
     endpoint = {"base_url": base_url, "api_key": api_key, "client": client}
     given = [name for name, value in endpoint.items() if value is not None]
-    if given and not isinstance(model, str):
+    strings = isinstance(model, str | list | tuple)
+    if given and not strings:
         why = (
-            "an OpenAIChatModel brings its own clients"
-            if isinstance(model, OpenAIChatModel)
+            f"a {type(model).__name__} brings its own clients"
+            if isinstance(model, OpenAIChatModel | RoutedModel)
             else "a function model calls no endpoint"
         )
         raise ValueError(
-            f"{owner}: {'/'.join(given)} configure the client of an 'openai:<name>' model; {why}"
+            f"{owner}: {'/'.join(given)} configure the client of a model string; {why}"
         )
+    if strings and not (isinstance(model, str) and model.startswith(_OPENAI_PREFIX)):
+        if client is not None:
+            raise ValueError(
+                f"{owner}: client= is an AsyncOpenAI for an 'openai:<name>' model; {model!r} "
+                "opens its own clients (from base_url=/api_key= or the environment)"
+            )
+        routed, described, adapters = routed_model_source(
+            owner, cast("str | list[str]", model), extra, base_url=base_url, api_key=api_key
+        )
+        return routed, described, adapters
     if isinstance(model, str):
         name = model[len(_OPENAI_PREFIX) :] if model.startswith(_OPENAI_PREFIX) else ""
         if not name:
@@ -150,8 +178,8 @@ def _model_source(
             yield built[0][1]
 
         return owned_client_model, model, owned
-    if isinstance(model, OpenAIChatModel):
-        chat: OpenAIChatModel = model
+    if isinstance(model, OpenAIChatModel | RoutedModel):
+        chat: OpenAIChatModel | RoutedModel = model
         if response_format is not None:
             # A candidate's options win over the model's for its attempts: one
             # with its own format would silently replace the output type's.
@@ -178,10 +206,12 @@ def _model_source(
                 "OpenAIChatModel); a function model builds its own requests"
             )
         if not _is_async_callable(model):
-            raise TypeError(
-                f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async "
-                f"function (ModelTurn) -> ModelTurnResult; {model!r} is not async"
-            )
+            raise TypeError(f"{owner}: model must be {_MODEL_KINDS}; {model!r} is not async")
+        # A model object that can answer in a format (testing.TestModel) is told
+        # the output type's: a function model otherwise never sees it.
+        bind = getattr(model, "with_output_format", None)
+        if answer_format is not None and callable(bind):
+            model = bind(answer_format)
         function = cast("ModelFn", model)
 
         @asynccontextmanager
@@ -189,10 +219,7 @@ def _model_source(
             yield function
 
         return function_model, getattr(model, "__name__", type(model).__name__), None
-    raise TypeError(
-        f"{owner}: model must be 'openai:<name>', an OpenAIChatModel or an async function "
-        f"(ModelTurn) -> ModelTurnResult, got {model!r}"
-    )
+    raise TypeError(f"{owner}: model must be {_MODEL_KINDS}, got {model!r}")
 
 
 def _check_limits(owner: str, limits: object) -> None:
@@ -246,6 +273,23 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
 
 
 @final
+class _Unset:
+    """The value of an argument left out of ``Agent.override``."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Final = _Unset()
+
+
+@attrs.frozen
+class _Override:
+    settings: RunSettings
+    deps: object
+
+
+@final
 class Agent(Generic[DepsT, OutputT]):
     """A model, its tools and instructions: ``await agent.run(prompt)`` runs one ToolLoop.
 
@@ -255,10 +299,22 @@ class Agent(Generic[DepsT, OutputT]):
     print(result.output)
     ```
 
-    * *model*: ``"openai:<model-name>"``; an
+    * *model*: a model string, ``"openai:<model-name>"``,
+      ``"anthropic:<model>"``, ``"openai-responses:<model>"``,
+      ``"google:<model>"`` or ``"bedrock:<model id>"``; a list of them, a
+      fallback plan (``["anthropic:claude-sonnet-4-5", "openai:gpt-4o-mini"]``:
+      the first, then the next if it fails, mid-stream included); a
+      [RoutedModel][juno_bind_trio.providers.RoutedModel] or an
       [OpenAIChatModel][juno_bind_trio.providers.openai.OpenAIChatModel]
       (routed over its plan, with fallback; you own its clients); or any
       ``async (ModelTurn) -> ModelTurnResult`` (a scripted model for tests).
+      Each provider's string reads its key and endpoint from that SDK's own
+      variables (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``;
+      ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; ``GEMINI_API_KEY`` /
+      ``GOOGLE_GEMINI_BASE_URL``; the AWS variables and
+      ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``) unless *base_url* / *api_key*
+      say otherwise (for one provider), and the agent owns its clients as
+      below.
     * *base_url*, *api_key*: for a model string, the OpenAI-compatible
       endpoint and its key (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` by
       default, read when the client is opened). The agent then owns one
@@ -331,7 +387,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __init__(
         self,
-        model: str | OpenAIChatModel | ModelFn,
+        model: str | Sequence[str] | OpenAIChatModel | RoutedModel | ModelFn,
         *,
         tools: Iterable[Tool | Toolset | Any] = (),
         instructions: str
@@ -358,6 +414,15 @@ class Agent(Generic[DepsT, OutputT]):
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         owner = "Agent"
+        # What override() builds its stand-in agent from.
+        self._arguments: dict[str, Any] = {
+            key: value
+            for key, value in locals().items()
+            if key not in ("self", "__class__", "owner")
+        }
+        self._overrides: contextvars.ContextVar[_Override | None] = contextvars.ContextVar(
+            "juno_bind_trio.agent.override", default=None
+        )
         _check_limits(owner, usage_limits)
         store = check_store(owner, store)
         given_owner: object = store_owner
@@ -416,6 +481,7 @@ class Agent(Generic[DepsT, OutputT]):
             base_url=base_url,
             api_key=api_key,
             client=client,
+            answer_format=output.full_format,
         )
         self._owned = owned
         collected = collect_tools(owner, tools)
@@ -542,6 +608,57 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> None:
         await self.aclose()
 
+    @contextmanager
+    def override(
+        self,
+        *,
+        model: str | OpenAIChatModel | ModelFn | _Unset = _UNSET,
+        deps: DepsT | _Unset = _UNSET,
+        tools: Iterable[Tool | Toolset | Any] | _Unset = _UNSET,
+    ) -> Iterator[None]:
+        """Runs of this agent started inside the block use *model*, *deps*, *tools* instead.
+
+        For tests of code that builds its agents itself:
+
+        ```python
+        with support_agent.override(model=TestModel()):
+            await handle_ticket(ticket)  # runs support_agent inside
+        ```
+
+        Only what is given is replaced; everything else is the agent's own.
+        The block applies to the task that entered it and to tasks started
+        from inside it (a context variable): runs started elsewhere meanwhile,
+        concurrent ones included, are untouched, and a run already going keeps
+        what it started with. Blocks nest; the innermost wins. *model* is any
+        model the constructor takes except a model string without a client of
+        yours (the block could not close the client it would open): a function
+        model, ``testing.TestModel`` / ``FunctionModel``, or an
+        ``OpenAIChatModel``. Checked as the constructor checks them, on entry.
+        """
+        owner = "Agent.override"
+        changes: dict[str, Any] = {}
+        if not isinstance(model, _Unset):
+            if isinstance(model, str):
+                raise TypeError(
+                    f"{owner}: model {model!r} is a model string, which would open a client "
+                    "this block cannot close; pass a model object (testing.TestModel, "
+                    "testing.FunctionModel, an async function, an OpenAIChatModel)"
+                )
+            changes["model"] = model
+            for key in ("base_url", "api_key", "client"):
+                changes[key] = None
+        if not isinstance(tools, _Unset):
+            changes["tools"] = tools
+        settings = self._settings
+        if changes:
+            stand_in = Agent(**{**self._arguments, **changes})
+            settings = stand_in._settings
+        token = self._overrides.set(_Override(settings, deps))
+        try:
+            yield
+        finally:
+            self._overrides.reset(token)
+
     # --- running ------------------------------------------------------------------
 
     def _core(
@@ -578,6 +695,9 @@ class Agent(Generic[DepsT, OutputT]):
                 f"{owner}: parent must be the RunContext of the tool starting this run, "
                 f"got {parent!r}"
             )
+        replaced = self._overrides.get()
+        if replaced is not None and replaced.deps is not _UNSET:
+            deps = replaced.deps
         deps_type = self._deps_type
         if (
             isinstance(deps_type, type)
@@ -588,8 +708,11 @@ class Agent(Generic[DepsT, OutputT]):
                 f"{owner}: deps must be a {deps_type.__name__} (the agent's deps_type), "
                 f"got {deps!r}"
             )
+        settings = self._settings
+        if replaced is not None:
+            settings = replaced.settings
         return _RunCore(
-            self._settings,
+            settings,
             prompt=prompt,
             deps=deps,
             message_history=history,

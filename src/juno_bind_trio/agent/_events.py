@@ -1,9 +1,11 @@
 """What [open_run][juno_bind_trio.agent.Agent.open_run] yields: one ordered, typed stream.
 
 The turn text stream's own events ([TextEvent][juno_bind_trio.completion.TextEvent],
-[ResetEvent][juno_bind_trio.completion.ResetEvent], and
+[ResetEvent][juno_bind_trio.completion.ResetEvent],
 [ToolCallDeltaEvent][juno_bind_trio.completion.ToolCallDeltaEvent] for a tool
-call's arguments as they stream) travel unchanged, so a
+call's arguments as they stream, and
+[ReasoningEvent][juno_bind_trio.completion.ReasoningEvent] for the model's
+thinking) travel unchanged, so a
 client written for the TypeScript package's wire renders them as it always
 did. The four events here add what a UI shows around the text: a tool call
 starting and ending (however it ended), a turn ending, the run ending. Each
@@ -21,7 +23,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from juno_bind_trio.completion import ResetEvent, TextEvent, ToolCallDeltaEvent
+from juno_bind_trio.completion import ReasoningEvent, ResetEvent, TextEvent, ToolCallDeltaEvent
 from juno_bind_trio.plugins import ToolFailureKind
 
 __all__ = [
@@ -138,6 +140,7 @@ AgentEvent: TypeAlias = (
     TextEvent
     | ResetEvent
     | ToolCallDeltaEvent
+    | ReasoningEvent
     | ToolCallStartedEvent
     | ToolCallEndedEvent
     | TurnEndedEvent

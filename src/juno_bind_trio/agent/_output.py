@@ -47,6 +47,10 @@ class OutputSpec:
     response_format: dict[str, Any] | None
     _read: Callable[[str], Any] = attrs.field(alias="read")
     _read_partial: Callable[[str], Any] = attrs.field(alias="read_partial", default=str)
+    # The response_format with the output type's whole JSON schema, before the
+    # provider dialect moved keywords into descriptions: what an in-process
+    # model (testing.TestModel) answers in.
+    full_format: dict[str, Any] | None = None
 
     def read(self, content: str | None) -> Any:
         """The validated output; raises ``pydantic.ValidationError`` or ``ValueError``."""
@@ -160,6 +164,14 @@ def output_spec(owner: str, output_type: Any, *, strict: bool) -> OutputSpec:
             )
         return value.result if wrapped else value
 
+    full_format = {
+        "type": "json_schema",
+        "json_schema": {"name": name, "schema": schema, "strict": False},
+    }
     return OutputSpec(
-        text=False, response_format=response_format, read=read, read_partial=read_partial
+        text=False,
+        response_format=response_format,
+        read=read,
+        read_partial=read_partial,
+        full_format=full_format,
     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, final
 
 import anyio
 
 from juno_bind_trio.completion import (
     CoalescingSink,
+    ReasoningEvent,
     ToolCallDeltaEvent,
     TurnStreamEvent,
     TurnStreamSink,
@@ -19,9 +21,9 @@ from juno_bind_trio.plugins import tool_failure_content
 from ._events import AgentEvent, ToolCallEndedEvent
 
 if TYPE_CHECKING:
-    from juno_bind_trio.loop import LoopEvent
+    from collections.abc import Callable
 
-    from ._run import _RunCore
+    from juno_bind_trio.loop import LoopEvent
 
 __all__ = ["EventPipe", "FanOutSink", "LoopEvents"]
 
@@ -43,7 +45,7 @@ class EventPipe:
 
     def __init__(self) -> None:
         self.sink: CoalescingSink[AgentEvent] = CoalescingSink(
-            retractable=True, tool_call_deltas=True
+            retractable=True, tool_call_deltas=True, reasoning=True
         )
         self._receiver = self.sink.receiver
 
@@ -70,12 +72,33 @@ class EventPipe:
 class FanOutSink:
     """Two sinks as one: retractable only if both are (the conservative answer)."""
 
-    __slots__ = ("_first", "_second", "retractable")
+    __slots__ = ("_first", "_second", "emit_reasoning", "retractable")
 
     def __init__(self, first: TurnStreamSink, second: TurnStreamSink) -> None:
         self._first = first
         self._second = second
         self.retractable: bool = bool(first.retractable) and bool(second.retractable)
+        # Only a sink that shows reasoning makes the pair one that does: the
+        # stream counts reasoning as output on a permanent sink that takes it.
+        shown = [
+            emit
+            for emit in (
+                getattr(first, "emit_reasoning", None),
+                getattr(second, "emit_reasoning", None),
+            )
+            if callable(emit)
+        ]
+        self.emit_reasoning: Callable[[ReasoningEvent], None] | None = None
+        if shown:
+
+            def emit_reasoning(event: ReasoningEvent, /) -> None:
+                try:
+                    shown[0](event)
+                finally:
+                    if len(shown) > 1:
+                        shown[1](event)
+
+            self.emit_reasoning = emit_reasoning
 
     def emit(self, event: TurnStreamEvent, /) -> None:
         try:
@@ -99,14 +122,14 @@ class FanOutSink:
 class LoopEvents:
     """What the loop's ``events`` port writes to: rejections become ended events."""
 
-    __slots__ = ("_core",)
+    __slots__ = ("_emit",)
 
-    def __init__(self, core: _RunCore[Any]) -> None:
-        self._core = core
+    def __init__(self, emit: Callable[[AgentEvent], None]) -> None:
+        self._emit = emit
 
     def send_nowait(self, event: LoopEvent) -> None:
-        emit = self._core.emit
-        if emit is None or type(event) is not ToolCallRejectedEvent:
+        emit = self._emit
+        if type(event) is not ToolCallRejectedEvent:
             return
         # Ordinary failures were reported by the dispatcher; the loop alone
         # knows which calls were refused or cut off.

@@ -16,8 +16,10 @@ from juno_bind_trio.loop import ModelTurn, ModelTurnResult, RunStats
 from ._limits import UsageMeter
 
 if TYPE_CHECKING:
+    from juno_bind_trio.run import StopSignal
+
     from ._output import OutputSpec
-    from ._run import ModelFn, _RunCore
+    from ._session import ModelPort
 
 __all__ = ["Extra", "reask_message", "structured_turn"]
 
@@ -54,18 +56,29 @@ class _ReaskRefused(Exception):
 class Extra:
     """Requests and usage of a run the loop does not see: re-asks inside its turns."""
 
-    __slots__ = ("cost", "input_tokens", "output_tokens", "requests")
+    __slots__ = (
+        "cached_tokens",
+        "cost",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "requests",
+    )
 
     def __init__(self) -> None:
         self.requests: int = 0
         self.input_tokens: int = 0
         self.output_tokens: int = 0
+        self.cached_tokens: int = 0
+        self.reasoning_tokens: int = 0
         self.cost: float = 0.0
 
     def spend(self, result: ModelTurnResult, meter: UsageMeter | None, *, sign: int = 1) -> None:
         """Count (or, *sign* -1, uncount) a replaced answer's usage, here and on *meter*."""
         self.input_tokens += sign * result.input_tokens
         self.output_tokens += sign * result.output_tokens
+        self.cached_tokens += sign * result.cached_tokens
+        self.reasoning_tokens += sign * result.reasoning_tokens
         self.cost += sign * result.cost
         if meter is not None:
             meter.input_tokens += sign * result.input_tokens
@@ -80,6 +93,8 @@ class Extra:
             model_calls=stats.model_calls + self.requests,
             input_tokens=stats.input_tokens + self.input_tokens,
             output_tokens=stats.output_tokens + self.output_tokens,
+            cached_tokens=stats.cached_tokens + self.cached_tokens,
+            reasoning_tokens=stats.reasoning_tokens + self.reasoning_tokens,
             cost=stats.cost + self.cost,
         )
 
@@ -92,23 +107,29 @@ def reask_message(problem: str) -> str:
     )
 
 
-def _may_reask(core: _RunCore[Any]) -> bool:
-    # A re-ask is a request like any other: never after a soft stop, never past a limit.
-    if core.stop.cancel_called:
-        return False
-    meter = core.meter
-    return meter is None or meter.may_request()
-
-
 async def structured_turn(
-    core: _RunCore[Any], model: ModelFn, turn: ModelTurn, output: OutputSpec
-) -> ModelTurnResult:
-    """One model turn whose answer must match *output*: re-asked until it does, or the
-    retries run out (``StructuredOutputError``), or a re-ask may not be made (the answer
-    stays, and the re-ask it is owed goes on the run's record)."""
+    model: ModelPort,
+    turn: ModelTurn,
+    output: OutputSpec,
+    *,
+    extra: Extra,
+    meter: UsageMeter | None,
+    stop: StopSignal,
+    max_retries: int,
+) -> tuple[ModelTurnResult, str | None]:
+    """One model turn whose answer must match *output*, and the re-ask it is owed, if any.
+
+    Re-asked until the answer matches, or the retries run out
+    (``StructuredOutputError``), or a re-ask may not be made (a soft *stop*, a
+    usage limit on *meter*): then the answer stays the turn's, and the problem
+    the re-ask would have named comes back with it, for the run's record.
+    Requests and usage the loop does not see are counted on *extra*.
+    """
     last: list[_Checked] = []
-    extra = core.extra
-    meter = core.meter
+
+    def may_reask() -> bool:
+        # A re-ask is a request like any other: never after a soft stop, never past a limit.
+        return not stop.cancel_called and (meter is None or meter.may_request())
 
     async def produce(rejected: _Checked | None) -> _Checked:
         asked = turn
@@ -117,7 +138,7 @@ async def structured_turn(
             # The rejected answer's usage counts from now: the re-ask is
             # checked against it, and the loop never sees that answer.
             extra.spend(rejected.result, meter)
-            if not _may_reask(core):
+            if not may_reask():
                 extra.spend(rejected.result, meter, sign=-1)  # the turn's result after all
                 raise _ReaskRefused(rejected)
             # No request is made under a pending cancel, a re-ask no more than
@@ -152,13 +173,12 @@ async def structured_turn(
             produce,
             response_format=output.response_format,
             stream=turn.text_stream,
-            max_retries=core.settings.max_output_retries,
+            max_retries=max_retries,
         )
     except _ReaskRefused as refused:
         # The run ends without the re-ask; the answer stays the turn's, and
         # the re-ask goes on record (see turn_would_end).
-        core.reask_owed = refused.checked.problem
-        return refused.checked.result
+        return refused.checked.result, refused.checked.problem
     except StructuredOutputError as exc:
         final = last[-1]
         raise StructuredOutputError(
@@ -167,4 +187,4 @@ async def structured_turn(
             exc.attempts,
             final.result.content,
         ) from None
-    return checked.result
+    return checked.result, None

@@ -224,7 +224,7 @@ class _RunCore(Generic[OutputT]):
             is_fatal_tool_error=_is_usage_error,
             save_session=session.save_session,
             stop=either_stop(self.stop, session.stop),
-            events=LoopEvents(self) if self.emit is not None else None,  # type: ignore[arg-type]
+            events=LoopEvents(self.emit) if self.emit is not None else None,  # type: ignore[arg-type]
             text_sink=sink,
             run_id=self.run_id,
             first_iteration=session.first_iteration,
@@ -316,7 +316,15 @@ class _RunCore(Generic[OutputT]):
         if output.text:
             result = await model(turn)
         else:
-            result = await structured_turn(self, model, turn, output)
+            result, self.reask_owed = await structured_turn(
+                model,
+                turn,
+                output,
+                extra=self.extra,
+                meter=self.meter,
+                stop=self.stop,
+                max_retries=self.settings.max_output_retries,
+            )
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
         if not isinstance(answered, ModelTurnResult):

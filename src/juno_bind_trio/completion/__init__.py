@@ -43,6 +43,7 @@ from ._events import TextEvent as TextEvent
 from ._events import TurnResetReason as TurnResetReason
 from ._events import TurnStreamEvent as TurnStreamEvent
 from ._events import event_from_wire as event_from_wire
+from ._reasoning import ReasoningEvent as ReasoningEvent
 from ._sinks import DEFAULT_SINK_BUFFER_SIZE as DEFAULT_SINK_BUFFER_SIZE
 from ._sinks import ListSink as ListSink
 from ._sinks import MemoryStreamSink as MemoryStreamSink
@@ -85,6 +86,7 @@ __all__ = [
     "ListSink",
     "MemorySinkPair",
     "MemoryStreamSink",
+    "ReasoningEvent",
     "ResetEvent",
     "ResponseFormatShape",
     "StreamBudget",

@@ -66,6 +66,13 @@ call that arrives while the previous one still waits is appended to it (an
 id or name it brings is kept), and a reset drops the fragments of its turn
 still waiting. A fragment the reader took counts as something on its screen,
 so a later reset of that turn is delivered.
+
+A sink made with ``reasoning=True`` takes each
+[ReasoningEvent][juno_bind_trio.completion.ReasoningEvent] the same way (its
+[`emit_reasoning`][juno_bind_trio.completion.CoalescingSink.emit_reasoning]):
+consecutive pieces of one attempt's reasoning are merged, a reset drops those
+of its turn still waiting, and one the reader took makes a later reset of the
+turn reach it.
 """
 
 from __future__ import annotations
@@ -84,7 +91,11 @@ import attrs
 from juno_bind_trio._cancel import raise_task_cancellation, task_cancellation
 
 from ._events import ResetEvent, TextEvent, TurnStreamEvent
+from ._reasoning import ReasoningEvent
 from ._tool_call_delta import ToolCallDeltaEvent
+
+# The turn's events that are queued one by one (text is queued as runs).
+_SINGLE_EVENTS: Final = (ResetEvent, ToolCallDeltaEvent, ReasoningEvent)
 
 __all__ = [
     "DEFAULT_HANDOFF_INTERVAL",
@@ -166,6 +177,11 @@ def _check_deltas(_self: object, _attr: object, value: object) -> None:
         raise TypeError(f"CoalescingSink: tool_call_deltas must be a bool, got {value!r}")
 
 
+def _check_reasoning(_self: object, _attr: object, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"CoalescingSink: reasoning must be a bool, got {value!r}")
+
+
 def _check_retractable(_self: object, _attr: object, value: object) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"CoalescingSink: retractable must be a bool, got {value!r}")
@@ -199,6 +215,9 @@ class CoalescingSink(Generic[ItemT]):
     retractable: bool = attrs.field(default=True, kw_only=True, validator=_check_retractable)
     _tool_call_deltas: bool = attrs.field(
         default=False, kw_only=True, alias="tool_call_deltas", validator=_check_deltas
+    )
+    _reasoning: bool = attrs.field(
+        default=False, kw_only=True, alias="reasoning", validator=_check_reasoning
     )
     _interval: float = attrs.field(
         default=DEFAULT_HANDOFF_INTERVAL, kw_only=True, alias="interval", validator=_check_interval
@@ -301,6 +320,45 @@ class CoalescingSink(Generic[ItemT]):
         """
         return self._queue_tool_call_delta if self._tool_call_deltas else None
 
+    @property
+    def emit_reasoning(self) -> Callable[[ReasoningEvent], None] | None:
+        """The method that queues a reasoning delta, or ``None`` (the default).
+
+        ``None`` unless the sink was made with ``reasoning=True``: a
+        [TurnTextStream][juno_bind_trio.completion.TurnTextStream] then sends this sink no
+        reasoning. The method merges a delta into one of the same turn and attempt still
+        waiting; synchronous, never blocks, and raises as
+        [emit][juno_bind_trio.completion.CoalescingSink.emit] does when either end is closed.
+        """
+        return self._queue_reasoning if self._reasoning else None
+
+    def _queue_reasoning(self, event: ReasoningEvent, /) -> None:
+        if event.__class__ is not ReasoningEvent:
+            raise TypeError(
+                f"CoalescingSink.emit_reasoning: expected a ReasoningEvent, got {event!r}"
+            )
+        refusal = self._refusal
+        if refusal is not None:
+            raise refusal
+        pending = self._pending
+        if pending:
+            last = pending[-1]
+            if (
+                last.__class__ is ReasoningEvent
+                and last.turn_id == event.turn_id
+                and last.epoch == event.epoch
+            ):
+                self._merged += 1
+                pending[-1] = ReasoningEvent(
+                    turn_id=event.turn_id, epoch=event.epoch, text=last.text + event.text
+                )
+                return
+        pending.append(event)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            waiter.set()
+
     def _queue_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
         if event.__class__ is not ToolCallDeltaEvent:
             raise TypeError(
@@ -394,7 +452,7 @@ class CoalescingSink(Generic[ItemT]):
             if item.__class__ is _TextRun:
                 events_pending += len(item.parts)
                 text_pending += sum(map(len, item.parts))
-            elif item.__class__ is ResetEvent or item.__class__ is ToolCallDeltaEvent:
+            elif item.__class__ in _SINGLE_EVENTS:
                 events_pending += 1
         merged = self._merged + sum(
             len(item.parts) - 1 for item in self._pending if item.__class__ is _TextRun
@@ -419,9 +477,7 @@ class CoalescingSink(Generic[ItemT]):
         kept: deque[Any] | None = None
         for index, item in enumerate(pending):
             cls = item.__class__
-            if (
-                cls is _TextRun or cls is ResetEvent or cls is ToolCallDeltaEvent
-            ) and item.turn_id == turn_id:
+            if (cls is _TextRun or cls in _SINGLE_EVENTS) and item.turn_id == turn_id:
                 if kept is None:
                     kept = deque(itertools.islice(pending, index))
                 self._dropped += len(item.parts) if cls is _TextRun else 1
@@ -482,7 +538,7 @@ class CoalescingSink(Generic[ItemT]):
                 "ItemT",
                 ResetEvent(turn_id=item.turn_id, epoch=item.epoch, seq=seq, reason=item.reason),
             )
-        if cls is ToolCallDeltaEvent:
+        if cls is ToolCallDeltaEvent or cls is ReasoningEvent:
             # On the reader's screen now: a later reset of the turn must reach it.
             self._delivered_events += 1
             self._next_seq.setdefault(item.turn_id, 0)
@@ -501,7 +557,7 @@ class CoalescingSink(Generic[ItemT]):
         for item in self._pending:
             if item.__class__ is _TextRun:
                 self._dropped += len(item.parts)
-            elif item.__class__ is ResetEvent or item.__class__ is ToolCallDeltaEvent:
+            elif item.__class__ in _SINGLE_EVENTS:
                 self._dropped += 1
         self._pending.clear()
         self._wake()

@@ -37,10 +37,13 @@ enforce both rules.)
 What the host still owns
 ------------------------
 
-The sink, and what goes into it. **Reasoning deltas are not decided here**:
-whether a model's thinking counts as output the user has seen is a product
-call, made by choosing what to pass to
-[`observe()`][juno_bind_trio.completion.TurnTextStream.observe].
+The sink, and what goes into it. **Reasoning deltas have their own door**:
+[`reasoning()`][juno_bind_trio.completion.TurnTextStream.reasoning] sends each one as a
+[ReasoningEvent][juno_bind_trio.completion.ReasoningEvent] to a sink with
+``emit_reasoning(event)`` (any other is sent none), under the text's rules: a
+reset withdraws it, the next attempt's first piece of it sends that reset,
+and on a permanent sink, which cannot take it back, it is output like text.
+On a retractable one it never latches ``produced_output`` by itself.
 
 **Tool-call deltas are not output.** A tool call is not a side effect until it
 is dispatched, which happens after the turn, so a turn that died having
@@ -85,6 +88,7 @@ from juno_bind_trio._errors import TurnStreamUsageError
 
 from ._coalescing import CoalescingSink
 from ._events import RESET_REASONS, ResetEvent, TextEvent, TurnResetReason, TurnStreamEvent
+from ._reasoning import ReasoningEvent
 from ._sinks import TurnStreamSink
 from ._tool_call_delta import ToolCallDeltaEvent
 
@@ -178,6 +182,8 @@ class TurnTextStream:
     _emit_fn: object = attrs.field(init=False)
     # The sink's emit_tool_call_delta, if it is retractable and has one.
     _delta_fn: Callable[[ToolCallDeltaEvent], None] | None = attrs.field(default=None, init=False)
+    # The sink's emit_reasoning, if it has one.
+    _reasoning_fn: Callable[[ReasoningEvent], None] | None = attrs.field(default=None, init=False)
     # A CoalescingSink takes text without an event object (see observe).
     _text_fn: Callable[[str, int, str], None] | None = attrs.field(default=None, init=False)
     _epoch: int = attrs.field(default=-1, init=False)
@@ -224,6 +230,9 @@ class TurnTextStream:
         delta_fn = getattr(sink, "emit_tool_call_delta", None)
         if retractable and callable(delta_fn):
             self._delta_fn = delta_fn
+        reasoning_fn = getattr(sink, "emit_reasoning", None)
+        if callable(reasoning_fn):
+            self._reasoning_fn = reasoning_fn
         if isinstance(sink, CoalescingSink):  # final: no subclass overrides emit
             self._text_fn = sink._emit_text
 
@@ -517,6 +526,48 @@ class TurnTextStream:
         )
         try:
             delta_fn(event)
+        except Exception:
+            self._sink_errors += 1
+
+    def reasoning(self, text: str | None) -> None:
+        """Forward one reasoning (thinking) delta, for a surface that shows the model's thinking.
+
+        A no-op unless the sink has ``emit_reasoning(event)``, for ``None`` and
+        ``""``, and after [`finish()`][juno_bind_trio.completion.TurnTextStream.finish]. For such
+        a sink it follows the text's rules: a reset still armed is sent first, the next attempt
+        arms one that withdraws it, and on a permanent sink it counts as output (it cannot be
+        taken back there); on a retractable one it never latches
+        [`produced_output`][juno_bind_trio.completion.TurnTextStream.produced_output] by itself.
+        It is not part of [`text`][juno_bind_trio.completion.TurnTextStream.text].
+
+        Raises [`TurnStreamUsageError`][juno_bind_trio.TurnStreamUsageError] before
+        [`begin_attempt()`][juno_bind_trio.completion.TurnTextStream.begin_attempt], and
+        ``TypeError`` for a delta that is not a string.
+        """
+        reasoning_fn = self._reasoning_fn
+        if reasoning_fn is None or self._finished:
+            return
+        if self._epoch < 0:
+            raise TurnStreamUsageError(
+                "TurnTextStream.reasoning() before begin_attempt(): every attempt must open "
+                "one, or a retry cannot be told apart from the turn it replaces"
+            )
+        if not text:
+            if text is None or text == "":
+                return
+            raise TypeError(f"TurnTextStream.reasoning: text must be a str or None, got {text!r}")
+        if not isinstance(text, str):
+            raise TypeError(f"TurnTextStream.reasoning: text must be a str or None, got {text!r}")
+        # observe()'s two guards: a stranded surface is sent nothing, and a
+        # reset that failed to land must not be followed by this attempt.
+        if self._stale_surface:
+            return
+        if self._reset_pending is not None and not self._flush_reset():
+            return
+        self._emitted = True
+        event = ReasoningEvent(turn_id=self._turn_id, epoch=self._epoch, text=text)
+        try:
+            reasoning_fn(event)
         except Exception:
             self._sink_errors += 1
 

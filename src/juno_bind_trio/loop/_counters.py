@@ -38,6 +38,7 @@ class Counters:
     its observer traffic."""
 
     __slots__ = (
+        "cached_tokens",
         "compactions",
         "cost",
         "events_dropped",
@@ -47,6 +48,7 @@ class Counters:
         "model_calls",
         "model_seconds",
         "output_tokens",
+        "reasoning_tokens",
         "text_sink_errors",
         "tool_calls",
         "tool_calls_interrupted",
@@ -61,6 +63,8 @@ class Counters:
         self.model_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cached_tokens = 0
+        self.reasoning_tokens = 0
         self.cost = 0.0
         self.model_seconds = 0.0
         self.tool_seconds = 0.0
@@ -89,6 +93,8 @@ class Counters:
             tool_calls_interrupted=self.tool_calls_interrupted,
             compactions=self.compactions,
             text_sink_errors=self.text_sink_errors,
+            cached_tokens=self.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
     def statistics(self) -> ToolLoopStatistics:

@@ -494,6 +494,8 @@ class ToolLoop:
             sinks.finish(stream, iteration, "succeeded", leaving=False)
         counts.input_tokens += result.input_tokens
         counts.output_tokens += result.output_tokens
+        counts.cached_tokens += result.cached_tokens
+        counts.reasoning_tokens += result.reasoning_tokens
         counts.cost += result.cost
         if result.reasoning and observers.send is not None:
             observers.emit(ThinkingEvent(iteration, result.reasoning))

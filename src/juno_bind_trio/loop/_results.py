@@ -178,6 +178,14 @@ def _check_output_tokens(value: int) -> int:
     return _count("ModelTurnResult", "output_tokens", value)
 
 
+def _check_cached_tokens(value: int) -> int:
+    return _count("ModelTurnResult", "cached_tokens", value)
+
+
+def _check_reasoning_tokens(value: int) -> int:
+    return _count("ModelTurnResult", "reasoning_tokens", value)
+
+
 def _check_cost(value: float) -> float:
     return _seconds("ModelTurnResult", "cost", value)
 
@@ -204,8 +212,12 @@ class ModelTurnResult:
     (``reasoning_content``): the loop writes them into the transcript's
     assistant message, after its own.
 
-    Usage: *input_tokens* (the prompt, i.e. the context the turn saw),
-    *output_tokens*, *cost* in whatever currency the host bills in.
+    Usage: *input_tokens* (the prompt, i.e. the context the turn saw, cached
+    or not), *output_tokens* (reasoning included), *cost* in whatever currency
+    the host bills in; of those, *cached_tokens* of the input were read from
+    the provider's prompt cache and *reasoning_tokens* of the output were the
+    model's thinking. Every provider adapter reports them so normalized, so a
+    limit or a bill means the same whichever provider answered.
     *time_to_first_token* is the host's measurement, in seconds, if it has one;
     the loop measures the turn's whole duration itself.
     """
@@ -216,6 +228,8 @@ class ModelTurnResult:
     input_tokens: int = attrs.field(default=0, converter=_check_input_tokens)
     output_tokens: int = attrs.field(default=0, converter=_check_output_tokens)
     cost: float = attrs.field(default=0.0, converter=_check_cost)
+    cached_tokens: int = attrs.field(default=0, converter=_check_cached_tokens)
+    reasoning_tokens: int = attrs.field(default=0, converter=_check_reasoning_tokens)
     time_to_first_token: float | None = attrs.field(default=None, converter=_check_ttft)
     extra: dict[str, Any] = attrs.field(factory=dict, converter=_check_extra)
 
@@ -358,6 +372,9 @@ class RunStats:
     closed reader, a full transport), summed over the run's turns: non-zero
     means some reader is out of step (each turn's count also arrives as a
     [TextSinkErrorsEvent][juno_bind_trio.loop.TextSinkErrorsEvent]).
+    *cached_tokens* and *reasoning_tokens* are the parts of the input and
+    output tokens each provider reports as read from its prompt cache and as
+    thinking (already counted in *input_tokens* / *output_tokens*).
 
     ``a + b`` sums two records, for a host that folds sub-agent runs into its own.
     """
@@ -374,6 +391,8 @@ class RunStats:
     tool_calls_interrupted: int = 0
     compactions: int = 0
     text_sink_errors: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: object) -> RunStats:
         if not isinstance(other, RunStats):

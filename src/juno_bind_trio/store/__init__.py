@@ -18,13 +18,11 @@ from juno_bind_trio._errors import StoreDataError as StoreDataError
 from juno_bind_trio._errors import StoreError as StoreError
 from juno_bind_trio._public import publish as _publish
 from juno_bind_trio.run import SoftStop as SoftStop
+from juno_bind_trio.run import tool_call_idempotency_key as tool_call_idempotency_key
+from juno_bind_trio.run import tool_call_receipt_key as tool_call_receipt_key
 
-from ._durable import WORKER_STOPPED_TOOL_CALL_MESSAGE as WORKER_STOPPED_TOOL_CALL_MESSAGE
 from ._durable import DurableRun as DurableRun
-from ._durable import OpenTurnAnswer as OpenTurnAnswer
-from ._durable import open_durable_run as open_durable_run
-from ._durable import tool_call_idempotency_key as tool_call_idempotency_key
-from ._durable import tool_call_receipt_key as tool_call_receipt_key
+from ._lease import open_durable_run as open_durable_run
 from ._migrations import SCHEMA_VERSION as SCHEMA_VERSION
 from ._owner import default_owner as default_owner
 from ._postgres import PostgresRunStore as PostgresRunStore
@@ -36,6 +34,8 @@ from ._records import ReceiptRecord as ReceiptRecord
 from ._records import RunRecord as RunRecord
 from ._records import RunStatus as RunStatus
 from ._records import StoredRun as StoredRun
+from ._resume import WORKER_STOPPED_TOOL_CALL_MESSAGE as WORKER_STOPPED_TOOL_CALL_MESSAGE
+from ._resume import OpenTurnAnswer as OpenTurnAnswer
 from ._sqlite import SqliteRunStore as SqliteRunStore
 from ._store import RunStore as RunStore
 from ._worker import serve_runs as serve_runs

@@ -38,7 +38,7 @@ import anyio
 
 from juno_bind_trio._errors import JunoBindError, StoreDataError
 
-from ._durable import open_durable_run
+from ._lease import open_durable_run
 from ._owner import default_owner
 from ._postgres import PostgresRunStore
 from ._records import RUN_STATUSES, ReceiptRecord, RunRecord

@@ -9,11 +9,9 @@ SQL text: every value travels as a parameter.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol, cast, final
+from typing import Any, Final, Protocol, cast
 
 from juno_bind_trio._errors import (
     LeaseLostError,
@@ -25,14 +23,24 @@ from juno_bind_trio._errors import (
 )
 from juno_bind_trio.run import ChainRef, ToolCallReceiptKey, tool_call_receipt_key_string
 
+from ._codec import (
+    RECEIPT_COLUMNS,
+    RUN_COLUMNS,
+    RUN_WIDTH,
+    SETTLED_STATES,
+    check_messages,
+    corrupted,
+    dumps,
+    loads,
+    receipt_record,
+    run_record,
+    stored_messages,
+    turn_call_ids,
+)
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
-from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, StoredRun
+from ._records import Lease, ReceiptRecord, RunRecord, StoredRun
 
-__all__ = ["SETTLED_STATES", "Cursor", "Dialect", "Exec", "Write"]
-
-_RECEIPT_STATES = frozenset({"not_run", "started", "interrupted", "succeeded", "failed"})
-SETTLED_STATES = frozenset({"interrupted", "succeeded", "failed"})
-_RESUMABILITIES = frozenset({"repeatable", "non_repeatable"})
+__all__ = ["SETTLED_STATES", "Cursor", "Dialect", "Exec", "check_messages", "dumps"]
 
 
 class Cursor(Protocol):
@@ -63,236 +71,6 @@ class Dialect(Protocol):
     @property
     def unreadable_expiry(self) -> str:  # true where lease_expires is not a finite number
         ...
-
-
-_RUN_COLUMNS = (
-    "run_id, status, agent, chain, iteration, pending_iteration, lease_owner, lease_token, "
-    "lease_expires, heartbeat_at, progress, created_at, updated_at, detail"
-)
-_RUN_WIDTH: Final = _RUN_COLUMNS.count(",") + 1
-_RECEIPT_COLUMNS = (
-    "run_id, iteration, tool_call_id, tool_name, args_hash, receipt_key, resumability, state, "
-    "message, updated_at"
-)
-
-
-# --- encoding ------------------------------------------------------------------------
-
-
-def dumps(where: str, value: object) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{where} must be JSON-serializable: {exc}") from None
-
-
-def _loads(run_id: str, what: str, text: object, column: str) -> Any:
-    """*text*, a JSON column, parsed; a StoreDataError naming the run and *column* if not."""
-    if not isinstance(text, str):
-        raise StoreDataError(
-            f"run {run_id!r}: stored {what} is not text (got {type(text).__name__}); "
-            f"the row is corrupted (column {column})",
-            run_id,
-        )
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise StoreDataError(
-            f"run {run_id!r}: stored {what} does not parse as JSON ({exc}); the row is "
-            f"corrupted (column {column})",
-            run_id,
-        ) from None
-    except RecursionError:
-        raise StoreDataError(
-            f"run {run_id!r}: stored {what} is nested too deeply to read; the row is "
-            f"corrupted (column {column})",
-            run_id,
-        ) from None
-
-
-def check_messages(where: str, messages: object) -> list[dict[str, Any]]:
-    """Refuse a transcript that is not a list of message dicts with a role."""
-    if not isinstance(messages, list):
-        raise TypeError(f"{where}: messages must be a list of message dicts, got {messages!r:.80}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise TypeError(
-                f"{where}: messages[{index}] must be a message dict with a string 'role', "
-                f"got {message!r:.80}"
-            )
-    return messages
-
-
-def _stored_messages(run_id: str, text: object) -> list[dict[str, Any]]:
-    value = _loads(run_id, "transcript", text, "messages")
-    try:
-        return check_messages("stored transcript", value)
-    except TypeError as exc:
-        raise StoreDataError(
-            f"run {run_id!r}: {exc}; the row is corrupted (column messages)", run_id
-        ) from None
-
-
-def _corrupted(run_id: str, column: str, value: object, want: str) -> StoreDataError:
-    return StoreDataError(
-        f"run {run_id!r}: stored {column} {value!r:.60} is not {want}; the row is corrupted",
-        run_id,
-    )
-
-
-def _count(run_id: str, column: str, value: object, *, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        word = "non-negative" if least == 0 else "positive"
-        raise _corrupted(run_id, column, value, f"a {word} integer")
-    return value
-
-
-def _time(run_id: str, column: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _corrupted(run_id, column, value, "a finite time in seconds")
-    return float(value)
-
-
-def _optional_time(run_id: str, column: str, value: object) -> float | None:
-    return None if value is None else _time(run_id, column, value)
-
-
-def _optional_text(run_id: str, column: str, value: object) -> str | None:
-    if value is not None and (not isinstance(value, str) or value == ""):
-        raise _corrupted(run_id, column, value, "a non-empty text or NULL")
-    return value
-
-
-def _run_record(row: Sequence[Any]) -> RunRecord:
-    """The record of one row of ``_RUN_COLUMNS``; every column is checked, and a value
-    that is not what this package writes there is a StoreDataError naming the run and
-    the column (never a TypeError from comparing it later)."""
-    run_id = row[0]
-    if not isinstance(run_id, str) or run_id == "":
-        raise StoreDataError(
-            f"a stored run has a run_id that is not a non-empty text: {run_id!r:.60}; "
-            "the row is corrupted"
-        )
-    status = row[1]
-    if status not in RUN_STATUSES:
-        raise StoreDataError(
-            f"run {run_id!r}: stored status {status!r:.60} is not a run status; "
-            "the row is corrupted",
-            run_id,
-        )
-    agent = _optional_text(run_id, "agent", row[2])
-    lineage = _loads(run_id, "lineage", row[3], "chain")
-    try:
-        chain = ChainRef.from_dict(lineage)
-    except (TypeError, ValueError) as exc:
-        raise StoreDataError(
-            f"run {run_id!r}: stored lineage: {exc}; the row is corrupted (column chain)", run_id
-        ) from None
-    if chain.run_id != run_id:
-        raise _corrupted(run_id, "chain", row[3], f"a lineage ending in {run_id!r}")
-    iteration = _count(run_id, "iteration", row[4], least=0)
-    pending = None if row[5] is None else _count(run_id, "pending_iteration", row[5], least=1)
-    owner = _optional_text(run_id, "lease_owner", row[6])
-    token = _count(run_id, "lease_token", row[7], least=0)
-    expires = _optional_time(run_id, "lease_expires", row[8])
-    heartbeat = _optional_time(run_id, "heartbeat_at", row[9])
-    progress = None if row[10] is None else _loads(run_id, "progress", row[10], "progress")
-    created = _time(run_id, "created_at", row[11])
-    updated = _time(run_id, "updated_at", row[12])
-    detail = _optional_text(run_id, "detail", row[13])
-    return RunRecord(
-        run_id=run_id,
-        status=status,
-        agent=agent,
-        chain=chain,
-        iteration=iteration,
-        pending_iteration=pending,
-        lease_owner=owner,
-        lease_token=token,
-        lease_expires_at=expires,
-        heartbeat_at=heartbeat,
-        progress=progress,
-        created_at=created,
-        updated_at=updated,
-        detail=detail,
-    )
-
-
-def _receipt(row: Sequence[Any]) -> ReceiptRecord:
-    run_id = row[0]
-    call_id = row[2]
-
-    def corrupted(column: str, value: object, want: str) -> StoreDataError:
-        return StoreDataError(
-            f"run {run_id!r}: the receipt of call {call_id!r:.60} has {column} {value!r:.60}, "
-            f"which is not {want}; the row is corrupted (column juno_receipts.{column})",
-            run_id,
-        )
-
-    if not isinstance(call_id, str) or call_id == "":
-        raise corrupted("tool_call_id", call_id, "a non-empty text")
-    if isinstance(row[1], bool) or not isinstance(row[1], int) or row[1] < 1:
-        raise corrupted("iteration", row[1], "a positive integer")
-    for index, column in ((3, "tool_name"), (4, "args_hash"), (5, "receipt_key")):
-        if not isinstance(row[index], str) or row[index] == "":
-            raise corrupted(column, row[index], "a non-empty text")
-    if row[7] not in _RECEIPT_STATES:
-        raise corrupted("state", row[7], "a receipt state")
-    if row[6] not in _RESUMABILITIES:
-        raise corrupted("resumability", row[6], "'repeatable' or 'non_repeatable'")
-    updated = row[9]
-    if (
-        isinstance(updated, bool)
-        or not isinstance(updated, int | float)
-        or not math.isfinite(updated)
-    ):
-        raise corrupted("updated_at", updated, "a finite time in seconds")
-    message = (
-        None
-        if row[8] is None
-        else _loads(run_id, f"answer of call {call_id!r}", row[8], "juno_receipts.message")
-    )
-    if message is not None and not (
-        isinstance(message, dict) and message.get("tool_call_id") == call_id
-    ):
-        raise StoreDataError(
-            f"run {run_id!r}: the stored answer of call {call_id!r} is not a tool "
-            "message answering it; the row is corrupted (column juno_receipts.message)",
-            run_id,
-        )
-    return ReceiptRecord(
-        run_id=run_id,
-        iteration=row[1],
-        tool_call_id=call_id,
-        tool_name=row[3],
-        args_hash=row[4],
-        key=row[5],
-        resumability=row[6],
-        state=row[7],
-        message=message,
-        updated_at=float(updated),
-    )
-
-
-def _turn_call_ids(run_id: str, turn: object) -> list[str]:
-    calls = turn.get("tool_calls") if isinstance(turn, dict) else None
-    if not isinstance(calls, list):
-        raise StoreDataError(
-            f"run {run_id!r}: the stored open turn is not an assistant message with tool "
-            "calls; the row is corrupted (column pending_turn)",
-            run_id,
-        )
-    ids: list[str] = []
-    for call in calls:
-        call_id = call.get("id") if isinstance(call, dict) else None
-        if not isinstance(call_id, str):
-            raise StoreDataError(
-                f"run {run_id!r}: a tool call of the stored open turn has no id; "
-                "the row is corrupted (column pending_turn)",
-                run_id,
-            )
-        ids.append(call_id)
-    return ids
 
 
 # --- schema ----------------------------------------------------------------------------
@@ -358,7 +136,7 @@ def _run_row(ex: Exec, run_id: str, columns: str, lock: str = "") -> Sequence[An
 
 
 def get_run(ex: Exec, run_id: str, lock: str = "") -> RunRecord:
-    return _run_record(_run_row(ex, run_id, _RUN_COLUMNS, lock))
+    return run_record(_run_row(ex, run_id, RUN_COLUMNS, lock))
 
 
 def list_runs(
@@ -375,10 +153,10 @@ def list_runs(
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     params.append(limit)
     rows = ex(
-        f"SELECT {_RUN_COLUMNS} FROM juno_runs{clause} ORDER BY created_at, run_id LIMIT ?",
+        f"SELECT {RUN_COLUMNS} FROM juno_runs{clause} ORDER BY created_at, run_id LIMIT ?",
         params,
     ).fetchall()
-    return [_run_record(row) for row in rows]
+    return [run_record(row) for row in rows]
 
 
 def list_run_rows(ex: Exec, *, status: str | None, limit: int) -> list[RunRecord | StoreDataError]:
@@ -386,13 +164,13 @@ def list_run_rows(ex: Exec, *, status: str | None, limit: int) -> list[RunRecord
     raising it: what a listing shows, so one corrupted row does not hide the rest."""
     clause, params = (" WHERE status = ?", [status]) if status is not None else ("", [])
     rows = ex(
-        f"SELECT {_RUN_COLUMNS} FROM juno_runs{clause} ORDER BY created_at, run_id LIMIT ?",
+        f"SELECT {RUN_COLUMNS} FROM juno_runs{clause} ORDER BY created_at, run_id LIMIT ?",
         [*params, limit],
     ).fetchall()
     listed: list[RunRecord | StoreDataError] = []
     for row in rows:
         try:
-            listed.append(_run_record(row))
+            listed.append(run_record(row))
         except StoreDataError as exc:
             listed.append(exc)
     return listed
@@ -402,21 +180,21 @@ def load(ex: Exec, run_id: str) -> StoredRun:
     # The whole row in one statement, and the receipts in the same transaction,
     # which the store opens as one snapshot (see ThreadedRunStore._transaction):
     # a worker committing meanwhile is seen wholly or not at all.
-    row = _run_row(ex, run_id, f"{_RUN_COLUMNS}, messages, pending_turn")
-    record = _run_record(row)
-    messages = _stored_messages(run_id, row[_RUN_WIDTH])
+    row = _run_row(ex, run_id, f"{RUN_COLUMNS}, messages, pending_turn")
+    record = run_record(row)
+    messages = stored_messages(run_id, row[RUN_WIDTH])
     pending_turn: dict[str, Any] | None = None
     receipts: tuple[ReceiptRecord, ...] = ()
     if record.pending_iteration is not None:
-        turn = _loads(run_id, "open turn", row[_RUN_WIDTH + 1], "pending_turn")
-        ids = _turn_call_ids(run_id, turn)
+        turn = loads(run_id, "open turn", row[RUN_WIDTH + 1], "pending_turn")
+        ids = turn_call_ids(run_id, turn)
         pending_turn = cast("dict[str, Any]", turn)
         rows = ex(
-            f"SELECT {_RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? AND iteration = ? "
+            f"SELECT {RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? AND iteration = ? "
             "ORDER BY position",
             (run_id, record.pending_iteration),
         ).fetchall()
-        receipts = tuple(_receipt(r) for r in rows)
+        receipts = tuple(receipt_record(r) for r in rows)
         unknown = [r.tool_call_id for r in receipts if r.tool_call_id not in ids]
         if unknown:
             raise StoreDataError(
@@ -429,11 +207,11 @@ def load(ex: Exec, run_id: str) -> StoredRun:
 
 def _all_receipt_rows(ex: Exec, run_id: str) -> list[ReceiptRecord]:
     rows = ex(
-        f"SELECT {_RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? "
+        f"SELECT {RECEIPT_COLUMNS} FROM juno_receipts WHERE run_id = ? "
         "ORDER BY iteration, position",
         (run_id,),
     ).fetchall()
-    return [_receipt(r) for r in rows]
+    return [receipt_record(r) for r in rows]
 
 
 def all_receipts(ex: Exec, run_id: str) -> list[ReceiptRecord]:
@@ -519,7 +297,7 @@ def claim_next(
     seen: set[object] = set()
     while True:
         row = ex(
-            f"SELECT {_RUN_COLUMNS} FROM juno_runs "
+            f"SELECT {RUN_COLUMNS} FROM juno_runs "
             "WHERE status = 'pending' OR (status = 'running' AND "
             "(lease_expires IS NULL OR lease_expires <= ? OR lease_owner = ? OR "
             # A lease time no clock reaches (text, NaN, infinity): an unreadable row,
@@ -531,7 +309,7 @@ def claim_next(
         if row is None:
             return None, passed
         try:
-            record = _run_record(row)
+            record = run_record(row)
         except StoreDataError as exc:
             if row[0] in seen:  # pragma: no cover - the update below always moves it
                 raise
@@ -577,7 +355,7 @@ def check_lease(ex: Exec, dialect: Dialect, now: float, lease: Lease) -> Sequenc
         )
     expires = row[2]
     if isinstance(expires, bool) or not isinstance(expires, int | float):
-        raise _corrupted(lease.run_id, "lease_expires", expires, "a time in seconds")
+        raise corrupted(lease.run_id, "lease_expires", expires, "a time in seconds")
     if expires <= now:
         raise LeaseLostError(
             f"run {lease.run_id!r}: the lease of {lease.owner!r} expired; nothing was written",
@@ -656,7 +434,7 @@ def _open_call(
             f"which is not the run's open turn (open: {row[3]!r}); nothing was written",
             run_id,
         )
-    ids = _turn_call_ids(run_id, _loads(run_id, "open turn", row[4], "pending_turn"))
+    ids = turn_call_ids(run_id, loads(run_id, "open turn", row[4], "pending_turn"))
     if tool_call_id not in ids:
         raise StoreDataError(
             f"run {run_id!r}: a receipt for call {tool_call_id!r}, which the open turn never "
@@ -686,7 +464,7 @@ def start_call(
     key_text = tool_call_receipt_key_string(key)
     if existing is None:
         ex(
-            f"INSERT INTO juno_receipts ({_RECEIPT_COLUMNS}, position) "
+            f"INSERT INTO juno_receipts ({RECEIPT_COLUMNS}, position) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, 'started', NULL, ?, ?)",
             (
                 lease.run_id,
@@ -713,10 +491,10 @@ def start_call(
             "AND iteration = ? AND tool_call_id = ?",
             (now, lease.run_id, iteration, key.tool_call_id),
         )
-    return _started_receipt(lease, iteration, key, key_text, resumability, now)
+    return started_receipt(lease, iteration, key, key_text, resumability, now)
 
 
-def _started_receipt(
+def started_receipt(
     lease: Lease,
     iteration: int,
     key: ToolCallReceiptKey,
@@ -782,266 +560,3 @@ def finite_seconds(where: str, value: object) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{where} must be a positive finite number of seconds, got {value!r}")
     return float(value)
-
-
-# --- the hot writes, as units a group commit can carry -------------------------------------
-#
-# A loop iteration writes the open turn, each call's receipt twice and the
-# transcript. Each of those is a `Write`: its *checked* body (the functions
-# above: lock the run's row, check the lease, check the turn, write, or raise
-# the precise error) and, where the dialect offers it, the same write as one
-# *guarded* statement that locks the run's row, checks everything the checked
-# body checks, and writes only when all of it holds. A guarded statement that
-# did not write is followed by the checked body, which then raises the error
-# that says why (or writes, if what stopped the statement was only a value the
-# database could not read as JSON: the checked body decides, as it always did).
-
-
-@final
-class Write:
-    """One lease-checked write of a run, ready for a worker thread to apply.
-
-    ``checked(ex)`` runs inside a transaction. ``guarded`` (dialects with
-    ``guarded`` only) is a list of ``(name, sql)`` common table expressions,
-    the last of which writes and returns one row when it wrote, and their
-    parameters in order; ``{n}`` in a name or its SQL stands for the write's
-    place in its statement. ``result`` is what the write returns when the
-    guarded statement wrote. ``touches_run`` says whether it writes the run's
-    own row (the open turn, the transcript), not only a receipt.
-    """
-
-    __slots__ = ("checked", "guarded", "params", "result", "run_id", "touches_run")
-
-    def __init__(
-        self,
-        run_id: str,
-        checked: Callable[[Exec], Any],
-        *,
-        guarded: Sequence[tuple[str, str]] | None,
-        params: Sequence[Any],
-        result: Any,
-        touches_run: bool,
-    ) -> None:
-        self.run_id = run_id
-        self.checked = checked
-        self.guarded = guarded
-        self.params = params
-        self.result = result
-        self.touches_run = touches_run
-
-
-# The lease check every guarded statement makes on the run's row (alias r).
-_LEASE_HOLDS = "r.run_id = ? AND r.lease_owner = ? AND r.lease_token = ? AND r.lease_expires > ?"
-
-# PostgreSQL: the open turn is an object whose tool_calls is an array of
-# objects each with a string id (what _turn_call_ids insists on).
-_PG_TURN_WELL_FORMED = (
-    "jsonb_typeof(r.pending_turn::jsonb -> 'tool_calls') = 'array' AND NOT EXISTS ("
-    "SELECT 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> 'tool_calls') AS t(call) "
-    "WHERE jsonb_typeof(t.call -> 'id') IS DISTINCT FROM 'string')"
-)
-_PG_CALL_POSITION = (
-    "(SELECT t.ord - 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> 'tool_calls') "
-    "WITH ORDINALITY AS t(call, ord) WHERE t.call ->> 'id' = ? ORDER BY t.ord LIMIT 1)"
-)
-
-
-def _lease_params(now: float, lease: Lease) -> list[Any]:
-    return [lease.run_id, lease.owner, lease.token, now]
-
-
-_SAVE_TURN_SQL: Final = (
-    (
-        "w{n}",
-        "UPDATE juno_runs AS r SET pending_turn = ?, pending_iteration = ?, updated_at = ? "
-        f"WHERE {_LEASE_HOLDS} RETURNING 1",
-    ),
-)
-
-_SAVE_TRANSCRIPT_SQL: Final = (
-    (
-        "w{n}",
-        "UPDATE juno_runs AS r SET messages = ?, iteration = ?, pending_turn = NULL, "
-        f"pending_iteration = NULL, updated_at = ? WHERE {_LEASE_HOLDS} "
-        "AND (r.pending_iteration IS NULL OR r.pending_iteration <= ?) RETURNING 1",
-    ),
-)
-
-_START_CALL_SQL: Final = (
-    (
-        "r{n}",
-        f"SELECT r.run_id, {_PG_CALL_POSITION} AS position FROM juno_runs AS r "
-        f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
-        "FOR UPDATE OF r",
-    ),
-    (
-        "w{n}",
-        f"INSERT INTO juno_receipts ({_RECEIPT_COLUMNS}, position) "
-        "SELECT r{n}.run_id, ?, ?, ?, ?, ?, ?, 'started', NULL, ?, r{n}.position FROM r{n} "
-        "WHERE r{n}.position IS NOT NULL "
-        "ON CONFLICT (run_id, iteration, tool_call_id) DO UPDATE SET state = 'started', "
-        "updated_at = EXCLUDED.updated_at WHERE juno_receipts.state NOT IN "
-        "('succeeded', 'failed') AND juno_receipts.args_hash = EXCLUDED.args_hash "
-        "RETURNING 1",
-    ),
-)
-
-_SETTLE_CALL_SQL: Final = (
-    (
-        "r{n}",
-        "SELECT r.run_id FROM juno_runs AS r "
-        f"WHERE {_LEASE_HOLDS} AND r.pending_iteration = ? AND {_PG_TURN_WELL_FORMED} "
-        "AND EXISTS (SELECT 1 FROM jsonb_array_elements(r.pending_turn::jsonb -> "
-        "'tool_calls') AS t(call) WHERE t.call ->> 'id' = ?) FOR UPDATE OF r",
-    ),
-    (
-        "w{n}",
-        "UPDATE juno_receipts SET state = ?, message = ?, updated_at = ? "
-        "WHERE run_id = (SELECT run_id FROM r{n}) AND iteration = ? AND tool_call_id = ? "
-        "AND state NOT IN ('succeeded', 'failed') RETURNING 1",
-    ),
-)
-
-
-def save_turn_write(
-    dialect: Dialect, now: float, lease: Lease, *, iteration: int, assistant: str
-) -> Write:
-    checked = functools.partial(
-        save_turn, dialect=dialect, now=now, lease=lease, iteration=iteration, assistant=assistant
-    )
-    if not dialect.guarded:
-        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=True)
-    return Write(
-        lease.run_id,
-        checked,
-        guarded=_SAVE_TURN_SQL,
-        params=[assistant, iteration, now, *_lease_params(now, lease)],
-        result=None,
-        touches_run=True,
-    )
-
-
-def save_transcript_write(
-    dialect: Dialect, now: float, lease: Lease, *, messages: str, iteration: int
-) -> Write:
-    checked = functools.partial(
-        save_transcript,
-        dialect=dialect,
-        now=now,
-        lease=lease,
-        messages=messages,
-        iteration=iteration,
-    )
-    if not dialect.guarded:
-        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=True)
-    return Write(
-        lease.run_id,
-        checked,
-        guarded=_SAVE_TRANSCRIPT_SQL,
-        params=[messages, iteration, now, *_lease_params(now, lease), iteration],
-        result=None,
-        touches_run=True,
-    )
-
-
-def start_call_write(
-    dialect: Dialect,
-    now: float,
-    lease: Lease,
-    *,
-    iteration: int,
-    key: ToolCallReceiptKey,
-    resumability: str,
-) -> Write:
-    checked = functools.partial(
-        start_call,
-        dialect=dialect,
-        now=now,
-        lease=lease,
-        iteration=iteration,
-        key=key,
-        resumability=resumability,
-    )
-    if not dialect.guarded:
-        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=False)
-    key_text = tool_call_receipt_key_string(key)
-    params = [
-        key.tool_call_id,
-        *_lease_params(now, lease),
-        iteration,
-        iteration,
-        key.tool_call_id,
-        key.tool_name,
-        key.args_hash,
-        key_text,
-        resumability,
-        now,
-    ]
-    record = _started_receipt(lease, iteration, key, key_text, resumability, now)
-    return Write(
-        lease.run_id,
-        checked,
-        guarded=_START_CALL_SQL,
-        params=params,
-        result=record,
-        touches_run=False,
-    )
-
-
-def settle_call_write(
-    dialect: Dialect,
-    now: float,
-    lease: Lease,
-    *,
-    iteration: int,
-    tool_call_id: str,
-    state: str,
-    message: Mapping[str, Any] | None,
-) -> Write:
-    checked = functools.partial(
-        settle_call,
-        dialect=dialect,
-        now=now,
-        lease=lease,
-        iteration=iteration,
-        tool_call_id=tool_call_id,
-        state=state,
-        message=message,
-    )
-    if not dialect.guarded:
-        return Write(lease.run_id, checked, guarded=None, params=(), result=None, touches_run=False)
-    text = None if message is None else dumps("settle_call: message", dict(message))
-    params = [
-        *_lease_params(now, lease),
-        iteration,
-        tool_call_id,
-        state,
-        text,
-        now,
-        iteration,
-        tool_call_id,
-    ]
-    return Write(
-        lease.run_id,
-        checked,
-        guarded=_SETTLE_CALL_SQL,
-        params=params,
-        result=None,
-        touches_run=False,
-    )
-
-
-def guarded_statement(writes: Sequence[Write]) -> tuple[str, list[Any]]:
-    """One statement carrying every guarded write of *writes*: a row of how many
-    rows each wrote (0: it did not write, and its checked body must say why)."""
-    ctes: list[str] = []
-    params: list[Any] = []
-    counts: list[str] = []
-    for n, write in enumerate(writes):
-        assert write.guarded is not None
-        for name, sql in write.guarded:
-            materialized = "" if sql.startswith(("UPDATE", "INSERT")) else "MATERIALIZED "
-            ctes.append(f"{name.format(n=n)} AS {materialized}({sql.format(n=n)})")
-        params.extend(write.params)
-        counts.append(f"(SELECT count(*) FROM w{n})")
-    return f"WITH {', '.join(ctes)} SELECT {', '.join(counts)}", params

@@ -1,10 +1,10 @@
-"""A run that lives in a store: claimed under a lease, persisted as it goes, resumable.
+"""A claimed run and the ports that persist it: the open turn, each call's receipt, the save.
 
-[open_durable_run][juno_bind_trio.store.open_durable_run] claims a stored run,
-loads and heals its transcript, keeps the lease alive with a coalesced
-heartbeat, and yields a [DurableRun][juno_bind_trio.store.DurableRun] whose
-wrappers plug the store into a [ToolLoop][juno_bind_trio.loop.ToolLoop]'s
-ports:
+[open_durable_run][juno_bind_trio.store.open_durable_run] (in ``_lease``)
+claims a stored run, loads and heals its transcript, keeps the lease alive
+with a coalesced heartbeat, and yields a
+[DurableRun][juno_bind_trio.store.DurableRun] whose wrappers plug the store
+into a [ToolLoop][juno_bind_trio.loop.ToolLoop]'s ports:
 
 * ``call_model``: when the model asks for tools, the assistant message is
   recorded (the run's *open turn*) before any of them is dispatched;
@@ -14,52 +14,20 @@ ports:
 * ``save_session``: the transcript, written whole at the end of every
   completed iteration, closing the open turn.
 
-What a resume does with each call of the open turn
----------------------------------------------------
-
-A run that stopped between recording its open turn and saving the iteration
-(a crash, a SIGKILL, a soft stop, a hard cancel) has calls in every state.
-[DurableRun.finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]
-answers each, by its receipt, through
-[decide_tool_call_receipt][juno_bind_trio.run.decide_tool_call_receipt]:
-
-* it finished (``"succeeded"``/``"failed"``): its recorded answer is used,
-  and the tool is not run again;
-* it never started (no receipt; the loop's ``not_run`` refusals are never
-  saved, so they arrive here the same way): it is dispatched now;
-* it started and did not finish: a repeatable tool runs again; a
-  non-repeatable one is answered ``kind: "interrupted"`` and never re-run
-  (with [WORKER_STOPPED_TOOL_CALL_MESSAGE][juno_bind_trio.store.WORKER_STOPPED_TOOL_CALL_MESSAGE]
-  when its worker stopped while it ran, receipt ``"started"``; with
-  [INTERRUPTED_TOOL_CALL_MESSAGE][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE]
-  when a cancel cut it off, receipt ``"interrupted"``), unless the tool
-  honours the call's idempotency key, in which case it is dispatched again
-  with the same key and the effect's own service drops the duplicate.
-
-The never-started calls run as the loop would have run them: calls
-``runs_serially`` picks first, one at a time, in order, then the rest
-through the pool at ``per_tool_limit`` calls a tool at once.
+What a resume does with the open turn a crash left is ``_resume``'s.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, final
 
 import anyio
 import attrs
-import outcome
 
 from juno_bind_trio._cancel import cancelled_now, checkpoint_if_cancelled
 from juno_bind_trio._errors import (
-    INTERRUPTED_TOOL_CALL_MESSAGE,
     LeaseLostError,
-    RunLeasedError,
-    StoreDataError,
-    TranscriptError,
     UsageError,
 )
 from juno_bind_trio._validate import is_async_callable
@@ -68,86 +36,23 @@ from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure
 from juno_bind_trio.run import (
     ChainRef,
     EffectResumability,
-    ReceiptState,
     SoftStop,
-    ToolBatch,
-    ToolCall,
     ToolCallLike,
     assistant_message,
-    decide_tool_call_receipt,
-    open_coalesced_heartbeat,
-    tool_call_args_hash,
     tool_call_idempotency_key,
     tool_call_receipt_key,
 )
-from juno_bind_trio.transcript import HealChange, HealResult, heal_transcript
+from juno_bind_trio.transcript import HealChange
 
-from ._owner import holder_is_gone
 from ._records import (
-    DEFAULT_LEASE_TTL,
-    RESUMABLE_STATUSES,
     Lease,
-    ReceiptRecord,
     RunStatus,
     StoredRun,
 )
+from ._resume import OpenTurnAnswer, answer_open_turn
 from ._store import RunStore
 
-__all__ = [
-    "WORKER_STOPPED_TOOL_CALL_MESSAGE",
-    "DurableRun",
-    "OpenTurnAnswer",
-    "open_durable_run",
-    "tool_call_idempotency_key",
-    "tool_call_receipt_key",
-]
-
-WORKER_STOPPED_TOOL_CALL_MESSAGE: Final = (
-    "This call was started, but the worker running it stopped before it finished "
-    "(its process ended, or it lost the run), so it is unknown whether it took "
-    "effect. Check its effect before repeating it."
-)
-"""What a resume answers for a non-repeatable call whose receipt says ``"started"``.
-
-The worker that dispatched the call stopped while it ran, without a word (a
-crash, a ``SIGKILL``, a lost lease): nothing cancelled it, so the answer says
-so. A call a cancel cut off (receipt ``"interrupted"``) is answered with
-[INTERRUPTED_TOOL_CALL_MESSAGE][juno_bind_trio.INTERRUPTED_TOOL_CALL_MESSAGE].
-Both are ``kind: "interrupted"``: the effect is unknown, check it first.
-"""
-
-
-def _earlier_args_hash(raw: str) -> str:
-    """The arguments' hash as versions before the one arguments rule wrote it.
-
-    They hashed ``json.loads`` of the text, or the text where that failed, so
-    ``""``, ``"null"`` and a bare JSON value hashed apart from ``"{}"``. A run
-    stored by such a version and resumed by this one keeps its receipts: a
-    call that finished is still answered from its receipt, never run again.
-    """
-    try:
-        return tool_call_args_hash(json.loads(raw))
-    except (TypeError, ValueError, RecursionError):
-        return tool_call_args_hash(raw)
-
-
-@final
-@attrs.frozen
-class OpenTurnAnswer:
-    """How a resume answered one call of the open turn.
-
-    ``action`` is [decide_tool_call_receipt][juno_bind_trio.run.decide_tool_call_receipt]'s:
-    ``"reuse"`` (its receipt's answer), ``"run"`` (dispatched now) or
-    ``"refuse"`` (answered as interrupted, not run). ``state`` is what the
-    receipt said (``"absent"`` for none); ``reason`` says why in a sentence.
-    """
-
-    tool_call_id: str
-    tool_name: str
-    state: str
-    action: str
-    reason: str
-
+__all__ = ["DurableRun"]
 
 # The ToolLoop arguments that are the run's own: tool_loop gives them, the host never.
 # Another state is a transcript the store never sees; another save_session (or none)
@@ -548,8 +453,8 @@ class DurableRun:
 
         Does nothing (returns ``()``) when there is no open turn. Otherwise
         appends the assistant message and one answer per call to the
-        transcript (see the module's table), dispatching through
-        *run_tool_call*, with receipts, the calls that may run; then saves
+        transcript (``_resume`` says the answer for each receipt), dispatching
+        through *run_tool_call*, with receipts, the calls that may run; then saves
         the iteration, closing the turn. Call it before running the loop.
 
         Give it the concurrency the run's loop has (the same options as
@@ -577,83 +482,26 @@ class DurableRun:
             return ()
         iteration = self._loaded.record.pending_iteration
         assert iteration is not None
-        receipts: dict[str, ReceiptRecord] = {r.tool_call_id: r for r in self._loaded.receipts}
-        # Each call read once: its receipt key, its dispatch and its tool read the same value.
-        calls = [ToolCall.of(call) for call in turn["tool_calls"]]
-        answers: list[dict[str, Any] | None] = [None] * len(calls)
-        decisions: list[OpenTurnAnswer] = []
-        to_run: list[int] = []
-        for index, call in enumerate(calls):
-            key = tool_call_receipt_key(self.run_id, call)
-            receipt = receipts.get(key.tool_call_id)
-            state: ReceiptState = "absent" if receipt is None else receipt.state
-            if receipt is not None and receipt.args_hash not in (
-                key.args_hash,
-                _earlier_args_hash(call.arguments),
-            ):
-                state = "absent"  # a receipt for other arguments is no receipt of this call
-            resumability = self._resumability(key.tool_name)
-            if resumability == "non_repeatable" and self._uses_key(key.tool_name):
-                resumability = "repeatable"  # the service drops a repeat of the same key
-            decision = decide_tool_call_receipt(state, resumability)
-            decisions.append(
-                OpenTurnAnswer(
-                    key.tool_call_id, key.tool_name, state, decision.action, decision.reason
-                )
-            )
-            if decision.action == "reuse":
-                assert receipt is not None
-                answers[index] = receipt.message
-            elif decision.action == "refuse":
-                # "started": the worker stopped while the call ran (nothing cancelled
-                # it); "interrupted": a cancel cut it off. Either way, unknown.
-                why = (
-                    WORKER_STOPPED_TOOL_CALL_MESSAGE
-                    if state == "started"
-                    else INTERRUPTED_TOOL_CALL_MESSAGE
-                )
-                answers[index] = tool_failure_message(key.tool_call_id, why, "interrupted")
-            else:
-                to_run.append(index)
 
         async def run(call: ToolCallLike) -> ToolCallOutcome:
             return await self._dispatch(run_tool_call, call, iteration)
 
-        # As the loop runs a batch: the serial calls first, one at a time, in call
-        # order; then the rest through the pool, at the run's per-tool limit.
-        serial = [i for i in to_run if runs_serially is not None and runs_serially(calls[i])]
-        pooled = [i for i in to_run if i not in serial]
-        results: list[outcome.Outcome[ToolCallOutcome]] = []
-        for index in serial:
-            try:  # a call that raised is answered as failed, as the pool answers it
-                results.append(outcome.Value(await run(calls[index])))
-            except Exception as exc:
-                results.append(outcome.Error(exc))
-        if pooled:
-            batch: ToolBatch[ToolCallOutcome] = ToolBatch([calls[i] for i in pooled])
-            results.extend(await batch.run(run, per_tool_limit=per_tool_limit))
-        if to_run:
-            for index, result in zip(serial + pooled, results, strict=True):
-                call_id = calls[index]["id"]
-                if isinstance(result, outcome.Value) and isinstance(result.value, ToolCallOutcome):
-                    answers[index] = result.value.tool_message
-                else:
-                    error = (
-                        result.error
-                        if isinstance(result, outcome.Error)
-                        else TypeError(
-                            f"run_tool_call must return a ToolCallOutcome, got {result!r}"
-                        )
-                    )
-                    answers[index] = tool_failure_message(
-                        call_id, tool_error_text(error), kind_for_error(error)
-                    )
+        answers, decisions = await answer_open_turn(
+            self.run_id,
+            turn,
+            self._loaded.receipts,
+            resumability=self._resumability,
+            uses_idempotency_key=self._uses_key,
+            run_tool_call=run,
+            per_tool_limit=per_tool_limit,
+            runs_serially=runs_serially,
+        )
         self.state.messages.append(dict(turn))
-        self.state.messages.extend(a for a in answers if a is not None)
+        self.state.messages.extend(answers)
         self._iteration = iteration
         await self.save_session()
         self._loaded = attrs.evolve(self._loaded, pending_turn=None, receipts=())
-        return tuple(decisions)
+        return decisions
 
     async def finish(self, status: RunStatus) -> None:
         """End the run's hold: save a suspended run's transcript, record *status*, release.
@@ -673,256 +521,3 @@ class DurableRun:
             await self._store.release(self._lease, status=status)
         except LeaseLostError:
             self._lose()
-
-
-async def _give_back(
-    store: RunStore, lease: Lease, status: RunStatus, detail: str | None = None
-) -> None:
-    """Release *lease*, recording *status*, on the way out of a block.
-
-    Shielded: this runs on the way out of a cancel too. Quiet: the error or
-    cancel on its way out is the one the caller must see, and a lease that
-    cannot be given back expires. Not bounded by a timer: a store call is one
-    transaction, bounded by the database's own timeouts.
-    """
-    with anyio.CancelScope(shield=True), suppress(Exception):
-        await store.release(lease, status=status, detail=detail)
-
-
-def _only_cancels(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_cancels(e) for e in exc.exceptions)
-    return isinstance(exc, anyio.get_cancelled_exc_class())
-
-
-def _ending(exc: BaseException | None, *, worker: bool) -> tuple[RunStatus, str]:
-    """The status and detail of a run whose block was left without ``finish``.
-
-    A cancel of the run's own scope ended it: ``"cancelled"``, continued only
-    when asked for by id. A cancel of a worker (``serve_runs``), an interrupt
-    (``KeyboardInterrupt``) or a plain exit hands it back, ``"running"`` with
-    no lease: any worker's ``claim_next`` takes it at once. An exception
-    failed it, and the detail names the exception's type (its message may
-    hold what the store must not: the worker's log has it).
-    """
-    if exc is None:
-        return "running", "handed back: its worker left the run without an ending"
-    if _only_cancels(exc):
-        if worker:
-            return "running", "handed back: its worker was stopped while it ran"
-        return "cancelled", "cancelled: a hard cancel (or a deadline) ended the run"
-    if isinstance(exc, Exception):
-        return "failed", f"failed: {type(exc).__name__} was raised while it ran"
-    return "running", f"handed back: {type(exc).__name__} stopped its worker"
-
-
-async def _release_on_exit(
-    store: RunStore, run: DurableRun, exc: BaseException | None, *, worker: bool
-) -> None:
-    if run._finished or run.lost:
-        return
-    run._finished = True
-    status, detail = _ending(exc, worker=worker)
-    await _give_back(store, run.lease, status, detail)
-
-
-async def _claim(store: RunStore, run_id: str, owner: str, ttl: float) -> Lease:
-    """Claim *run_id*, taking it from a holder known to be dead (see ``_owner``)."""
-    try:
-        return await store.claim_run(run_id, owner=owner, ttl=ttl)
-    except RunLeasedError:
-        holder = (await store.get_run(run_id)).lease_owner
-        if holder is None or not holder_is_gone(holder):
-            raise
-    # Its process is gone: the lease would only hold the run for the rest of its
-    # TTL. Taken in one transaction that checks it is still that holder's lease
-    # (another worker may have claimed it meanwhile: RunLeasedError again).
-    return await store.claim_run(run_id, owner=owner, ttl=ttl, take_over=holder)
-
-
-def _heal_for_resume(loaded: StoredRun, run_id: str) -> HealResult:
-    if loaded.record.status not in RESUMABLE_STATUSES:
-        raise ValueError(
-            f"open_durable_run: run {run_id!r} ended {loaded.record.status!r}; "
-            "there is nothing to resume"
-        )
-    try:
-        return heal_transcript(loaded.messages)
-    except TranscriptError as exc:
-        # A stored transcript healing cannot read is a corrupted row, like one that
-        # does not parse: it names the run, and a worker records the run failed
-        # instead of claiming it again and again.
-        raise StoreDataError(
-            f"run {run_id!r}: the stored transcript cannot be read ({exc}); the row is "
-            "corrupted (column messages)",
-            run_id,
-        ) from None
-
-
-def _check_seconds(what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"open_durable_run: {what} must be a positive number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"open_durable_run: {what} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def open_durable_run(
-    store: RunStore,
-    run_id: str,
-    *,
-    owner: str,
-    lease_ttl: float = DEFAULT_LEASE_TTL,
-    renew_interval: float | None = None,
-    resumability: Callable[[str], EffectResumability] | None = None,
-    uses_idempotency_key: Callable[[str], bool] | None = None,
-    lease: Lease | None = None,
-) -> AbstractAsyncContextManager[DurableRun]:
-    """Claim *run_id* (or take over *lease*, from ``claim_next``), load it, keep the lease alive.
-
-    ```python
-    async with open_durable_run(store, "order-17", owner="worker-1") as run:
-        ...
-        await run.finish(result.reason)
-    ```
-
-    *owner* names this worker in the lease. *lease_ttl*: seconds a lease
-    lasts unrenewed, so how soon another worker takes over after this one
-    dies. *renew_interval*: how often the heartbeat renews it (default a
-    third of the TTL). *resumability*: ``(tool_name) -> "repeatable" |
-    "non_repeatable"`` (default: every tool non-repeatable, the safe reading).
-    *uses_idempotency_key*: ``(tool_name) -> bool``, tools whose interrupted
-    calls may be dispatched again because they pass the key on.
-
-    A run leased to a process of this machine that is no longer running (its
-    owner of the default ``host:pid:machine`` shape, its pid gone: it was
-    killed) is taken over at once rather than after its lease runs out; any
-    other holder's lease is waited out (``RunLeasedError``).
-
-    The transcript is healed on load (``run.heal_changes`` lists what was
-    repaired). Leaving the block without
-    [finish][juno_bind_trio.store.DurableRun.finish] gives the lease up
-    (shielded) and records how the run ended: after an exception it is
-    ``"failed"``; after a hard cancel, ``"cancelled"`` (continued only when
-    asked for by id: ``open_durable_run`` again, or ``Agent.resume``); after
-    an interrupt (``KeyboardInterrupt``) or a plain exit it is handed back,
-    ``"running"`` with no lease, so any worker's ``claim_next`` takes it at
-    once. [RunRecord.detail][juno_bind_trio.store.RunRecord] says which. A lost
-    lease writes nothing.
-
-    :raises RunLeasedError: another worker holds the run.
-    :raises StoreDataError: the stored run cannot be read; nothing is written
-        but giving back the lease this call took.
-    :raises ValueError: the run already ended for good (``"completed"``, ...);
-        the lease this call took is given back and the status left as it was.
-    """
-    return _open_durable_run(
-        store,
-        run_id,
-        owner=owner,
-        lease_ttl=lease_ttl,
-        renew_interval=renew_interval,
-        resumability=resumability,
-        uses_idempotency_key=uses_idempotency_key,
-        lease=lease,
-        worker=False,
-    )
-
-
-@asynccontextmanager
-async def _open_durable_run(
-    store: RunStore,
-    run_id: str,
-    *,
-    owner: str,
-    lease_ttl: float,
-    renew_interval: float | None,
-    resumability: Callable[[str], EffectResumability] | None,
-    uses_idempotency_key: Callable[[str], bool] | None,
-    lease: Lease | None,
-    worker: bool,
-) -> AsyncIterator[DurableRun]:
-    """``open_durable_run``; *worker*: a cancel stops the worker (``serve_runs``), not the
-    run, which is handed back instead of recorded ``"cancelled"``."""
-    given: object = store
-    if not isinstance(given, RunStore):
-        raise TypeError(f"open_durable_run: store must be a RunStore, got {store!r}")
-    texts: tuple[tuple[str, object], ...] = (("run_id", run_id), ("owner", owner))
-    for name, text in texts:
-        if not isinstance(text, str) or not text:
-            raise TypeError(f"open_durable_run: {name} must be a non-empty string, got {text!r}")
-    if lease is not None and not isinstance(lease, Lease):
-        raise TypeError(f"open_durable_run: lease must be a Lease or None, got {lease!r}")
-    ttl = _check_seconds("lease_ttl", lease_ttl)
-    interval = (
-        ttl / 3 if renew_interval is None else _check_seconds("renew_interval", renew_interval)
-    )
-    if interval >= ttl:
-        raise ValueError(
-            f"open_durable_run: renew_interval ({interval:g}) must be below lease_ttl ({ttl:g})"
-        )
-    for name, fn in (
-        ("resumability", resumability),
-        ("uses_idempotency_key", uses_idempotency_key),
-    ):
-        if fn is not None and not callable(fn):
-            raise TypeError(f"open_durable_run: {name} must be callable or None, got {fn!r}")
-    claimed_here = lease is None
-    if lease is None:
-        lease = await _claim(store, run_id, owner, ttl)
-    elif lease.run_id != run_id:
-        raise ValueError(f"open_durable_run: the lease is on {lease.run_id!r}, not {run_id!r}")
-    loaded: StoredRun | None = None
-    try:
-        loaded = await store.load(run_id)
-        healed = _heal_for_resume(loaded, run_id)
-    except BaseException:
-        if claimed_here:
-            # Claimed here and not handed out: give the lease back, so the run does
-            # not sit leased to a worker that refused it until the lease expires.
-            # Its status stays what it was; nothing else is written.
-            status: RunStatus = "running" if loaded is None else loaded.record.status
-            await _give_back(store, lease, status)
-        raise
-    run = DurableRun(
-        store=store,
-        lease=lease,
-        loaded=loaded,
-        resumability=_non_repeatable if resumability is None else resumability,
-        uses_idempotency_key=_never if uses_idempotency_key is None else uses_idempotency_key,
-        state=LoopState(messages=healed.messages),
-        heal_changes=healed.changes,
-    )
-
-    async def write(progress: object) -> None:
-        await run.renew(progress, ttl=ttl)
-
-    body_error: BaseException | None = None
-    try:
-        async with (
-            open_coalesced_heartbeat(write, interval=interval, flush_timeout=0) as heartbeat,
-            anyio.create_task_group() as tg,
-        ):
-
-            async def tick() -> None:
-                # Renew once a renew_interval of the lease has been used up, read in
-                # the store's clock (the one lease times are in), so a lease is
-                # renewed as time really passes, however the event loop's runs.
-                while True:
-                    await anyio.sleep(interval)
-                    if run.lease.expires_at - store.now() <= ttl - interval:
-                        heartbeat.beat({"iteration": run.iteration})
-
-            tg.start_soon(tick)
-            try:
-                yield run
-            except BaseException as exc:  # re-raised below, not inside the task group
-                body_error = exc
-            tg.cancel_scope.cancel()
-    except BaseException as exc:
-        await _release_on_exit(store, run, exc, worker=worker)
-        raise
-    if body_error is not None:
-        await _release_on_exit(store, run, body_error, worker=worker)
-        raise body_error
-    await _release_on_exit(store, run, None, worker=worker)

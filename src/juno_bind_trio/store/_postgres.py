@@ -11,6 +11,7 @@ from juno_bind_trio._errors import StoreError
 from juno_bind_trio._extras import require
 
 from . import _core
+from ._guarded import Write, guarded_statement
 from ._store import ThreadedRunStore
 
 __all__ = ["PostgresRunStore"]
@@ -177,7 +178,7 @@ class PostgresRunStore(ThreadedRunStore):
         except psycopg.Error as exc:
             raise StoreError(f"PostgresRunStore: {self._safe_dsn!r}: {exc}") from None
 
-    def _commit_group(self, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:
+    def _commit_group(self, writes: Sequence[Write]) -> list[outcome.Outcome[Any]]:
         # Writes are ordered by run so that two workers' statements lock rows in
         # the same order. A run's own row is written by at most one write of a
         # statement (a statement sees one snapshot); any other write of that run
@@ -208,14 +209,14 @@ class PostgresRunStore(ThreadedRunStore):
             results[i] = self._outcome(writes[i], done=bool(one and one[0]))
         return [results[i] for i in range(len(writes))]
 
-    def _outcome(self, write: _core.Write, *, done: bool) -> outcome.Outcome[Any]:
+    def _outcome(self, write: Write, *, done: bool) -> outcome.Outcome[Any]:
         if done:
             return outcome.Value(write.result)
         # The guarded statement did not write: the checked body, in a transaction
         # of its own, finds out why and raises the error that says so.
         return outcome.capture(self._transaction, write.checked, write=True)
 
-    def _guarded(self, writes: Sequence[_core.Write]) -> list[bool] | None:
+    def _guarded(self, writes: Sequence[Write]) -> list[bool] | None:
         """Run *writes* as one guarded statement (autocommit: its own transaction).
         Which of them wrote; ``None`` when the statement failed and wrote nothing."""
         import psycopg
@@ -223,7 +224,7 @@ class PostgresRunStore(ThreadedRunStore):
         pool = self._pool
         if pool is None:
             return None  # the checked body says the store is closed
-        sql, params = _core.guarded_statement(writes)
+        sql, params = guarded_statement(writes)
         try:
             with pool.connection() as conn:
                 row = conn.execute(sql.replace("?", "%s"), params).fetchone()

@@ -12,7 +12,7 @@ import outcome
 
 from juno_bind_trio._errors import StoreError
 
-from . import _core
+from . import _core, _guarded
 from ._store import ThreadedRunStore
 
 __all__ = ["SqliteRunStore"]
@@ -152,7 +152,7 @@ class SqliteRunStore(ThreadedRunStore):
                 raise StoreError(f"SqliteRunStore: {self._path!r}: commit failed: {exc}") from exc
             return result
 
-    def _commit_group(self, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:
+    def _commit_group(self, writes: Sequence[_guarded.Write]) -> list[outcome.Outcome[Any]]:
         if len(writes) == 1:
             return [outcome.capture(self._transaction, writes[0].checked, write=True)]
         try:
@@ -168,7 +168,7 @@ class SqliteRunStore(ThreadedRunStore):
             return [outcome.capture(self._transaction, w.checked, write=True) for w in writes]
 
     @staticmethod
-    def _each(ex: _core.Exec, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:
+    def _each(ex: _core.Exec, writes: Sequence[_guarded.Write]) -> list[outcome.Outcome[Any]]:
         results: list[outcome.Outcome[Any]] = []
         for write in writes:
             # A savepoint per write: one refused (its lease lost, its data wrong)

@@ -52,7 +52,7 @@ import sniffio
 from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
-from . import _core
+from . import _core, _guarded
 from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, RunStatus, StoredRun
 
 __all__ = ["RunStore"]
@@ -224,7 +224,7 @@ class _Queued:
 
     __slots__ = ("flight", "result", "write")
 
-    def __init__(self, write: _core.Write) -> None:
+    def __init__(self, write: _guarded.Write) -> None:
         self.write = write
         self.flight: anyio.Event | None = None  # the commit that took it
         self.result: outcome.Outcome[Any] | None = None
@@ -264,7 +264,7 @@ class ThreadedRunStore:
         meanwhile, so a reader next to a working worker never sees a mixed run."""
         raise NotImplementedError
 
-    def _commit_group(self, writes: Sequence[_core.Write]) -> list[outcome.Outcome[Any]]:
+    def _commit_group(self, writes: Sequence[_guarded.Write]) -> list[outcome.Outcome[Any]]:
         """Apply *writes* with one commit where possible; one outcome per write, in order.
 
         A write that fails (its lease lost, its data refused) fails alone: the
@@ -316,7 +316,7 @@ class ThreadedRunStore:
         await anyio.lowlevel.checkpoint_if_cancelled()
         return result
 
-    async def _write(self, write: _core.Write) -> Any:
+    async def _write(self, write: _guarded.Write) -> Any:
         """Apply one of a run's hot writes through the lane (see "Group commit" above)."""
         self._check_open()
         await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing written
@@ -535,8 +535,13 @@ class ThreadedRunStore:
             )
         text = _core.dumps(f"{where}: assistant", dict(assistant))
         await self._write(
-            _core.save_turn_write(
-                self._dialect, self._clock(), lease, iteration=iteration, assistant=text
+            _guarded.hot_write(
+                "save_turn",
+                self._dialect,
+                self._clock(),
+                lease,
+                iteration=iteration,
+                assistant=text,
             )
         )
 
@@ -561,7 +566,8 @@ class ThreadedRunStore:
                 f"got {resumability!r}"
             )
         record: ReceiptRecord = await self._write(
-            _core.start_call_write(
+            _guarded.hot_write(
+                "start_call",
                 self._dialect,
                 self._clock(),
                 lease,
@@ -598,7 +604,8 @@ class ThreadedRunStore:
                 f"got {message!r:.80}"
             )
         await self._write(
-            _core.settle_call_write(
+            _guarded.hot_write(
+                "settle_call",
                 self._dialect,
                 self._clock(),
                 lease,
@@ -619,7 +626,12 @@ class ThreadedRunStore:
             f"{where}: messages", _core.check_messages(where, _list(where, messages))
         )
         await self._write(
-            _core.save_transcript_write(
-                self._dialect, self._clock(), lease, messages=text, iteration=iteration
+            _guarded.hot_write(
+                "save_transcript",
+                self._dialect,
+                self._clock(),
+                lease,
+                messages=text,
+                iteration=iteration,
             )
         )

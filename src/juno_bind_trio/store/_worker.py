@@ -12,7 +12,8 @@ import anyio
 from juno_bind_trio._errors import StoreDataError
 from juno_bind_trio.run import EffectResumability
 
-from ._durable import DurableRun, _open_durable_run
+from ._durable import DurableRun
+from ._lease import _open_durable_run
 from ._records import DEFAULT_LEASE_TTL
 from ._store import RunStore
 

@@ -28,7 +28,15 @@ from ._crash import CRASH_POINTS as CRASH_POINTS
 from ._crash import CrashingStore as CrashingStore
 from ._crash import CrashPoint as CrashPoint
 from ._crash import run_until_crash as run_until_crash
+from ._doubles import FunctionModel as FunctionModel
+from ._doubles import FunctionModelFn as FunctionModelFn
+from ._doubles import TestModel as TestModel
+from ._doubles import block_model_requests as block_model_requests
+from ._doubles import value_from_schema as value_from_schema
 from ._environment import fake_openai_env as fake_openai_env
+from ._fake_anthropic import anthropic_signature as anthropic_signature
+from ._fake_anthropic import fake_anthropic_env as fake_anthropic_env
+from ._fake_anthropic import open_fake_anthropic_server as open_fake_anthropic_server
 from ._fakes import fake_bedrock_env as fake_bedrock_env
 from ._fakes import fake_gemini_env as fake_gemini_env
 from ._fakes import fake_responses_env as fake_responses_env
@@ -36,6 +44,7 @@ from ._fakes import open_fake_bedrock_server as open_fake_bedrock_server
 from ._fakes import open_fake_gemini_server as open_fake_gemini_server
 from ._fakes import open_fake_responses_server as open_fake_responses_server
 from ._history import check_tool_call_history as check_tool_call_history
+from ._loopback import LoopbackServer as LoopbackServer
 from ._script import CloseBeforeResponse as CloseBeforeResponse
 from ._script import CompletionResponse as CompletionResponse
 from ._script import Disconnect as Disconnect
@@ -74,6 +83,9 @@ __all__ = [
     "FakeProviderServer",
     "FakeResponse",
     "Finish",
+    "FunctionModel",
+    "FunctionModelFn",
+    "LoopbackServer",
     "MalformedChunk",
     "Pause",
     "ProviderRequest",
@@ -85,21 +97,27 @@ __all__ = [
     "SimulatedCrash",
     "StreamEvent",
     "StreamResponse",
+    "TestModel",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallHistoryError",
     "Usage",
+    "anthropic_signature",
+    "block_model_requests",
     "check_tool_call_history",
+    "fake_anthropic_env",
     "fake_bedrock_env",
     "fake_gemini_env",
     "fake_openai_env",
     "fake_responses_env",
+    "open_fake_anthropic_server",
     "open_fake_bedrock_server",
     "open_fake_gemini_server",
     "open_fake_openai_server",
     "open_fake_responses_server",
     "run_until_crash",
     "serve_fake_openai",
+    "value_from_schema",
 ]
 
 _publish(__name__, globals(), __all__)

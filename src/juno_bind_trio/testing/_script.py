@@ -122,7 +122,12 @@ class Finish:
 
 @attrs.frozen
 class Usage:
-    """The ``stream_options.include_usage`` chunk: ``choices: []`` plus ``usage``."""
+    """The ``stream_options.include_usage`` chunk: ``choices: []`` plus ``usage``.
+
+    *cached_tokens* (of the prompt) and *reasoning_tokens* (of the completion)
+    go in the usage's details, as OpenAI reports them; other fakes speak them
+    in their own wire's words.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -471,12 +476,17 @@ def encode_event(
     return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _usage_json(usage: Usage) -> dict[str, int]:
-    return {
+def _usage_json(usage: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     }
+    if usage.cached_tokens:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    if usage.reasoning_tokens:
+        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return out
 
 
 def encode_completion(response: CompletionResponse, *, completion_id: str, model: str) -> bytes:

@@ -13,6 +13,7 @@ way routing needs it.
 
 from juno_bind_trio._public import publish as _publish
 
+from ._adapter import OpenAIChatAdapter as OpenAIChatAdapter
 from ._client import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._client import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
 from ._client import open_openai_client as open_openai_client
@@ -27,6 +28,7 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT",
     "REASONING_FIELDS",
     "Classifier",
+    "OpenAIChatAdapter",
     "OpenAIChatModel",
     "open_openai_client",
     "prime_openai_client",

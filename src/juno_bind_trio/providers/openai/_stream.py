@@ -22,8 +22,9 @@ so that routing can decide between "ask again", "ask someone else" and
   contradictory pieces instead of gluing two calls together.
 * **Live text.** Content deltas go to the turn's
   [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream], if it has one, as they
-  arrive. Reasoning and tool-call deltas do not: neither is text the reader
-  was shown (see the stream's own notes on both).
+  arrive; reasoning deltas to its ``reasoning()`` and tool-call fragments to its
+  ``tool_call_delta()``, which reach only a sink that shows them (see the
+  stream's own notes on both).
 * **Sockets.** The stream is always used in ``async with``: under Trio the
   SDK's finaliser cannot close an abandoned connection, so one left to the
   garbage collector leaks until then. A cancellation or a stall leaves the
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
 
+from juno_bind_trio._blocking import check_model_request
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -47,6 +49,7 @@ from juno_bind_trio.completion import (
     detect_completion_defect,
 )
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers._adapter import RESERVED_REQUEST_OPTIONS
 
 if TYPE_CHECKING:
     import openai
@@ -57,10 +60,6 @@ __all__ = ["REASONING_FIELDS", "check_client", "stream_chat_completion"]
 REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
 """Where OpenAI-compatible providers put reasoning text in a delta (the SDK keeps it in
 ``model_extra``), in the order they are looked for."""
-
-# Arguments this function owns; passing them through request_options would
-# silently change what it parses.
-RESERVED_REQUEST_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "n"})
 
 
 def check_client(function: str, client: object) -> openai.AsyncOpenAI:
@@ -173,7 +172,9 @@ async def stream_chat_completion(
     if tools:
         options["tools"] = list(tools)
 
+    check_model_request("OpenAI", model)
     observe = text_stream.observe if text_stream is not None else None
+    reason = text_stream.reasoning if text_stream is not None else None
     # Each fragment also goes to the text stream, for a surface that shows
     # arguments as they arrive (it is a no-op for any other).
     accumulator = ToolCallAccumulator(
@@ -186,7 +187,7 @@ async def stream_chat_completion(
     # carried into the transcript, as the server sent them.
     fields: dict[str, Any] = {}
     finish_reason: str | None = None
-    input_tokens = output_tokens = 0
+    input_tokens = output_tokens = cached = reasoned = 0
     started = anyio.current_time()
 
     with StreamWatchdog(time_to_first_token, inter_chunk_timeout) as watchdog:
@@ -210,8 +211,7 @@ async def stream_chat_completion(
                 if not choices:
                     usage = chunk.usage
                     if usage is not None:
-                        input_tokens = usage.prompt_tokens
-                        output_tokens = usage.completion_tokens
+                        input_tokens, output_tokens, cached, reasoned = _usage(usage)
                     alive()
                     continue
                 choice = choices[0]
@@ -235,6 +235,8 @@ async def stream_chat_completion(
                 thought = _reasoning_of(delta) if extra else None
                 if thought is not None:
                     reasoning.append(thought)
+                    if reason is not None:
+                        reason(thought)
                 if extra:
                     _fold(fields, extra)
                 if answered:
@@ -246,8 +248,7 @@ async def stream_chat_completion(
                 if choice.finish_reason is not None:
                     finish_reason = choice.finish_reason
                 if chunk.usage is not None:
-                    input_tokens = chunk.usage.prompt_tokens
-                    output_tokens = chunk.usage.completion_tokens
+                    input_tokens, output_tokens, cached, reasoned = _usage(chunk.usage)
 
     first_answer_at = watchdog.statistics().first_answer_at
     text_out = "".join(content) if content else None
@@ -272,8 +273,20 @@ async def stream_chat_completion(
         reasoning="".join(reasoning) if reasoning else None,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        cached_tokens=cached,
+        reasoning_tokens=reasoned,
         time_to_first_token=None if first_answer_at is None else first_answer_at - started,
     )
+
+
+def _usage(usage: Any) -> tuple[int, int, int, int]:
+    # (input, output, cached of the input, reasoning of the output); a server
+    # that leaves the details out (most compatible ones) reports none of either.
+    prompt = usage.prompt_tokens_details
+    completion = usage.completion_tokens_details
+    cached = (prompt.cached_tokens or 0) if prompt is not None else 0
+    reasoned = (completion.reasoning_tokens or 0) if completion is not None else 0
+    return usage.prompt_tokens, usage.completion_tokens, cached, reasoned
 
 
 def _refuse_a_body_that_is_not_a_stream(stream: openai.AsyncStream[ChatCompletionChunk]) -> None:

@@ -1,0 +1,88 @@
+"""The OpenAI chat-completions wire on the provider seam, as
+[`OpenAIChatAdapter`][juno_bind_trio.providers.openai.OpenAIChatAdapter]."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, final
+
+from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor, classify_openai_error
+
+from ._stream import check_client, stream_chat_completion
+
+if TYPE_CHECKING:
+    import openai
+
+    from juno_bind_trio.loop import ModelTurnResult
+    from juno_bind_trio.providers._adapter import ProviderRequest
+    from juno_bind_trio.providers._routed import Classifier
+
+__all__ = ["OpenAIChatAdapter"]
+
+_NAME: Final = "openai"
+
+
+@final
+class OpenAIChatAdapter:
+    """An ``AsyncOpenAI`` client speaking chat completions, as a
+    [`ProviderAdapter`][juno_bind_trio.providers.ProviderAdapter].
+
+    ``OpenAIChatAdapter(client, classify=classify_openai_error)``: *client*
+    created with ``max_retries=0`` (routing decides what to retry), not owned
+    (close it where you opened it); *classify* the error classifier, by
+    default [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error]. Any
+    OpenAI-compatible endpoint serves (a Gemini or DeepSeek compatibility endpoint, a local
+    server): fields the SDK does not model, on a tool call (``extra_content``) or on the message
+    (``reasoning_content``), are carried into the transcript and sent back.
+    """
+
+    __slots__ = ("_classify", "_client")
+
+    def __init__(
+        self, client: openai.AsyncOpenAI, *, classify: Classifier = classify_openai_error
+    ) -> None:
+        self._client = check_client("OpenAIChatAdapter", client)
+        if not callable(classify):
+            raise TypeError(f"OpenAIChatAdapter: classify must be callable, got {classify!r}")
+        self._classify = classify
+
+    def __repr__(self) -> str:
+        return f"<OpenAIChatAdapter {self._client.base_url}>"
+
+    @property
+    def name(self) -> str:
+        """``"openai"``."""
+        return _NAME
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The client it sends through."""
+        return self._client
+
+    @property
+    def server(self) -> tuple[str, int] | None:
+        """The host and port the client sends to."""
+        url = self._client.base_url
+        if not url.host:
+            return None
+        port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
+        return url.host, port
+
+    async def stream_turn(self, request: ProviderRequest) -> ModelTurnResult:
+        """One streamed chat completion, by
+        [`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion]."""
+        return await stream_chat_completion(
+            self._client,
+            model=request.model,
+            messages=request.messages,
+            tools=request.tools,
+            text_stream=request.text_stream,
+            time_to_first_token=request.time_to_first_token,
+            inter_chunk_timeout=request.inter_chunk_timeout,
+            request_options=request.options,
+        )
+
+    def classify(
+        self, error: Exception, candidate: Candidate, cursor: RouteCursor
+    ) -> ClassifiedError:
+        """The classifier's verdict on *error*."""
+        return self._classify(error, candidate, cursor)

@@ -1,0 +1,388 @@
+"""A fault-injecting loopback HTTP server for any provider's wire: the part every fake shares.
+
+The OpenAI fake (``_server.py``) grew first, with the wire and the server in
+one class. A fake of another provider's API needs the same server (h11 on
+anyio sockets, the test's own clock, a request record with exact virtual
+times, a watcher that notices the client hanging up mid-stall, a port that
+refuses every connection) and the same fault menu (refuse, an error status
+with ``Retry-After``, close before the answer, close mid-stream, a malformed
+event, a stall before the first byte or between events), with only the bytes
+of each answer different. Those bytes are a [`Wire`][] here: how a request is
+routed and validated, how an error body, a complete answer and a stream of
+events are encoded. The scripts are the OpenAI fake's own values
+(``StreamResponse``, ``ErrorResponse``, ``CloseBeforeResponse``, ...), so a
+test of a fallback from one provider to another reads the same on both sides.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final, Protocol, final
+
+import anyio
+import anyio.abc
+import attrs
+import h11
+
+from ._script import (
+    CloseBeforeResponse,
+    CompletionResponse,
+    Disconnect,
+    ErrorResponse,
+    FakeResponse,
+    Pause,
+    StreamEvent,
+    StreamResponse,
+)
+from ._server import RecordedRequest, Script, _check_response, _compile_script
+
+__all__ = ["LoopbackServer", "StreamEncoder", "Wire", "open_loopback_server"]
+
+_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
+_RECEIVE_SIZE: Final = 65536
+_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+
+
+class StreamEncoder(Protocol):
+    """The bytes of one streamed answer, event by event (stateful: one per answer)."""
+
+    content_type: str
+
+    def start(self) -> bytes:
+        """What goes out before the first scripted event (``b""`` for nothing)."""
+        ...
+
+    def event(self, event: StreamEvent) -> bytes:
+        """The bytes of one scripted event (never a ``Pause`` or a ``Disconnect``)."""
+        ...
+
+    def end(self, done: bool) -> bytes:
+        """What closes the stream: the wire's end marker when *done*, else only what is owed."""
+        ...
+
+
+class Wire(Protocol):
+    """One provider's API, as the loopback server speaks it."""
+
+    name: str
+    """For messages: ``"Anthropic"``."""
+
+    def route(self, record: RecordedRequest) -> str | None:
+        """``None`` when the request is for this API, else why not (answered 404)."""
+        ...
+
+    def refuse(self, record: RecordedRequest) -> ErrorResponse | None:
+        """The 400 the real API answers a request it refuses (a broken conversation), or None."""
+        ...
+
+    def model_of(self, record: RecordedRequest) -> str | None:
+        """The model the request names, for a per-model script."""
+        ...
+
+    def error_body(self, response: ErrorResponse) -> tuple[bytes, list[tuple[str, str]]]:
+        """The body of a scripted error and any headers of the wire's own."""
+        ...
+
+    def completion(self, response: CompletionResponse, record: RecordedRequest) -> bytes:
+        """The JSON body of a non-streamed answer."""
+        ...
+
+    def stream(self, response: StreamResponse, record: RecordedRequest) -> StreamEncoder:
+        """An encoder for one streamed answer."""
+        ...
+
+
+async def _sleep(seconds: float) -> None:
+    if math.isinf(seconds):
+        await anyio.sleep_forever()
+    else:
+        await anyio.sleep(seconds)
+
+
+@final
+@attrs.define(eq=False)
+class LoopbackServer:
+    """A running fake of one wire; its ``requests`` record what was asked."""
+
+    wire: Wire
+    port: int
+    """The ephemeral port it listens on (127.0.0.1)."""
+    refused_port: int
+    """A port held bound but not listening: connecting is refused."""
+    validate: bool = True
+    """Whether a request the real API would refuse gets the wire's 400 (see ``Wire.refuse``)."""
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    _queues: dict[str | None, deque[FakeResponse]] = attrs.field(factory=dict, kw_only=True)
+    _respond: Callable[[RecordedRequest], FakeResponse] | None = attrs.field(
+        default=None, kw_only=True
+    )
+    _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def refused_base_url(self) -> str:
+        """A base URL whose every connection is refused."""
+        return f"http://127.0.0.1:{self.refused_port}"
+
+    def push(self, *responses: FakeResponse, model: str | None = None) -> None:
+        """Append answers to the script (to *model*'s queue when the script is per model)."""
+        if self._respond is not None:
+            raise TypeError(f"{self.wire.name} fake: the script is a callable; push has no queue")
+        checked = [_check_response(r, f"{self.wire.name} fake push") for r in responses]
+        self._queues.setdefault(model, deque()).extend(checked)
+
+    def pending(self, model: str | None = None) -> int:
+        """How many scripted answers are still queued (for *model*, when per model)."""
+        return len(self._queues.get(model, ()))
+
+    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+        ordinal = next(self._connections)
+        async with stream:
+            while True:
+                try:
+                    received = await _read_request(stream, conn)
+                except (*_GONE, h11.RemoteProtocolError):
+                    return
+                if received is None:
+                    return
+                head, body = received
+                record = RecordedRequest(
+                    index=len(self.requests),
+                    connection=ordinal,
+                    method=head.method.decode(),
+                    target=head.target.decode(),
+                    headers=tuple((k.decode(), v.decode()) for k, v in head.headers),
+                    body=body,
+                    received_at=anyio.current_time(),
+                )
+                self.requests.append(record)
+                if not await self._answer(stream, conn, record):
+                    return
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()
+
+    def _pick(self, record: RecordedRequest) -> FakeResponse:
+        wrong = self.wire.route(record)
+        if wrong is not None:
+            return ErrorResponse(404, f"fake {self.wire.name} server: {wrong}")
+        if not isinstance(record.json, dict):
+            return ErrorResponse(400, "fake server: the request body is not a JSON object")
+        if self.validate:
+            refusal = self.wire.refuse(record)
+            if refusal is not None:
+                return refusal
+        if self._respond is not None:
+            return _check_response(self._respond(record), f"fake {self.wire.name} script")
+        model = self.wire.model_of(record)
+        queue = self._queues.get(model if model in self._queues else None)
+        if not queue:
+            return ErrorResponse(
+                500,
+                f"fake {self.wire.name} server: no scripted response left for request "
+                f"#{record.index} (model {model!r})",
+            )
+        return queue.popleft()
+
+    async def _answer(
+        self, stream: anyio.abc.SocketStream, conn: h11.Connection, record: RecordedRequest
+    ) -> bool:
+        response = self._pick(record)
+        record.response = response
+        keep_open = True
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_client, stream, conn, record, tg.cancel_scope)
+            try:
+                keep_open = await self._play(stream, conn, record, response)
+            except _GONE:
+                record.client_gone_at = anyio.current_time()
+                keep_open = False
+            finally:
+                tg.cancel_scope.cancel()
+        return keep_open and record.client_gone_at is None
+
+    async def _play(
+        self,
+        stream: anyio.abc.SocketStream,
+        conn: h11.Connection,
+        record: RecordedRequest,
+        response: FakeResponse,
+    ) -> bool:
+        async def send(event: h11.Event) -> None:
+            data = conn.send(event)
+            if data:
+                await stream.send(data)
+
+        request_id = f"req_fake_{record.index}"
+        if isinstance(response, CloseBeforeResponse):
+            await _sleep(response.delay)
+            return False
+        if isinstance(response, ErrorResponse | CompletionResponse):
+            await _sleep(response.delay)
+            if isinstance(response, ErrorResponse):
+                payload, extra = self.wire.error_body(response)
+                status = response.status
+                reason = response.reason
+            else:
+                payload, extra, status, reason = (
+                    self.wire.completion(response, record),
+                    [],
+                    200,
+                    b"",
+                )
+            headers = [
+                ("content-type", "application/json"),
+                ("content-length", str(len(payload))),
+                ("request-id", request_id),
+                ("x-request-id", request_id),
+                *extra,
+            ]
+            if isinstance(response, ErrorResponse):
+                if response.retry_after is not None:
+                    headers.append(("retry-after", f"{response.retry_after:g}"))
+                headers.extend(response.headers)
+            record.first_byte_at = anyio.current_time()
+            await send(h11.Response(status_code=status, headers=headers, reason=reason))
+            await send(h11.Data(data=payload))
+        else:
+            encoder = self.wire.stream(response, record)
+            await _sleep(response.first_byte_delay)
+            headers = [
+                ("content-type", encoder.content_type),
+                ("cache-control", "no-cache"),
+                ("transfer-encoding", "chunked"),
+                ("request-id", request_id),
+                ("x-request-id", request_id),
+            ]
+            record.first_byte_at = anyio.current_time()
+            await send(h11.Response(status_code=200, headers=headers))
+            opening = encoder.start()
+            if opening:
+                await send(h11.Data(data=opening))
+            first = True
+            for event in response.events:
+                if isinstance(event, Pause):
+                    await _sleep(event.seconds)
+                    continue
+                if isinstance(event, Disconnect):
+                    return False
+                if not first and response.chunk_delay:
+                    await _sleep(response.chunk_delay)
+                data = encoder.event(event)
+                if data:
+                    await send(h11.Data(data=data))
+                record.events_sent += 1
+                first = False
+            closing = encoder.end(response.done)
+            if closing:
+                await send(h11.Data(data=closing))
+        await send(h11.EndOfMessage())
+        record.completed_at = anyio.current_time()
+        return True
+
+
+async def _read_request(
+    stream: anyio.abc.SocketStream, conn: h11.Connection
+) -> tuple[h11.Request, bytes] | None:
+    head: h11.Request | None = None
+    body = bytearray()
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            try:
+                data = await stream.receive(_RECEIVE_SIZE)
+            except anyio.EndOfStream:
+                data = b""
+            conn.receive_data(data)
+        elif isinstance(event, h11.Request):
+            head = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            assert head is not None
+            return head, bytes(body)
+        elif isinstance(event, h11.ConnectionClosed):
+            return None
+
+
+async def _watch_client(
+    stream: anyio.abc.SocketStream,
+    conn: h11.Connection,
+    record: RecordedRequest,
+    scope: anyio.CancelScope,
+) -> None:
+    # As the OpenAI fake's: reading while answering is how a hang-up mid-stall
+    # gets its exact time.
+    while True:
+        try:
+            data = await stream.receive(_RECEIVE_SIZE)
+        except _GONE:
+            if record.completed_at is None:
+                record.client_gone_at = anyio.current_time()
+            scope.cancel()
+            return
+        conn.receive_data(data)
+
+
+@asynccontextmanager
+async def open_loopback_server(
+    wire: Wire, script: Script = None, *, validate: bool = True, owner: str | None = None
+) -> AsyncIterator[LoopbackServer]:
+    """Serve *wire* on 127.0.0.1 for the body of an ``async with``, answering from *script*.
+
+    *script* is what the OpenAI fake takes (a sequence, a per-model mapping, a
+    callable or ``None``). The server runs in a task group of its own; leaving
+    the block stops it. What the body raised leaves bare, not in a group.
+    """
+    given: object = validate
+    if not isinstance(given, bool):
+        where = owner or f"fake {wire.name} server"
+        raise TypeError(f"{where}: validate_history must be a bool, got {validate!r}")
+    queues, respond = _compile_script(script)
+    failure: BaseException | None = None
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with refusing:
+        refusing.bind(("127.0.0.1", 0))
+        async with listener:
+            server = LoopbackServer(
+                wire,
+                listener.extra(anyio.abc.SocketAttribute.local_port),
+                refusing.getsockname()[1],
+                validate,
+                queues=queues,
+                respond=respond,
+            )
+            stop = anyio.CancelScope()
+
+            async def serve() -> None:
+                with stop:
+                    await listener.serve(server._serve_connection)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                try:
+                    yield server
+                except BaseException as exc:
+                    failure = exc
+                finally:
+                    stop.cancel()
+    if failure is not None:
+        raise failure
+
+
+def sse(event: str, data: Any) -> bytes:
+    """One named server-sent event with a JSON *data* (as Anthropic's and the Responses API's)."""
+    import json
+
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()

@@ -1,0 +1,471 @@
+"""The Anthropic adapter through the real ``anthropic`` SDK against the fake Messages API.
+
+Every test runs on both backends; the fake validates each conversation as
+the real API does (a ``tool_use`` answered in the next user turn, thinking
+blocks back unchanged, ``max_tokens`` present), so a second turn it accepts
+is a transcript the real API would accept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anthropic
+import anyio
+import httpx2
+import pytest
+
+from juno_bind_trio import CompletionDefectError, StreamStallError
+from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent, TurnTextStream
+from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
+from juno_bind_trio.providers.anthropic import (
+    STRUCTURED_OUTPUT_TOOL,
+    AnthropicAdapter,
+    classify_anthropic_error,
+    open_anthropic_client,
+)
+from juno_bind_trio.routing import (
+    AllRoutesFailedError,
+    Candidate,
+    RouteAction,
+    RoutePlan,
+    RouteStage,
+)
+from juno_bind_trio.testing import (
+    CloseBeforeResponse,
+    Disconnect,
+    ErrorEvent,
+    ErrorResponse,
+    FakeResponse,
+    Finish,
+    LoopbackServer,
+    MalformedChunk,
+    Pause,
+    ReasoningDelta,
+    StreamResponse,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    anthropic_signature,
+    open_fake_anthropic_server,
+)
+
+pytestmark = pytest.mark.anyio
+
+MESSAGES = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "hi"},
+]
+NEXT = RouteAction.NEXT_CANDIDATE
+RETRY = RouteAction.RETRY_SAME_ENDPOINT
+STAGE = RouteAction.NEXT_STAGE
+STOP = RouteAction.PROPAGATE
+
+
+@asynccontextmanager
+async def claude(
+    script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
+) -> AsyncIterator[tuple[RoutedModel, LoopbackServer]]:
+    async with (
+        open_fake_anthropic_server(script) as server,
+        open_anthropic_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        model = RoutedModel(
+            plan=RoutePlan(
+                [RouteStage("claude-test", [Candidate("anthropic")])], max_retries=max_retries
+            ),
+            adapters={"anthropic": AnthropicAdapter(client)},
+            **options,
+        )
+        yield model, server
+
+
+def texts(sink: ListSink) -> list[str | None]:
+    return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
+
+
+async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_shape() -> None:
+    sink = ListSink()
+    stream = TurnTextStream(sink=sink, turn_id="t")
+    script = [
+        StreamResponse.of_text("Hel", "lo", usage=Usage(prompt_tokens=12, completion_tokens=2))
+    ]
+    async with claude(script) as (model, server):
+        result = await model.route(MESSAGES, text_stream=stream)
+    turn = result.unwrap()
+    assert turn.content == "Hello"
+    assert texts(sink) == ["Hel", "lo"]
+    assert (turn.input_tokens, turn.output_tokens) == (12, 2)
+    body = server.requests[0].json
+    assert body["system"] == [{"type": "text", "text": "Be brief."}]
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert body["max_tokens"] == 4096
+    assert body["stream"] is True
+
+    assert server.requests[0].header("authorization") == "Bearer k"
+
+
+def add_call(call_id: str, a: int, b: int) -> tuple[str, str, str]:
+    return call_id, "add", json.dumps({"a": a, "b": b})
+
+
+async def run_add(call: Any) -> ToolCallOutcome:
+    args = json.loads(call["function"]["arguments"])
+    await anyio.sleep(1)
+    return ToolCallOutcome.from_content(call["id"], str(args["a"] + args["b"]))
+
+
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers.",
+        "parameters": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
+async def test_parallel_tool_calls_are_answered_in_one_user_turn() -> None:
+    script = [
+        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_text("3 and 7"),
+    ]
+    async with claude(script) as (model, server):
+        state = LoopState(messages=list(MESSAGES))
+        loop = ToolLoop(
+            state=state,
+            max_iterations=3,
+            call_model=model,
+            run_tool_call=run_add,
+            build_tools=lambda: [ADD_TOOL],
+        )
+        result = await loop.run()
+    assert result.reason == "completed"
+    assert result.content == "3 and 7"
+    first, second = (r.json for r in server.requests)
+    assert first["tools"] == [
+        {
+            "name": "add",
+            "description": "Add two integers.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        }
+    ]
+    # The assistant turn as blocks, then both answers in the next user turn.
+    assert second["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Adding."},
+                {"type": "tool_use", "id": "c1", "name": "add", "input": {"a": 1, "b": 2}},
+                {"type": "tool_use", "id": "c2", "name": "add", "input": {"a": 3, "b": 4}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "3"},
+                {"type": "tool_result", "tool_use_id": "c2", "content": "7"},
+            ],
+        },
+    ]
+    # The transcript stays the chat-completions shape.
+    assistant = state.messages[2]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["c1", "c2"]
+    assert PROVIDER_STATE_KEY not in assistant
+
+
+def thinking_then_call(thought: str, call: tuple[str, str, str]) -> StreamResponse:
+    call_id, name, arguments = call
+    return StreamResponse(
+        [
+            ReasoningDelta(thought[:5]),
+            ReasoningDelta(thought[5:]),
+            ToolCallDelta(0, id=call_id, name=name, arguments=arguments[:4]),
+            ToolCallDelta(0, arguments=arguments[4:]),
+            Finish("tool_calls"),
+        ]
+    )
+
+
+async def test_thinking_blocks_go_back_unchanged_over_two_tool_turns() -> None:
+    script = [
+        thinking_then_call("First I add one and two.", add_call("c1", 1, 2)),
+        thinking_then_call("Now three and four.", add_call("c2", 3, 4)),
+        StreamResponse.of_text("10"),
+    ]
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    async with claude(script, request_options=thinking) as (model, server):
+        state = LoopState(messages=list(MESSAGES))
+        loop = ToolLoop(
+            state=state,
+            max_iterations=4,
+            call_model=model,
+            run_tool_call=run_add,
+            build_tools=lambda: [ADD_TOOL],
+        )
+        result = await loop.run()
+    # Every request was accepted by the validating fake: the thinking blocks
+    # were sent back at the head of their turns, text and signature intact.
+    assert result.content == "10"
+    assert all(
+        r.response is not None and not isinstance(r.response, ErrorResponse)
+        for r in server.requests
+    )
+    third = server.requests[2].json["messages"]
+    assistant_turns = [m for m in third if m["role"] == "assistant"]
+    assert [turn["content"][0] for turn in assistant_turns] == [
+        {
+            "type": "thinking",
+            "thinking": "First I add one and two.",
+            "signature": anthropic_signature("First I add one and two."),
+        },
+        {
+            "type": "thinking",
+            "thinking": "Now three and four.",
+            "signature": anthropic_signature("Now three and four."),
+        },
+    ]
+    states: list[Any] = [
+        m.get(PROVIDER_STATE_KEY) for m in state.messages if m["role"] == "assistant"
+    ]
+    assert states[0]["provider"] == "anthropic"
+    assert states[2] is None  # the answer had no thinking
+
+
+async def test_a_changed_thinking_block_is_refused_as_the_api_refuses_it() -> None:
+    signature = anthropic_signature("real thought")
+    transcript: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+            ],
+            PROVIDER_STATE_KEY: {
+                "provider": "anthropic",
+                "thinking": [{"type": "thinking", "thinking": "edited", "signature": signature}],
+            },
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "3"},
+    ]
+    async with claude([StreamResponse.of_text("x")]) as (model, _):
+        result = await model.route(transcript)
+    assert not result.ok
+    error = result.error
+    assert isinstance(error, anthropic.BadRequestError)
+    assert "Invalid `signature`" in str(error)
+
+
+async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    script = [
+        StreamResponse.of_tool_calls(
+            ("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Lisbon"}'), fragments=3
+        )
+    ]
+    async with claude(script, request_options={"response_format": response_format}) as (
+        model,
+        server,
+    ):
+        turn = (await model.route(MESSAGES)).unwrap()
+    assert turn.content == '{"city":"Lisbon"}'
+    assert turn.tool_calls == ()
+    body = server.requests[0].json
+    assert body["tool_choice"] == {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
+    assert body["tools"][-1]["input_schema"] == schema
+    assert "response_format" not in body
+
+
+# --- every fault, classified, on a retractable and a permanent reader -------------------
+
+# (id, fault, verdict, exception, whether the reader was shown text before it)
+FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
+    ("429", ErrorResponse(429, retry_after=3), NEXT, anthropic.RateLimitError, False),
+    ("529 overloaded", ErrorResponse(529), NEXT, anthropic.InternalServerError, False),
+    ("500", ErrorResponse(500), NEXT, anthropic.InternalServerError, False),
+    ("closed before the answer", CloseBeforeResponse(), NEXT, anthropic.APIConnectionError, False),
+    (
+        "dropped mid-stream",
+        StreamResponse([TextDelta("Half"), Disconnect()]),
+        NEXT,
+        httpx2.RemoteProtocolError,
+        True,
+    ),
+    (
+        "overloaded mid-stream",
+        StreamResponse([TextDelta("Half"), ErrorEvent("Overloaded", type="overloaded_error")]),
+        NEXT,
+        anthropic.APIStatusError,
+        True,
+    ),
+    (
+        "malformed event",
+        StreamResponse([TextDelta("Half"), MalformedChunk()]),
+        RETRY,
+        json.JSONDecodeError,
+        True,
+    ),
+    (
+        "stall before the first token",
+        StreamResponse([Pause(math.inf), TextDelta("late")]),
+        NEXT,
+        StreamStallError,
+        False,
+    ),
+    (
+        "stall between chunks",
+        StreamResponse([TextDelta("Half"), Pause(math.inf)]),
+        NEXT,
+        StreamStallError,
+        True,
+    ),
+    (
+        "cut off without message_stop",
+        StreamResponse([TextDelta("Half")], done=False),
+        RETRY,
+        CompletionDefectError,
+        True,
+    ),
+    (
+        "prompt too long",
+        ErrorResponse(400, "prompt is too long: 210000 tokens > 200000 maximum"),
+        STAGE,
+        anthropic.BadRequestError,
+        False,
+    ),
+    ("bad request", ErrorResponse(400, "messages: bad"), STOP, anthropic.BadRequestError, False),
+]
+
+
+@pytest.mark.parametrize("retractable", [True, False], ids=["retractable", "permanent"])
+@pytest.mark.parametrize(
+    ("fault", "action", "kind", "shown"),
+    [pytest.param(f, a, k, s, id=i) for i, f, a, k, s in FAULTS],
+)
+async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
+    fault: FakeResponse, action: RouteAction, kind: type[Exception], shown: bool, retractable: bool
+) -> None:
+    sink = ListSink(retractable=retractable)
+    stream = TurnTextStream(sink=sink, turn_id="t")
+    async with (
+        open_fake_anthropic_server([fault, StreamResponse.of_text("Whole")]) as server,
+        open_anthropic_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        plan = RoutePlan(
+            [
+                RouteStage("claude-a", [Candidate("anthropic")]),
+                RouteStage("claude-b", [Candidate("anthropic")]),
+            ],
+            max_retries=1,
+        )
+        model = RoutedModel(
+            plan=plan,
+            adapters={"anthropic": AnthropicAdapter(client)},
+            time_to_first_token=5.0,
+            inter_chunk_timeout=2.0,
+        )
+        result = await model.route(MESSAGES, text_stream=stream)
+        stream.finish("succeeded" if result.ok else "failed")
+    first = result.attempts[0]
+    assert isinstance(first.error, kind)
+    assert first.action is action or (first.adjusted is not None)
+    assert classify_anthropic_error(first.error, first.candidate, first.cursor).action is action
+    if action is STOP:
+        assert not result.ok
+        assert isinstance(result.error, kind)
+        return
+    if shown and not retractable:
+        # A permanent reader was shown the failed attempt's text: routing stops,
+        # and the reader keeps what it was shown.
+        assert not result.ok
+        assert texts(sink) == ["Half"]
+        assert len(server.requests) == 1
+        return
+    assert result.ok
+    assert result.unwrap().content == "Whole"
+    assert stream.text == "Whole"
+    # The reader saw the failed attempt's text, the reset, the winner; or the winner alone.
+    assert texts(sink) == (["Half", None, "Whole"] if shown else ["Whole"])
+    if shown:
+        assert isinstance(sink.events[1], ResetEvent)
+    models = [r.json["model"] for r in server.requests]
+    assert models[-1] == ("claude-b" if action in (NEXT, STAGE) else "claude-a")
+
+
+async def test_a_429_says_how_long_to_wait() -> None:
+    async with claude([ErrorResponse(429, retry_after=7)]) as (model, _):
+        result = await model.route(MESSAGES)
+    assert result.attempts[0].error is not None
+    assert isinstance(result.error, AllRoutesFailedError | anthropic.RateLimitError)
+    error = result.attempts[0].error
+    assert isinstance(error, Exception)
+    candidate, cursor = result.attempts[0].candidate, result.attempts[0].cursor
+    assert classify_anthropic_error(error, candidate, cursor).retry_after == 7.0
+
+
+def test_a_client_that_retries_is_refused() -> None:
+    client = anthropic.AsyncAnthropic(api_key="k", base_url="http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="max_retries=0"):
+        AnthropicAdapter(client)
+    with pytest.raises(TypeError, match="AsyncAnthropic"):
+        AnthropicAdapter(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+async def test_thinking_keeps_the_stream_alive_but_is_not_the_first_token(
+    thoughts: int, ok: bool
+) -> None:
+    # A thought every 1.5 s: within the 2 s between-chunk budget every time;
+    # the 10 s first-token budget still runs, so 20 of them (30 s) stall.
+    events: list[Any] = []
+    for i in range(thoughts):
+        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
+    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
+    async with claude(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
+        start = anyio.current_time()
+        result = await model.route(MESSAGES)
+    if ok:
+        assert result.unwrap().content == "done"
+    else:
+        error = result.attempts[0].error
+        assert isinstance(error, StreamStallError)
+        assert error.budget == "time_to_first_token"
+        assert anyio.current_time() - start == pytest.approx(10.0)
+
+
+async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:
+    import pydantic
+
+    from juno_bind_trio.agent import Agent
+
+    class Place(pydantic.BaseModel):
+        city: str
+
+    script = [StreamResponse.of_tool_calls(("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Porto"}'))]
+    async with open_fake_anthropic_server(script) as server:
+        agent = Agent(
+            "anthropic:claude-test", output_type=Place, base_url=server.base_url, api_key="k"
+        )
+        result = await agent.run("Where?")
+        await agent.aclose()
+    assert result.output == Place(city="Porto")
+    assert server.requests[0].json["tool_choice"] == {
+        "type": "tool",
+        "name": STRUCTURED_OUTPUT_TOOL,
+    }
