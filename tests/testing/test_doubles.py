@@ -356,6 +356,20 @@ async def test_a_real_client_request_inside_the_block_is_a_usage_error() -> None
         assert len(server.requests) == 1
 
 
+async def test_the_block_covers_every_provider_adapter_not_only_openai() -> None:
+    from juno_bind_trio.testing import open_fake_anthropic_server
+
+    async with open_fake_anthropic_server(lambda request: StreamResponse.of_text("real")) as server:
+        agent = Agent("anthropic:claude-test", base_url=server.base_url, api_key="k")
+        async with agent:
+            refused = pytest.raises(UsageError, match="'claude-test' was made inside")
+            with block_model_requests(), refused:
+                await agent.run("hi")
+            assert server.requests == []
+            assert (await agent.run("hi")).output == "real"
+        assert len(server.requests) == 1
+
+
 def test_the_block_nests_and_lifts(block_model_requests: None) -> None:
     # Here the fixture of the same name holds a block for the whole test.
     from juno_bind_trio import _blocking

@@ -32,6 +32,7 @@ from typing import Any, TypeAlias, final
 import attrs
 
 from juno_bind_trio import _tracing
+from juno_bind_trio._blocking import check_model_request
 from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
@@ -208,6 +209,8 @@ class Router:
             if text_stream is not None:
                 text_stream.begin_attempt()
             adapter = self.adapters[candidate.provider]
+            # testing.block_model_requests: every adapter's request is refused here.
+            check_model_request(adapter.name, cursor.model)
             options = self.request_options
             if candidate.options:
                 options = {**options, **candidate.options}

@@ -68,7 +68,7 @@ from juno_bind_trio.agent import (
     TurnEndedEvent,
 )
 
-from ._runs import RunHandle
+from ._runs import RunHandle, last_turn_calls
 
 __all__ = ["AGUIEncoder", "agui_events"]
 
@@ -325,25 +325,9 @@ class AGUIEncoder:
         if not self._settle:
             return
         self._settle = False
-        for message in reversed(messages):
-            if message.get("role") != "assistant":
-                continue
-            for wire in message.get("tool_calls") or ():
-                if not isinstance(wire, Mapping):
-                    continue
-                call_id = wire.get("id")
-                function = wire.get("function")
-                if not isinstance(call_id, str) or not isinstance(function, Mapping):
-                    continue
-                if call_id not in self._by_id:
-                    arguments = function.get("arguments")
-                    self._adopt(
-                        call_id,
-                        str(function.get("name")),
-                        arguments if isinstance(arguments, str) else "",
-                        out,
-                    )
-            return
+        for call_id, name, arguments in last_turn_calls(messages):
+            if call_id not in self._by_id:
+                self._adopt(call_id, name, arguments, out)
 
 
 async def agui_events(

@@ -43,6 +43,7 @@ __all__ = [
     "RunSource",
     "RunStatus",
     "WireEvent",
+    "last_turn_calls",
 ]
 
 DEFAULT_MAX_ACTIVE_RUNS: Final = 8
@@ -94,6 +95,30 @@ def _split_run_id(run_id: str) -> tuple[str, str] | None:
     if not dot or not _TOKEN.fullmatch(token) or not _TAG.fullmatch(tag):
         return None
     return token, tag
+
+
+def last_turn_calls(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """``(id, name, arguments)`` of each call of the transcript's last assistant message.
+
+    What the protocol relays settle a turn from when it ends; a call not
+    shaped as a function call is left out.
+    """
+    for message in reversed(messages):
+        if message.get("role") != "assistant":
+            continue
+        calls: list[tuple[str, str, str]] = []
+        for wire in message.get("tool_calls") or ():
+            if not isinstance(wire, Mapping):
+                continue
+            call_id = wire.get("id")
+            function = wire.get("function")
+            if not isinstance(call_id, str) or not isinstance(function, Mapping):
+                continue
+            arguments = function.get("arguments")
+            name = str(function.get("name"))
+            calls.append((call_id, name, arguments if isinstance(arguments, str) else ""))
+        return calls
+    return []
 
 
 @runtime_checkable

@@ -42,7 +42,7 @@ from juno_bind_trio.agent import (
     TurnEndedEvent,
 )
 
-from ._runs import RunHandle
+from ._runs import RunHandle, last_turn_calls
 
 __all__ = [
     "UI_MESSAGE_STREAM_HEADERS",
@@ -342,24 +342,12 @@ class UIMessageStreamEncoder:
         if not self._settle:
             return
         self._settle = False
-        for message in reversed(messages):
-            if message.get("role") != "assistant":
-                continue
-            for wire in message.get("tool_calls") or ():
-                if not isinstance(wire, Mapping):
-                    continue
-                call_id = wire.get("id")
-                function = wire.get("function")
-                if not isinstance(call_id, str) or not isinstance(function, Mapping):
-                    continue
-                name = function.get("name")
-                arguments = function.get("arguments")
-                call = self._by_id.get(call_id)
-                if call is None:
-                    call = self._adopt(call_id, str(name), out)
-                if not call.available:
-                    self._available(call, arguments if isinstance(arguments, str) else "", out)
-            return
+        for call_id, name, arguments in last_turn_calls(messages):
+            call = self._by_id.get(call_id)
+            if call is None:
+                call = self._adopt(call_id, name, out)
+            if not call.available:
+                self._available(call, arguments, out)
 
 
 async def ui_message_stream(run: RunHandle, *, message_id: str | None = None) -> AsyncIterator[str]:
