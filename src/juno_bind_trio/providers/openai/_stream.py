@@ -172,7 +172,7 @@ async def stream_chat_completion(
     if tools:
         options["tools"] = list(tools)
 
-    check_model_request("OpenAI", model)
+    check_model_request("openai", model)
     observe = text_stream.observe if text_stream is not None else None
     reason = text_stream.reasoning if text_stream is not None else None
     # Each fragment also goes to the text stream, for a surface that shows
