@@ -52,6 +52,10 @@ _publish(__name__, globals(), [name for name in list(globals()) if not name.star
 
 from .agent import Agent as Agent  # noqa: E402
 from .agent import AgentResult as AgentResult  # noqa: E402
+from .agent import Approve as Approve  # noqa: E402
+from .agent import Deny as Deny  # noqa: E402
+from .agent import ExternalTool as ExternalTool  # noqa: E402
+from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
 from .agent import tool as tool  # noqa: E402
 
@@ -64,13 +68,17 @@ __all__ = [
     "Agent",
     "AgentResult",
     "AllRoutesFailedError",
+    "Approve",
     "CompletionDefectError",
+    "Deny",
+    "ExternalTool",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
     "MCPConnectionError",
     "MCPToolError",
     "NoViableEndpointError",
+    "PendingToolCall",
     "RoutingError",
     "RunContext",
     "RunExistsError",

@@ -677,7 +677,9 @@ class Agent(Generic[DepsT, OutputT]):
         decisions: object = None,
     ) -> _RunCore[OutputT]:
         decided = read_decisions(owner, *decisions) if isinstance(decisions, tuple) else None
-        prompt = None if prompt is None else _check_prompt(owner, prompt)
+        # No prompt: a run continuing the waiting calls its message_history ends with.
+        if prompt is not None or message_history is None:
+            prompt = _check_prompt(owner, prompt)
         _check_limits(owner, usage_limits)
         history: list[dict[str, Any]] = []
         if message_history is not None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
@@ -47,6 +46,15 @@ from juno_bind_trio.plugins import (
     tool_failure_message,
 )
 from juno_bind_trio.run import ToolBatch, ToolCall, tool_message
+
+from ._approval_types import (
+    ApprovalPredicate,
+    Approve,
+    Deny,
+    PendingKind,
+    PendingToolCall,
+    check_approval_options,
+)
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import ToolCallLike
@@ -69,11 +77,6 @@ __all__ = [
     "read_decisions",
 ]
 
-PendingKind: TypeAlias = Literal["approval", "external"]
-"""Why a call waits: ``"approval"`` (a person decides) or ``"external"`` (the host runs it)."""
-
-ApprovalPredicate: TypeAlias = Callable[["RunContext[Any]", dict[str, Any]], bool | Awaitable[bool]]
-"""``(ctx, arguments) -> bool`` (sync or async): whether this call needs an approval."""
 
 APPROVAL_DENIED_MESSAGE: Final = "The call was denied by the person reviewing it, and was not run"
 """What a denied call's answer says before the reason (``kind: "authz"``)."""
@@ -94,179 +97,7 @@ def _now() -> float:
     return time.time()
 
 
-def _json_dict(owner: str, value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{owner}: arguments must be a dict, got {value!r:.80}")
-    try:
-        copied: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{owner}: arguments must be JSON-serialisable ({exc})") from None
-    return copied
-
-
-def _approve_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else _json_dict("Approve", value)
-
-
-def _deny_reason(value: str) -> str:
-    given: object = value
-    if not isinstance(given, str) or not given.strip():
-        raise TypeError(f"Deny: reason must be a non-blank string, got {given!r:.80}")
-    return value
-
-
-@final
-@attrs.frozen
-class Approve:
-    """Approve a waiting call, optionally with corrected *arguments* (validated again).
-
-    ``approvals={"c1": True}`` is ``approvals={"c1": Approve()}``. With
-    *arguments*, the tool runs with them instead of the model's (they must
-    validate against the tool's schema, or the decision is refused before
-    anything changes), and its answer tells the model which arguments ran.
-    """
-
-    arguments: dict[str, Any] | None = attrs.field(default=None, converter=_approve_arguments)
-
-
-@final
-@attrs.frozen
-class Deny:
-    """Deny a waiting call: it is answered as a failure of kind ``"authz"`` with *reason*.
-
-    ``approvals={"c1": False}`` is ``approvals={"c1": Deny()}``.
-    """
-
-    reason: str = attrs.field(default="denied", converter=_deny_reason)
-
-
-def _check_expiry(value: float | None) -> float | None:
-    given: object = value
-    if given is None:
-        return None
-    if isinstance(given, bool) or not isinstance(given, int | float) or not math.isfinite(given):
-        raise TypeError(f"PendingToolCall: expires_at must be a finite number or None, got {given!r}")
-    return float(given)
-
-
-def _check_kind(value: str) -> PendingKind:
-    if value not in ("approval", "external"):
-        raise ValueError(f"PendingToolCall: kind must be 'approval' or 'external', got {value!r}")
-    return value  # type: ignore[return-value]  # checked just above
-
-
-def _check_text(field: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        given: object = value
-        if not isinstance(given, str) or not given:
-            raise TypeError(f"PendingToolCall: {field} must be a non-empty string, got {given!r}")
-        return value
-
-    return check
-
-
-def _pending_arguments(value: dict[str, Any]) -> dict[str, Any]:
-    return _json_dict("PendingToolCall", value)
-
-
-@final
-@attrs.frozen
-class PendingToolCall:
-    """A tool call the run waits on: ``PendingToolCall(id, name, arguments, kind, expires_at)``.
-
-    * *id*: the call's id: the key of ``approvals=``, ``results=``, ``errors=``;
-    * *name*: the tool;
-    * *arguments*: the validated arguments, a JSON-compatible ``dict``;
-    * *kind*: ``"approval"`` (a person decides) or ``"external"`` (the host
-      runs it and supplies its result);
-    * *expires_at*: when an undecided approval is answered as denied (timed
-      out) on the next continuation, in seconds of the store's clock (of
-      ``time.time()`` for a run without a store); ``None``: never.
-    """
-
-    id: str = attrs.field(converter=_check_text("id"))
-    name: str = attrs.field(converter=_check_text("name"))
-    arguments: dict[str, Any] = attrs.field(converter=_pending_arguments, hash=False)
-    kind: PendingKind = attrs.field(default="approval", converter=_check_kind)
-    expires_at: float | None = attrs.field(default=None, converter=_check_expiry)
-
-    def to_json(self) -> dict[str, Any]:
-        """The call as a JSON object (what the placeholder answer and the store keep)."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "arguments": self.arguments,
-            "kind": self.kind,
-            "expires_at": self.expires_at,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> PendingToolCall:
-        """The call written by ``to_json``."""
-        return cls(
-            value["id"], value["name"], value["arguments"], value["kind"], value.get("expires_at")
-        )
-
-
-# --- the tool's side -------------------------------------------------------------------
-
-
-def check_approval_options(
-    owner: str,
-    requires_approval: object,
-    external: object,
-    approval_timeout: object,
-    repeatable: object,
-) -> tuple[bool | ApprovalPredicate, bool, float | None, bool]:
-    """The tool's approval options checked, and its repeatability resolved.
-
-    ``requires_approval`` implies non-repeatable unless the tool says
-    ``repeatable=True`` (given as ``None``: not said).
-    """
-    if not isinstance(requires_approval, bool) and not callable(requires_approval):
-        raise TypeError(
-            f"{owner}: requires_approval must be a bool or a predicate (ctx, arguments) -> bool, "
-            f"got {requires_approval!r:.80}"
-        )
-    if not isinstance(external, bool):
-        raise TypeError(f"{owner}: external must be a bool, got {external!r:.80}")
-    if external and requires_approval is not False:
-        raise ValueError(
-            f"{owner}: a tool is either external (the host runs it) or requires_approval "
-            "(it runs here once approved), not both"
-        )
-    timeout: float | None = None
-    if approval_timeout is not None:
-        if (
-            isinstance(approval_timeout, bool)
-            or not isinstance(approval_timeout, int | float)
-        ):
-            raise TypeError(
-                f"{owner}: approval_timeout must be a number of seconds or None, "
-                f"got {approval_timeout!r:.80}"
-            )
-        if not math.isfinite(approval_timeout) or approval_timeout <= 0:
-            raise ValueError(
-                f"{owner}: approval_timeout must be a positive number of seconds, "
-                f"got {approval_timeout!r}"
-            )
-        if requires_approval is False and not external:
-            raise ValueError(
-                f"{owner}: approval_timeout is for a tool that waits (requires_approval or "
-                "external)"
-            )
-        timeout = float(approval_timeout)
-    if repeatable is None:
-        resolved = requires_approval is False
-    elif isinstance(repeatable, bool):
-        resolved = repeatable
-    else:
-        raise TypeError(f"{owner}: repeatable must be a bool, got {repeatable!r:.80}")
-    predicate: bool | ApprovalPredicate = requires_approval  # type: ignore[assignment]
-    return predicate, external, timeout, resolved
-
-
-def ExternalTool(  # noqa: N802  # a constructor by its use: ExternalTool(name, schema)
+def ExternalTool(  # a constructor by its use: ExternalTool(name, schema)
     name: str,
     parameters_schema: Mapping[str, Any],
     *,
@@ -291,15 +122,18 @@ def ExternalTool(  # noqa: N802  # a constructor by its use: ExternalTool(name, 
             "answer its call with results= or errors="
         )
 
-    made = Tool.from_schema(
-        name=name,
-        description=description,
-        parameters=parameters_schema,
-        handler=never,
-        external=True,
-        approval_timeout=approval_timeout,
-    )
-    return made
+    try:
+        return Tool.from_schema(
+            name=name,
+            description=description,
+            parameters=parameters_schema,
+            handler=never,
+            external=True,
+            approval_timeout=approval_timeout,
+        )
+    except (TypeError, ValueError) as exc:
+        text = str(exc).replace("Tool.from_schema", "ExternalTool", 1)
+        raise type(exc)(text) from None
 
 
 # --- decisions -------------------------------------------------------------------------
@@ -320,7 +154,9 @@ class Decision:
     def message(self, call_id: str) -> dict[str, Any]:
         """The tool message answering the call (for every kind but ``"approved"``)."""
         if self.kind == "denied":
-            return tool_failure_message(call_id, f"{APPROVAL_DENIED_MESSAGE}: {self.answer}", "authz")
+            return tool_failure_message(
+                call_id, f"{APPROVAL_DENIED_MESSAGE}: {self.answer}", "authz"
+            )
         if self.kind == "expired":
             return tool_failure_message(call_id, f"{APPROVAL_TIMED_OUT_MESSAGE}.", "authz")
         if self.kind == "error":
@@ -340,7 +176,9 @@ def read_decisions(
 ) -> dict[str, Decision]:
     """The keywords ``approvals=``, ``results=``, ``errors=`` as one decision per call id."""
     if principal is not None and (not isinstance(principal, str) or not principal):
-        raise TypeError(f"{owner}: principal must be a non-empty str or None, got {principal!r:.80}")
+        raise TypeError(
+            f"{owner}: principal must be a non-empty str or None, got {principal!r:.80}"
+        )
     who = principal
     decided: dict[str, Decision] = {}
 
@@ -379,7 +217,9 @@ def read_decisions(
         add(call_id, Decision(kind="result", answer=value, principal=who), "results")
     for call_id, value in (errors or {}).items():  # type: ignore[attr-defined]
         if not isinstance(value, str) or not value:
-            raise TypeError(f"{owner}: errors[{call_id!r}] must be a non-empty str, got {value!r:.80}")
+            raise TypeError(
+                f"{owner}: errors[{call_id!r}] must be a non-empty str, got {value!r:.80}"
+            )
         add(call_id, Decision(kind="error", answer=value, principal=who), "errors")
     return decided
 
@@ -548,7 +388,7 @@ class ApprovalGate:
                 except ToolFailureError as exc:
                     raise ValueError(
                         f"{owner}: approvals[{call_id!r}]: the corrected arguments do not "
-                        f"validate: {exc.detail}"
+                        f"validate: {exc}"
                     ) from None
                 self.decisions[call_id] = attrs.evolve(decision, arguments=corrected)
 
@@ -565,8 +405,10 @@ class ApprovalGate:
         call_id = call.id
         decision = self.decisions.get(call_id)
         if decision is not None:
-            return None if decision.kind == "approved" else ToolCallOutcome(
-                tool_message=decision.message(call_id)
+            return (
+                None
+                if decision.kind == "approved"
+                else ToolCallOutcome(tool_message=decision.message(call_id))
             )
         known = self.waiting.get(call_id)
         if known is not None:
@@ -586,7 +428,8 @@ class ApprovalGate:
         kind: PendingKind = "external" if found.external else "approval"
         predicate = found.requires_approval
         if kind == "approval" and predicate is not True:
-            assert callable(predicate) and self._context is not None
+            assert callable(predicate)
+            assert self._context is not None
             verdict: object = predicate(self._context(call), dict(arguments))
             if inspect.isawaitable(verdict):
                 verdict = await verdict
@@ -707,3 +550,34 @@ def _answer(call_id: str, result: outcome.Outcome[ToolCallOutcome]) -> dict[str,
     if isinstance(error, UsageError):
         raise error
     return tool_failure_message(call_id, tool_error_text(error), kind_for_error(error))
+
+
+def check_continuation(
+    gate: ApprovalGate, history: Sequence[Mapping[str, Any]], *, prompted: bool
+) -> None:
+    """A run in memory continuing its history: the decisions name waiting calls, and a
+    run without a new prompt has calls to continue."""
+    waiting = trailing_waiting(history)
+    gate.check_decisions("Agent.run", waiting)
+    gate.adopt(tuple(waiting.values()), {})
+    if not prompted and not waiting:
+        raise UsageError(
+            "Agent.run: a prompt is needed, unless message_history ends with calls waiting "
+            "for a decision (AgentResult.pending) that this run continues"
+        )
+    undecided = [i for i in waiting if i not in gate.decisions]
+    if prompted and undecided:
+        raise UsageError(
+            f"Agent.run: the history's calls {undecided} still wait for a decision; decide "
+            "them (approvals=, results=, errors=) before sending a new prompt, or continue "
+            "without one"
+        )
+
+
+def result_pending(
+    gate: ApprovalGate, reason: str, suspensions: Sequence[SuspendDirective]
+) -> tuple[PendingToolCall, ...]:
+    """A result's ``pending``, in call order (the loop gathers a batch's directives so)."""
+    if reason != "suspended":
+        return ()
+    return pending_of(suspensions) if suspensions else tuple(gate.held)

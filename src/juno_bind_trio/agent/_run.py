@@ -43,6 +43,7 @@ from juno_bind_trio.loop import (
     LoopState,
     ModelTurn,
     ModelTurnResult,
+    RunStats,
     ToolCallOutcome,
     ToolLoop,
 )
@@ -61,7 +62,7 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
-from ._approvals import ApprovalGate, Decision, trailing_waiting
+from ._approvals import ApprovalGate, Decision, check_continuation, result_pending
 from ._context import RunContext
 from ._events import (
     AgentEvent,
@@ -453,7 +454,9 @@ class _RunCore(Generic[OutputT]):
     def _bind_gate(self) -> None:
         self.gate.bind(self.tools, self.context_for)
         if self.settings.store is None or not self.resuming:
-            _check_continuation(self)
+            check_continuation(
+                self.gate, self.state.messages[: self.new_start], prompted=self.prompted
+            )
 
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
@@ -504,9 +507,7 @@ class _RunCore(Generic[OutputT]):
                 per_tool_limit=self.settings.per_tool_limit,
             )
             if held:
-                return LoopResult(
-                    reason="suspended", iterations=0, stats=RunStats(), content=None
-                )
+                return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         ended = await session.answer_open_turn(
             self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,
             per_tool_limit=self.settings.per_tool_limit,
@@ -570,33 +571,12 @@ class _RunCore(Generic[OutputT]):
             run_id=self.run_id,
             iterations=result.iterations,
             suspensions=result.suspensions,
-            pending=tuple(self.gate.held) if result.reason == "suspended" else (),
+            pending=result_pending(self.gate, result.reason, result.suspensions),
         )
         exceeded = None if self.meter is None else self.meter.exceeded
         if exceeded is not None:
             raise UsageLimitExceeded(*exceeded, result=agent_result)
         return agent_result
-
-
-def _check_continuation(core: _RunCore[Any]) -> None:
-    """A run in memory continuing its history: the decisions name waiting calls, and
-    a run without a new prompt has calls to continue."""
-    gate = core.gate
-    waiting = trailing_waiting(core.state.messages[: core.new_start])
-    gate.check_decisions("Agent.run", waiting)
-    gate.adopt(tuple(waiting.values()), {})
-    if not core.prompted and not waiting:
-        raise UsageError(
-            "Agent.run: a prompt is needed, unless message_history ends with calls waiting "
-            "for a decision (AgentResult.pending) that this run continues"
-        )
-    undecided = [i for i in waiting if i not in gate.decisions]
-    if core.prompted and undecided:
-        raise UsageError(
-            f"Agent.run: the history's calls {undecided} still wait for a decision; decide "
-            "them (approvals=, results=, errors=) before sending a new prompt, or continue "
-            "without one"
-        )
 
 
 def _is_toolset(item: object) -> bool:

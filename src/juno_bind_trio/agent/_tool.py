@@ -37,8 +37,8 @@ import anyio.from_thread
 import anyio.to_thread
 import attrs
 import pydantic
-from pydantic.fields import FieldInfo
 import pydantic_core
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from juno_bind_trio._calls import ToolCall, parse_arguments
