@@ -9,6 +9,10 @@ an exception routing can classify).
 [`ToolLoop`][juno_bind_trio.loop.ToolLoop] takes as ``call_model``.
 [`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client] makes the client the
 way routing needs it.
+[`OpenAIResponsesAdapter`][juno_bind_trio.providers.openai.OpenAIResponsesAdapter] speaks the
+Responses API on the same client (reasoning items carried and sent back), its failures judged by
+[`classify_responses_error()`][juno_bind_trio.providers.openai.classify_responses_error]; the model
+string ``"openai-responses:<model>"`` opens one.
 """
 
 from juno_bind_trio._public import publish as _publish
@@ -20,6 +24,8 @@ from ._client import open_openai_client as open_openai_client
 from ._client import prime_openai_client as prime_openai_client
 from ._model import Classifier as Classifier
 from ._model import OpenAIChatModel as OpenAIChatModel
+from ._responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
+from ._responses_errors import classify_responses_error as classify_responses_error
 from ._stream import REASONING_FIELDS as REASONING_FIELDS
 from ._stream import stream_chat_completion as stream_chat_completion
 
@@ -30,6 +36,8 @@ __all__ = [
     "Classifier",
     "OpenAIChatAdapter",
     "OpenAIChatModel",
+    "OpenAIResponsesAdapter",
+    "classify_responses_error",
     "open_openai_client",
     "prime_openai_client",
     "stream_chat_completion",
