@@ -24,6 +24,8 @@ from juno_bind_trio.providers.anthropic import (
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
+    OpenAIResponsesAdapter,
+    classify_responses_error,
     open_openai_client,
     prime_openai_client,
     stream_chat_completion,
@@ -58,6 +60,8 @@ ENTRIES = [
     Entry(OpenAIChatAdapter),
     Entry(RoutedModel),
     Entry(AnthropicAdapter),
+    Entry(OpenAIResponsesAdapter),
+    Entry(classify_responses_error),
     Entry(classify_anthropic_error),
     Entry(open_anthropic_client, raises=(anthropic.AnthropicError,)),
     Entry(ProviderRequest),
