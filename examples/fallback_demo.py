@@ -63,6 +63,7 @@ from juno_bind_trio.providers.openai import (
     OpenAIChatModel,
     open_openai_client,
 )
+from juno_bind_trio.providers.openai import classify_openai_error
 from juno_bind_trio.routing import (
     AttemptFailure,
     Candidate,
@@ -73,7 +74,6 @@ from juno_bind_trio.routing import (
     RouteResult,
     RouteStage,
     RoutingError,
-    classify_openai_error,
 )
 from juno_bind_trio.testing import (
     Disconnect,
