@@ -61,9 +61,9 @@ from juno_bind_trio.providers.anthropic import (
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
+    classify_openai_error,
     open_openai_client,
 )
-from juno_bind_trio.providers.openai import classify_openai_error
 from juno_bind_trio.routing import (
     AttemptFailure,
     Candidate,

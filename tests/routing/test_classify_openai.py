@@ -17,7 +17,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from juno_bind_trio import CompletionDefectError, StreamStallError
-from juno_bind_trio.providers.openai import MODEL_LIMIT_ERROR_CODES, classify_openai_error
+from juno_bind_trio.providers.openai import classify_openai_error
 from juno_bind_trio.routing import (
     Candidate,
     ClassifiedError,
