@@ -12,7 +12,7 @@ explanation page "Routing" for the design.
 resolved on first use so routing itself imports no provider (docs/explanation/layering.md).
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from juno_bind_trio._errors import AllRoutesFailedError as AllRoutesFailedError
 from juno_bind_trio._errors import NoViableEndpointError as NoViableEndpointError
@@ -78,7 +78,7 @@ __all__ = [
     "parse_retry_after",
 ]
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from juno_bind_trio.providers.openai._classify import (
         MODEL_LIMIT_ERROR_CODES as MODEL_LIMIT_ERROR_CODES,
     )
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
 _MOVED = frozenset({"MODEL_LIMIT_ERROR_CODES", "classify_openai_error"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in _MOVED:
         # The module, not the package: this may run while juno_bind_trio.providers.openai
         # is itself being imported (a module of it that still names the old path).
