@@ -9,21 +9,16 @@ arrive as typed events and raise nothing. The adapter raises an
 ``openai.APIError`` for each, with the API's error object as its body (so
 ``code`` and ``message`` are the server's), and this table judges it by the
 code; everything else is judged as
-[`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error] judges it.
+[`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error] judges it.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from juno_bind_trio.routing import (
-    MODEL_LIMIT_ERROR_CODES,
-    Candidate,
-    ClassifiedError,
-    RouteAction,
-    RouteCursor,
-    classify_openai_error,
-)
+from juno_bind_trio.routing import Candidate, ClassifiedError, RouteAction, RouteCursor
+
+from ._classify import MODEL_LIMIT_ERROR_CODES, classify_openai_error
 
 __all__ = ["REQUEST_ERROR_CODES", "classify_responses_error"]
 
@@ -59,7 +54,7 @@ def classify_responses_error(
     | ``error`` event or ``response.failed`` (``server_error``, ``rate_limit_exceeded``, ...) | ``APIError`` | next candidate |
     | the same with ``context_length_exceeded`` | ``APIError`` | next stage |
     | the same blaming the request (``invalid_prompt``, an image's ``invalid_*``) | ``APIError`` | propagate |
-    | anything else | as [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error] | |
+    | anything else | as [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error] | |
     """  # noqa: E501
     if not isinstance(error, Exception):
         raise TypeError(
