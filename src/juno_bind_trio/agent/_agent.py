@@ -50,7 +50,7 @@ from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._models import OwnedAdapters, routed_model_source
-from ._output import output_spec
+from ._output_modes import bind_output_tool, check_output_tool_names, output_plan
 from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
@@ -472,7 +472,8 @@ class Agent(Generic[DepsT, OutputT]):
         _positive(owner, "max_iterations", max_iterations)
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
-        output = output_spec(owner, output_type, strict=strict)
+        output = output_plan(owner, output_type, strict=strict)
+        model = bind_output_tool(model, output)
         source, described, owned = _model_source(
             owner,
             model,
@@ -510,6 +511,7 @@ class Agent(Generic[DepsT, OutputT]):
                         "(tool(fn, name=...))"
                     )
                 static[item.name] = item
+        check_output_tool_names(owner, output, list(static))
         # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
         check_tool_deps(owner, static.values(), deps_type)
         self._model_described = described
