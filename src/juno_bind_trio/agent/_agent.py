@@ -50,7 +50,14 @@ from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._models import OwnedAdapters, routed_model_source
-from ._output_modes import bind_output_tool, check_output_tool_names, output_plan
+from ._output_modes import (
+    NativeOutput,
+    PromptedOutput,
+    ToolOutput,
+    bind_output_tool,
+    check_output_tool_names,
+    output_plan,
+)
 from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
@@ -340,7 +347,14 @@ class Agent(Generic[DepsT, OutputT]):
     * *output_type*: ``str`` (the default: the final text), or a pydantic
       model, dataclass, TypedDict or any type pydantic validates: requested
       through ``response_format`` and validated, re-asked up to
-      *max_output_retries* times when it does not validate.
+      *max_output_retries* times when it does not validate. Or a mode of one:
+      [ToolOutput][juno_bind_trio.agent.ToolOutput] (a final-answer tool),
+      [NativeOutput][juno_bind_trio.agent.NativeOutput] (what a plain type
+      is), [PromptedOutput][juno_bind_trio.agent.PromptedOutput] (the schema
+      in the instructions); a list or union of types (``[Invoice, Refusal]``,
+      ``Invoice | str``); or an output function, called with the validated
+      value, its return the run's output (it may raise
+      [ModelRetry][juno_bind_trio.ModelRetry] to ask again).
     * *deps_type*: the type of ``deps=`` the tools receive in their
       [RunContext][juno_bind_trio.agent.RunContext]; checked at each run when
       it is a class, and here against every tool's ``RunContext[X]`` (a tool
@@ -394,7 +408,13 @@ class Agent(Generic[DepsT, OutputT]):
         | Callable[[DepsT], str]
         | Callable[[RunContext[DepsT]], Awaitable[str]]
         | None = None,
-        output_type: type[OutputT] = str,  # type: ignore[assignment]
+        output_type: type[OutputT]
+        | ToolOutput[OutputT]
+        | NativeOutput[OutputT]
+        | PromptedOutput[OutputT]
+        | Callable[..., Awaitable[OutputT]]
+        | Callable[..., OutputT]
+        | Sequence[Any] = str,  # type: ignore[assignment]
         deps_type: type[DepsT] = _NONE_TYPE,  # type: ignore[assignment]
         name: str | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,

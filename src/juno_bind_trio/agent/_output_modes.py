@@ -48,6 +48,7 @@ from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._context import RunContext
 from ._output import OutputSpec, output_spec
+from ._tool import validation_message
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import ModelTurn
@@ -58,6 +59,7 @@ __all__ = [
     "OutputMode",
     "OutputPlan",
     "PromptedOutput",
+    "ToolAnswerView",
     "ToolOutput",
     "Verdict",
     "bind_output_tool",
@@ -238,15 +240,13 @@ class _OutputFunction:
                 f"{owner}: output function {_name_of(function)}'s parameter {value.name!r} "
                 "needs a type annotation: it is the type the model is asked for"
             )
-        self.function = function
+        self.function: Callable[..., Any] = function
         self.name: str = _name_of(function)
         self.takes_context: bool = takes_context
         self.value_type: Any = hints[value.name]
 
     async def __call__(self, context: RunContext[Any], value: Any) -> Any:
-        result = (
-            self.function(context, value) if self.takes_context else self.function(value)
-        )
+        result = self.function(context, value) if self.takes_context else self.function(value)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -261,13 +261,12 @@ def _is_run_context(annotation: object) -> bool:
 
 
 def _is_function(value: object) -> bool:
+    given: Any = value
     return (
-        callable(value)
-        and not isinstance(value, type)
-        and typing.get_origin(value) is None
-        and not isinstance(value, types.UnionType)
-        and (inspect.isfunction(value) or inspect.ismethod(value) or hasattr(value, "__call__"))  # noqa: B004
-        and not _is_typing_form(value)
+        callable(given)
+        and not isinstance(given, type)
+        and typing.get_origin(given) is None
+        and not _is_typing_form(given)
     )
 
 
@@ -382,11 +381,9 @@ def _text_reask(result: ModelTurnResult, problem: str, tail: str | None = None) 
 
 def _problem_of(exc: BaseException) -> str:
     if isinstance(exc, pydantic.ValidationError):
-        parts = []
-        for item in exc.errors(include_url=False):
-            where = ".".join(str(p) for p in item["loc"]) or "(root)"
-            parts.append(f"{where}: {item['msg']}")
-        return "; ".join(parts) or str(exc)
+        return validation_message("the answer", exc).replace(
+            "invalid arguments for the answer: ", ""
+        )
     if isinstance(exc, RecursionError):
         return "the answer nests too deeply to read; answer with a shallower value"
     return str(exc)
@@ -483,8 +480,10 @@ class OutputPlan:
             return turn
         messages = list(turn.messages)
         first = messages[0] if messages else None
-        if first is not None and first.get("role") == "system" and isinstance(
-            first.get("content"), str
+        if (
+            first is not None
+            and first.get("role") == "system"
+            and isinstance(first.get("content"), str)
         ):
             messages[0] = {**first, "content": f"{first['content']}\n\n{prompt}"}
         else:
@@ -655,7 +654,6 @@ class OutputPlan:
         )
 
 
-
 def _unfenced(content: str | None, *, partial: bool = False) -> str:
     """The JSON inside an answer's text: a Markdown code fence, or prose, around it removed."""
     if content is None:
@@ -668,7 +666,7 @@ def _unfenced(content: str | None, *, partial: bool = False) -> str:
         if end >= 0:
             text = text[:end]
         return text.strip()
-    if partial or not text or text[0] in "{[\"" or text[0].isdigit():
+    if partial or not text or text[0] in '{["' or text[0].isdigit():
         return text
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start < 0:
@@ -732,7 +730,7 @@ def output_plan(owner: str, output_type: object, *, strict: bool) -> OutputPlan:
         mode = "tool"  # several functions: only tools can say which one the model chose
     if mode == "tool":
         return _tool_plan(owner, output_type, members, strict=strict)
-    function = functions[0] if functions else None
+    function = functions[0].function if functions else None
     if function is not None and len(members) > 1:
         raise TypeError(
             f"{owner}: an output function in a list with other types needs ToolOutput "
@@ -772,7 +770,9 @@ def _tool_plan(
         if len(typed) > 1:
             words = f"{words} (the answer as a {member.label})"
         tools.append(
-            _OutputTool(name, member, spec, _tool_definition(owner, name, words, spec, strict=strict))
+            _OutputTool(
+                name, member, spec, _tool_definition(owner, name, words, spec, strict=strict)
+            )
         )
     return OutputPlan("tool", tools=tools, allows_text=bool(texts))
 
@@ -811,7 +811,6 @@ def is_output_mode(value: object) -> bool:
     return isinstance(value, ToolOutput | NativeOutput | PromptedOutput)
 
 
-
 def bind_output_tool(model: Any, plan: OutputPlan) -> Any:
     """An in-process model (``testing.TestModel``) told tool mode's final-answer tool."""
     bind = getattr(model, "with_output_tool", None)
@@ -819,3 +818,38 @@ def bind_output_tool(model: Any, plan: OutputPlan) -> Any:
     if answer is None or not callable(bind) or isinstance(model, str):
         return model
     return bind(*answer)
+
+
+@final
+class ToolAnswerView:
+    """Tool mode's answer as it streams: the final-answer call's arguments so far."""
+
+    __slots__ = ("_calls", "_names", "epoch", "turn_id")
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self._names = names
+        self._calls: dict[int, list[str]] = {}
+        self.turn_id: str | None = None
+        self.epoch: int = 0
+
+    def apply(self, turn_id: str, index: int, name: str | None, delta: str) -> None:
+        """One tool-call fragment of turn *turn_id*."""
+        if turn_id != self.turn_id:
+            self.reset(turn_id)
+        entry = self._calls.setdefault(index, ["", ""])
+        if name:
+            entry[0] = name
+        entry[1] += delta
+
+    def reset(self, turn_id: str | None) -> None:
+        """A new turn, or a new attempt of it: nothing streamed yet."""
+        self.turn_id = turn_id
+        self._calls = {}
+        self.epoch += 1
+
+    def current(self) -> tuple[str, str] | None:
+        """The first final-answer call's name and arguments so far, if one is streaming."""
+        for name, arguments in self._calls.values():
+            if name in self._names:
+                return name, arguments
+        return None

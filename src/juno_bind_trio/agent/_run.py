@@ -68,8 +68,8 @@ from ._events import (
     TurnEndedEvent,
 )
 from ._limits import UsageLimits, UsageMeter
-from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._output_modes import NO_VALUE, output_tool_context
+from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
