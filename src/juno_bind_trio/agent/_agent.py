@@ -10,7 +10,6 @@ mode cannot express. Each raises there, naming the thing and the fix.
 from __future__ import annotations
 
 import contextvars
-import inspect
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -29,7 +28,7 @@ import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
-from juno_bind_trio._validate import shown
+from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
 from juno_bind_trio.providers import RoutedModel
 from juno_bind_trio.providers.openai import OpenAIChatModel
@@ -80,13 +79,6 @@ _MODEL_KINDS: Final = (
     "a model string ('openai:<name>', 'anthropic:<name>', ...) or a list of them, a "
     "RoutedModel, an OpenAIChatModel or an async function (ModelTurn) -> ModelTurnResult"
 )
-
-
-def _is_async_callable(value: object) -> bool:
-    if inspect.iscoroutinefunction(value):
-        return True
-    call = getattr(value, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def _request_options(
@@ -212,7 +204,7 @@ def _model_source(
                 f"{owner}: request_options are sent by an OpenAI model ('openai:<name>' or an "
                 "OpenAIChatModel); a function model builds its own requests"
             )
-        if not _is_async_callable(model):
+        if not is_async_callable(model):
             raise TypeError(f"{owner}: model must be {_MODEL_KINDS}; {model!r} is not async")
         # A model object that can answer in a format (testing.TestModel) is told
         # the output type's: a function model otherwise never sees it.
@@ -545,7 +537,7 @@ class Agent(Generic[DepsT, OutputT]):
             static_tool_dicts=tuple(tool_dict(t) for t in static.values()),
             tool_dict=tool_dict,
             instructions=instructions,
-            instructions_awaited=_is_async_callable(instructions),
+            instructions_awaited=is_async_callable(instructions),
             output=output,
             max_iterations=max_iterations,
             per_tool_limit=per_tool_limit,
