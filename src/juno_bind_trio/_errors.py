@@ -263,6 +263,26 @@ class ToolFailureError(JunoBindError):
         return (type(self), (self.kind, self.message))
 
 
+class ModelRetry(ToolFailureError):
+    """Ask the model again: raised by a tool or an output function with what to correct.
+
+    ``raise ModelRetry("the date must be in the future")``. From a tool, it is
+    the tool's failure of kind ``"validation"`` (the model reads *message*
+    and may call again). From an output function (``Agent(output_type=fn)``),
+    the answer is not accepted: the model is asked again within the turn,
+    *message* telling it why, and a reader sees the rejected answer
+    withdrawn, as for an answer that did not validate.
+
+    :raises TypeError: *message* is not a string.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("validation", message)
+
+    def __reduce__(self) -> tuple[type[ModelRetry], tuple[str]]:  # type: ignore[override]
+        return (type(self), (self.message,))
+
+
 # --- provider streams (juno_bind_trio.completion) -----------------------------
 
 

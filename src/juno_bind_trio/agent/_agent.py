@@ -49,7 +49,14 @@ from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._models import OwnedAdapters, routed_model_source
-from ._output import output_spec
+from ._output_modes import (
+    NativeOutput,
+    PromptedOutput,
+    ToolOutput,
+    bind_output_tool,
+    check_output_tool_names,
+    output_plan,
+)
 from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
@@ -332,7 +339,14 @@ class Agent(Generic[DepsT, OutputT]):
     * *output_type*: ``str`` (the default: the final text), or a pydantic
       model, dataclass, TypedDict or any type pydantic validates: requested
       through ``response_format`` and validated, re-asked up to
-      *max_output_retries* times when it does not validate.
+      *max_output_retries* times when it does not validate. Or a mode of one:
+      [ToolOutput][juno_bind_trio.agent.ToolOutput] (a final-answer tool),
+      [NativeOutput][juno_bind_trio.agent.NativeOutput] (what a plain type
+      is), [PromptedOutput][juno_bind_trio.agent.PromptedOutput] (the schema
+      in the instructions); a list or union of types (``[Invoice, Refusal]``,
+      ``Invoice | str``); or an output function, called with the validated
+      value, its return the run's output (it may raise
+      [ModelRetry][juno_bind_trio.ModelRetry] to ask again).
     * *deps_type*: the type of ``deps=`` the tools receive in their
       [RunContext][juno_bind_trio.agent.RunContext]; checked at each run when
       it is a class, and here against every tool's ``RunContext[X]`` (a tool
@@ -386,7 +400,13 @@ class Agent(Generic[DepsT, OutputT]):
         | Callable[[DepsT], str]
         | Callable[[RunContext[DepsT]], Awaitable[str]]
         | None = None,
-        output_type: type[OutputT] = str,  # type: ignore[assignment]
+        output_type: type[OutputT]
+        | ToolOutput[OutputT]
+        | NativeOutput[OutputT]
+        | PromptedOutput[OutputT]
+        | Callable[..., Awaitable[OutputT]]
+        | Callable[..., OutputT]
+        | Sequence[Any] = str,  # type: ignore[assignment]
         deps_type: type[DepsT] = _NONE_TYPE,  # type: ignore[assignment]
         name: str | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
@@ -464,7 +484,8 @@ class Agent(Generic[DepsT, OutputT]):
         _positive(owner, "max_iterations", max_iterations)
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
-        output = output_spec(owner, output_type, strict=strict)
+        output = output_plan(owner, output_type, strict=strict)
+        model = bind_output_tool(model, output)
         source, described, owned = _model_source(
             owner,
             model,
@@ -502,6 +523,7 @@ class Agent(Generic[DepsT, OutputT]):
                         "(tool(fn, name=...))"
                     )
                 static[item.name] = item
+        check_output_tool_names(owner, output, list(static))
         # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
         check_tool_deps(owner, static.values(), deps_type)
         self._model_described = described
