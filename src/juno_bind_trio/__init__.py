@@ -19,6 +19,7 @@ from ._errors import JunoBindError as JunoBindError
 from ._errors import LeaseLostError as LeaseLostError
 from ._errors import MCPConnectionError as MCPConnectionError
 from ._errors import MCPToolError as MCPToolError
+from ._errors import ModelRetry as ModelRetry
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
 from ._errors import RunExistsError as RunExistsError
@@ -55,8 +56,11 @@ from .agent import AgentResult as AgentResult  # noqa: E402
 from .agent import Approve as Approve  # noqa: E402
 from .agent import Deny as Deny  # noqa: E402
 from .agent import ExternalTool as ExternalTool  # noqa: E402
+from .agent import NativeOutput as NativeOutput  # noqa: E402
 from .agent import PendingToolCall as PendingToolCall  # noqa: E402
+from .agent import PromptedOutput as PromptedOutput  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
+from .agent import ToolOutput as ToolOutput  # noqa: E402
 from .agent import tool as tool  # noqa: E402
 
 __version__ = "0.1.0.dev0"
@@ -77,8 +81,11 @@ __all__ = [
     "LeaseLostError",
     "MCPConnectionError",
     "MCPToolError",
+    "ModelRetry",
+    "NativeOutput",
     "NoViableEndpointError",
     "PendingToolCall",
+    "PromptedOutput",
     "RoutingError",
     "RunContext",
     "RunExistsError",
@@ -98,6 +105,7 @@ __all__ = [
     "ToolCallError",
     "ToolCallHistoryError",
     "ToolFailureError",
+    "ToolOutput",
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",

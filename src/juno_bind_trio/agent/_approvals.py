@@ -581,3 +581,29 @@ def result_pending(
     if reason != "suspended":
         return ()
     return pending_of(suspensions) if suspensions else tuple(gate.held)
+
+
+def bind_gate(core: Any) -> None:
+    """Give a run's gate its tools and its calls' context; check an in-memory continuation.
+
+    *core* is the run (``_run._RunCore``), read for its tools, deps and lineage.
+    """
+    from ._context import RunContext
+
+    def context_for(call: ToolCall) -> RunContext[Any]:
+        # A call's RunContext before it runs: what an approval predicate reads.
+        return RunContext(
+            deps=core.deps,
+            run_id=core.run_id,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            iteration=core.iteration,
+            chain=core.chain,
+            arguments=call.arguments,
+            call=call,
+            children=core.children,
+        )
+
+    core.gate.bind(core.tools, context_for)
+    if core.settings.store is None or not core.resuming:
+        check_continuation(core.gate, core.state.messages[: core.new_start], prompted=core.prompted)

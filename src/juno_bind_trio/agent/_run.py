@@ -62,7 +62,7 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
-from ._approvals import ApprovalGate, Decision, check_continuation, result_pending
+from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
 from ._context import RunContext
 from ._events import (
     AgentEvent,
@@ -70,6 +70,7 @@ from ._events import (
     TurnEndedEvent,
 )
 from ._limits import UsageLimits, UsageMeter
+from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
@@ -81,7 +82,7 @@ from ._tool_report import log_tool_failure, tool_ended, tool_failed
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
 
-    from ._output import OutputSpec
+    from ._output_modes import OutputPlan
     from ._tool import Toolset
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
@@ -126,7 +127,7 @@ class RunSettings:
     instructions: str | Callable[[Any], Any] | None
     # instructions is an async function of a RunContext, awaited at the run's start.
     instructions_awaited: bool = False
-    output: OutputSpec
+    output: OutputPlan
     max_iterations: int
     per_tool_limit: int
     max_output_retries: int
@@ -208,6 +209,9 @@ class _RunCore(Generic[OutputT]):
         # A turn whose answer did not match the output type, and whose re-ask the
         # run may not make (a stop, a usage limit): the re-ask it is owed.
         self.reask_owed: str | None = None
+        # The accepted answer's value (an output function's return): the run's output.
+        self.output_value: Any = NO_VALUE
+        self.output_problem: str | None = None
 
     # --- the seams ----------------------------------------------------------------
 
@@ -308,21 +312,13 @@ class _RunCore(Generic[OutputT]):
             emit(tool_ended(iteration, call_id, name, "finished", None, outcome))
         return outcome
 
-    def context_for(self, call: ToolCall) -> RunContext[Any]:
-        """A call's RunContext before it runs (what an approval predicate reads)."""
-        return RunContext(
-            deps=self.deps,
-            run_id=self.run_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            iteration=self.iteration,
-            chain=self.chain,
-            arguments=call.arguments,
-            call=call,
-            children=self.children,
-        )
-
     def _unknown_tool(self, name: str) -> Tool:
+        if name in self.settings.output.tool_names:
+            raise ToolFailureError(
+                "validation",
+                f"invalid arguments for {name}: {self.output_problem or 'not accepted'}; "
+                f"call {name} again with corrected arguments",
+            )
         raise ToolFailureError(
             "not_found",
             f"there is no tool named {name!r}; the tools are: "
@@ -341,7 +337,7 @@ class _RunCore(Generic[OutputT]):
         if output.text:
             result = await model(turn)
         else:
-            result, self.reask_owed = await structured_turn(
+            result, self.reask_owed, value = await structured_turn(
                 model,
                 turn,
                 output,
@@ -349,7 +345,11 @@ class _RunCore(Generic[OutputT]):
                 meter=self.meter,
                 stop=self.stop,
                 max_retries=self.settings.max_output_retries,
+                context=output_tool_context(
+                    self.deps, self.run_id, turn.iteration, self.chain, self.children
+                ),
             )
+            self.output_value = value
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
         if not isinstance(answered, ModelTurnResult):
@@ -366,6 +366,11 @@ class _RunCore(Generic[OutputT]):
             # re-ask the run may not make leaves the rejected answer up, as the
             # transcript has it. (The loop's own finish is then a no-op.)
             stream.finish("failed" if self.reask_owed is not None else "succeeded")
+        if self.reask_owed is not None and result.tool_calls:
+            # A final-answer call the run may not re-ask: the call is answered
+            # with its problem (see _unknown_tool), which puts the re-ask on record.
+            self.output_problem = self.reask_owed
+            self.reask_owed = None
         if self.emit is not None:
             self.emit(
                 TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
@@ -420,7 +425,8 @@ class _RunCore(Generic[OutputT]):
         return meter is not None and not meter.may_request()
 
     def build_tools(self) -> Sequence[dict[str, Any]]:
-        return self.tool_dicts
+        answer = self.settings.output.tool_definitions
+        return (*self.tool_dicts, *answer) if answer else self.tool_dicts
 
     def runs_serially(self, call: ToolCallLike) -> bool:
         found = self.tools.get(tool_call_name(call))
@@ -450,13 +456,6 @@ class _RunCore(Generic[OutputT]):
         check_deps_value("Agent.run", tools.values(), self.deps)
         self.tools = tools
         self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
-
-    def _bind_gate(self) -> None:
-        self.gate.bind(self.tools, self.context_for)
-        if self.settings.store is None or not self.resuming:
-            check_continuation(
-                self.gate, self.state.messages[: self.new_start], prompted=self.prompted
-            )
 
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
@@ -543,7 +542,7 @@ class _RunCore(Generic[OutputT]):
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
             self._collect_tools()
-            self._bind_gate()
+            bind_gate(self)
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
             # the model's chat spans parent under it, and a sub-agent run started in
@@ -557,7 +556,9 @@ class _RunCore(Generic[OutputT]):
                 counter.running -= 1
         output: Any
         if result.reason == "completed":
-            output = self.settings.output.read(result.content)
+            output = self.output_value
+            if output is NO_VALUE:
+                output = self.settings.output.read(result.content)
         elif self.settings.output.text:
             output = result.content or ""
         else:
