@@ -180,7 +180,7 @@ def test_bad_options_are_refused_at_construction() -> None:
         return x
 
     with pytest.raises(TypeError, match="requires_approval"):
-        tool(f, requires_approval="yes")  # type: ignore[arg-type]
+        tool(f, requires_approval="yes")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="approval_timeout"):
         tool(f, requires_approval=True, approval_timeout=-1)
     with pytest.raises(ValueError, match="external"):
