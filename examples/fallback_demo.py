@@ -61,6 +61,7 @@ from juno_bind_trio.providers.anthropic import (
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
+    classify_openai_error,
     open_openai_client,
 )
 from juno_bind_trio.routing import (
@@ -73,7 +74,6 @@ from juno_bind_trio.routing import (
     RouteResult,
     RouteStage,
     RoutingError,
-    classify_openai_error,
 )
 from juno_bind_trio.testing import (
     Disconnect,

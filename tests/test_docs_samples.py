@@ -196,6 +196,7 @@ NOT_RUN: dict[str, str] = {
     "how-to/agent-usage-limits.md": _AGENT_SCRIPTS,
     "how-to/use-anthropic.md": _REAL_CLOCK,
     "how-to/agent-testing.md": _AGENT_SCRIPTS,
+    "how-to/agent-output-modes.md": _AGENT_SCRIPTS,
 }
 
 

@@ -102,6 +102,7 @@ PINNED_MEMBERS = {
         "tools",
         "turn_id",
         "with_extra_messages",
+        "with_messages",
     },
     ("juno_bind_trio.providers.openai", "OpenAIChatModel"): {
         "attempt_function",

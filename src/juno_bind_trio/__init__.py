@@ -19,6 +19,7 @@ from ._errors import JunoBindError as JunoBindError
 from ._errors import LeaseLostError as LeaseLostError
 from ._errors import MCPConnectionError as MCPConnectionError
 from ._errors import MCPToolError as MCPToolError
+from ._errors import ModelRetry as ModelRetry
 from ._errors import NoViableEndpointError as NoViableEndpointError
 from ._errors import RoutingError as RoutingError
 from ._errors import RunExistsError as RunExistsError
@@ -52,7 +53,10 @@ _publish(__name__, globals(), [name for name in list(globals()) if not name.star
 
 from .agent import Agent as Agent  # noqa: E402
 from .agent import AgentResult as AgentResult  # noqa: E402
+from .agent import NativeOutput as NativeOutput  # noqa: E402
+from .agent import PromptedOutput as PromptedOutput  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
+from .agent import ToolOutput as ToolOutput  # noqa: E402
 from .agent import tool as tool  # noqa: E402
 
 __version__ = "0.1.0.dev0"
@@ -70,7 +74,10 @@ __all__ = [
     "LeaseLostError",
     "MCPConnectionError",
     "MCPToolError",
+    "ModelRetry",
+    "NativeOutput",
     "NoViableEndpointError",
+    "PromptedOutput",
     "RoutingError",
     "RunContext",
     "RunExistsError",
@@ -90,6 +97,7 @@ __all__ = [
     "ToolCallError",
     "ToolCallHistoryError",
     "ToolFailureError",
+    "ToolOutput",
     "TranscriptError",
     "TurnStreamUsageError",
     "UsageError",

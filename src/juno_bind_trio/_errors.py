@@ -59,10 +59,11 @@ them from their own ``__init__``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 if TYPE_CHECKING:
-    from juno_bind_trio.plugins import ToolFailureKind
+    # Annotations only: a routing failure carries routing's attempt records as
+    # plain data, and nothing here runs routing's code (docs/explanation/layering.md).
     from juno_bind_trio.routing import AttemptRecord, SkippedCandidate
 
 __all__ = [
@@ -101,6 +102,35 @@ __all__ = [
     "UsageLimitExceeded",
     "WireFormatError",
 ]
+
+
+# The failure kinds live here, below every subpackage, because ToolFailureError
+# checks its kind; juno_bind_trio.plugins re-exports both names as their public home.
+ToolFailureKind = Literal[
+    "authz", "validation", "not_found", "conflict", "external", "not_run", "system", "interrupted"
+]
+"""Why a tool call failed, as a discriminant a model or a host can act on.
+
+* ``"authz"``: the caller may not do this.
+* ``"validation"``: the arguments are wrong; fixing them may help.
+* ``"not_found"``: what the call names does not exist.
+* ``"conflict"``: the target's state forbids it now (a version mismatch, a duplicate).
+* ``"external"``: a service the tool depends on failed.
+* ``"not_run"``: the harness refused the call before it started; nothing
+  happened and nothing changed ([`AbortedToolCallError`][juno_bind_trio.AbortedToolCallError]).
+* ``"system"``: the tool or the harness is broken.
+* ``"interrupted"``: this port's addition: the call started and a cancel cut
+  it off, so whether it took effect is unknown
+  ([`InterruptedToolCallError`][juno_bind_trio.InterruptedToolCallError]). Not ``"not_run"``:
+  a resumed run must check before repeating it, not assume nothing happened.
+
+Tools should set it explicitly, by raising
+[`ToolFailureError`][juno_bind_trio.ToolFailureError].
+"""
+
+TOOL_FAILURE_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolFailureKind))
+"""Every [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind], for checking a value at run
+time."""
 
 
 class JunoBindError(Exception):
@@ -217,9 +247,6 @@ class ToolFailureError(JunoBindError):
     message: str
 
     def __init__(self, kind: ToolFailureKind, message: str) -> None:
-        # Imported here, not at the top: juno_bind_trio.plugins imports this module.
-        from juno_bind_trio.plugins._tool import TOOL_FAILURE_KINDS
-
         given: object = kind
         if not isinstance(given, str) or given not in TOOL_FAILURE_KINDS:
             raise ValueError(
@@ -234,6 +261,26 @@ class ToolFailureError(JunoBindError):
 
     def __reduce__(self) -> tuple[type[ToolFailureError], tuple[ToolFailureKind, str]]:
         return (type(self), (self.kind, self.message))
+
+
+class ModelRetry(ToolFailureError):
+    """Ask the model again: raised by a tool or an output function with what to correct.
+
+    ``raise ModelRetry("the date must be in the future")``. From a tool, it is
+    the tool's failure of kind ``"validation"`` (the model reads *message*
+    and may call again). From an output function (``Agent(output_type=fn)``),
+    the answer is not accepted: the model is asked again within the turn,
+    *message* telling it why, and a reader sees the rejected answer
+    withdrawn, as for an answer that did not validate.
+
+    :raises TypeError: *message* is not a string.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("validation", message)
+
+    def __reduce__(self) -> tuple[type[ModelRetry], tuple[str]]:  # type: ignore[override]
+        return (type(self), (self.message,))
 
 
 # --- provider streams (juno_bind_trio.completion) -----------------------------

@@ -29,6 +29,7 @@ PAGES = [
     "how-to/agent-cancel.md",
     "how-to/agent-usage-limits.md",
     "how-to/agent-testing.md",
+    "how-to/agent-output-modes.md",
 ]
 BLOCK = re.compile(r"```(python|text)\n(.*?)```", flags=re.S)
 

@@ -63,6 +63,11 @@ ENTRIES = [
         check=_extras_appended,
         label="loop.ModelTurn.with_extra_messages",
     ),
+    Entry(
+        _a_turn().with_messages,
+        args=(st.lists(_message, max_size=3) | JUNK).map(lambda messages: call(messages)),
+        label="loop.ModelTurn.with_messages",
+    ),
     Entry(AssistantMessageEvent),
     Entry(Interrupt),
     Entry(InterruptReceivedEvent),

@@ -24,6 +24,7 @@ from juno_bind_trio.providers.anthropic import (
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
+    classify_openai_error,
     open_openai_client,
     prime_openai_client,
     stream_chat_completion,
@@ -56,6 +57,7 @@ ENTRIES = [
     ),
     Entry(OpenAIChatModel),
     Entry(OpenAIChatAdapter),
+    Entry(classify_openai_error),
     Entry(RoutedModel),
     Entry(AnthropicAdapter),
     Entry(classify_anthropic_error),

@@ -24,7 +24,6 @@ from juno_bind_trio.routing import (
     RouteResult,
     RouteStage,
     SkippedCandidate,
-    classify_openai_error,
     execute_route_plan,
     parse_retry_after,
 )
@@ -99,7 +98,6 @@ ENTRIES = [
     Entry(RouteResult),
     Entry(RouteStage),
     Entry(SkippedCandidate),
-    Entry(classify_openai_error),
     Entry(execute_route_plan),
     Entry(
         parse_retry_after,

@@ -17,12 +17,12 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from juno_bind_trio import CompletionDefectError, StreamStallError
+from juno_bind_trio.providers.openai import classify_openai_error
 from juno_bind_trio.routing import (
     Candidate,
     ClassifiedError,
     RouteAction,
     RouteCursor,
-    classify_openai_error,
     parse_retry_after,
 )
 

@@ -21,6 +21,7 @@ from juno_bind_trio.completion import (
     TurnTextStream,
     TurnTextView,
 )
+from juno_bind_trio.providers.openai import classify_openai_error
 from juno_bind_trio.routing import (
     AttemptFailure,
     AttemptSuccess,
@@ -28,7 +29,6 @@ from juno_bind_trio.routing import (
     CircuitBreaker,
     RouteCursor,
     RouteResult,
-    classify_openai_error,
     execute_route_plan,
 )
 

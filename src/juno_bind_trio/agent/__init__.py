@@ -9,6 +9,7 @@ schemas come from their signatures. Where a run's state lives is its
 [RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
+from juno_bind_trio._errors import ModelRetry as ModelRetry
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
 from juno_bind_trio.completion import ReasoningEvent as ReasoningEvent
@@ -27,6 +28,9 @@ from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
 from ._handle import AgentRun as AgentRun
 from ._limits import UsageLimits as UsageLimits
+from ._output_modes import NativeOutput as NativeOutput
+from ._output_modes import PromptedOutput as PromptedOutput
+from ._output_modes import ToolOutput as ToolOutput
 from ._result import AgentResult as AgentResult
 from ._session import InMemorySession as InMemorySession
 from ._session import RunSession as RunSession
@@ -42,6 +46,9 @@ __all__ = [
     "AgentResult",
     "AgentRun",
     "InMemorySession",
+    "ModelRetry",
+    "NativeOutput",
+    "PromptedOutput",
     "ReasoningEvent",
     "ResetEvent",
     "RunContext",
@@ -54,6 +61,7 @@ __all__ = [
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
+    "ToolOutput",
     "Toolset",
     "TurnEndedEvent",
     "UsageLimitExceeded",

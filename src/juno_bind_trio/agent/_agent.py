@@ -10,7 +10,6 @@ mode cannot express. Each raises there, naming the thing and the fix.
 from __future__ import annotations
 
 import contextvars
-import inspect
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -29,7 +28,7 @@ import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
-from juno_bind_trio._validate import shown
+from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
 from juno_bind_trio.providers import RoutedModel
 from juno_bind_trio.providers.openai import OpenAIChatModel
@@ -50,7 +49,14 @@ from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._models import OwnedAdapters, routed_model_source
-from ._output import output_spec
+from ._output_modes import (
+    NativeOutput,
+    PromptedOutput,
+    ToolOutput,
+    bind_output_tool,
+    check_output_tool_names,
+    output_plan,
+)
 from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
@@ -73,13 +79,6 @@ _MODEL_KINDS: Final = (
     "a model string ('openai:<name>', 'anthropic:<name>', ...) or a list of them, a "
     "RoutedModel, an OpenAIChatModel or an async function (ModelTurn) -> ModelTurnResult"
 )
-
-
-def _is_async_callable(value: object) -> bool:
-    if inspect.iscoroutinefunction(value):
-        return True
-    call = getattr(value, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def _request_options(
@@ -205,7 +204,7 @@ def _model_source(
                 f"{owner}: request_options are sent by an OpenAI model ('openai:<name>' or an "
                 "OpenAIChatModel); a function model builds its own requests"
             )
-        if not _is_async_callable(model):
+        if not is_async_callable(model):
             raise TypeError(f"{owner}: model must be {_MODEL_KINDS}; {model!r} is not async")
         # A model object that can answer in a format (testing.TestModel) is told
         # the output type's: a function model otherwise never sees it.
@@ -340,7 +339,14 @@ class Agent(Generic[DepsT, OutputT]):
     * *output_type*: ``str`` (the default: the final text), or a pydantic
       model, dataclass, TypedDict or any type pydantic validates: requested
       through ``response_format`` and validated, re-asked up to
-      *max_output_retries* times when it does not validate.
+      *max_output_retries* times when it does not validate. Or a mode of one:
+      [ToolOutput][juno_bind_trio.agent.ToolOutput] (a final-answer tool),
+      [NativeOutput][juno_bind_trio.agent.NativeOutput] (what a plain type
+      is), [PromptedOutput][juno_bind_trio.agent.PromptedOutput] (the schema
+      in the instructions); a list or union of types (``[Invoice, Refusal]``,
+      ``Invoice | str``); or an output function, called with the validated
+      value, its return the run's output (it may raise
+      [ModelRetry][juno_bind_trio.ModelRetry] to ask again).
     * *deps_type*: the type of ``deps=`` the tools receive in their
       [RunContext][juno_bind_trio.agent.RunContext]; checked at each run when
       it is a class, and here against every tool's ``RunContext[X]`` (a tool
@@ -394,7 +400,13 @@ class Agent(Generic[DepsT, OutputT]):
         | Callable[[DepsT], str]
         | Callable[[RunContext[DepsT]], Awaitable[str]]
         | None = None,
-        output_type: type[OutputT] = str,  # type: ignore[assignment]
+        output_type: type[OutputT]
+        | ToolOutput[OutputT]
+        | NativeOutput[OutputT]
+        | PromptedOutput[OutputT]
+        | Callable[..., Awaitable[OutputT]]
+        | Callable[..., OutputT]
+        | Sequence[Any] = str,  # type: ignore[assignment]
         deps_type: type[DepsT] = _NONE_TYPE,  # type: ignore[assignment]
         name: str | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
@@ -472,7 +484,8 @@ class Agent(Generic[DepsT, OutputT]):
         _positive(owner, "max_iterations", max_iterations)
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
-        output = output_spec(owner, output_type, strict=strict)
+        output = output_plan(owner, output_type, strict=strict)
+        model = bind_output_tool(model, output)
         source, described, owned = _model_source(
             owner,
             model,
@@ -510,6 +523,7 @@ class Agent(Generic[DepsT, OutputT]):
                         "(tool(fn, name=...))"
                     )
                 static[item.name] = item
+        check_output_tool_names(owner, output, list(static))
         # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
         check_tool_deps(owner, static.values(), deps_type)
         self._model_described = described
@@ -523,7 +537,7 @@ class Agent(Generic[DepsT, OutputT]):
             static_tool_dicts=tuple(tool_dict(t) for t in static.values()),
             tool_dict=tool_dict,
             instructions=instructions,
-            instructions_awaited=_is_async_callable(instructions),
+            instructions_awaited=is_async_callable(instructions),
             output=output,
             max_iterations=max_iterations,
             per_tool_limit=per_tool_limit,

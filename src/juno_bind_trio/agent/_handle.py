@@ -11,9 +11,10 @@ import anyio
 
 from juno_bind_trio._cancel import split_cancellations
 from juno_bind_trio._errors import UsageError
-from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView
+from juno_bind_trio.completion import ResetEvent, TextEvent, ToolCallDeltaEvent, TurnTextView
 
 from ._events import AgentEvent, RunEndedEvent, TurnEndedEvent
+from ._output_modes import ToolAnswerView
 from ._result import AgentResult, OutputT
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class AgentRun(Generic[OutputT]):
         "_pipe",
         "_raised",
         "_scope",
+        "_tool_answer",
         "_turn_id",
         "_view",
         "result",
@@ -81,6 +83,8 @@ class AgentRun(Generic[OutputT]):
         self._partial_view: tuple[TurnTextView, int, bool] | None = None
         self._partial_text: str = ""
         self._partial_value: OutputT | None = None
+        # Tool mode's answer streams as a final-answer call's arguments (made at its first).
+        self._tool_answer: ToolAnswerView | None = None
 
     def __repr__(self) -> str:
         return f"<AgentRun run_id={self._core.run_id!r} ended={self.result is not None}>"
@@ -126,6 +130,13 @@ class AgentRun(Generic[OutputT]):
         event costs one parse per change.
         """
         view = self._view
+        answer = self._tool_answer
+        if answer is not None and (view is None or not view.final):
+            streaming = answer.current()
+            if streaming is not None:
+                with contextlib.suppress(Exception):
+                    self._partial_value = self._core.settings.output.partial_tool(*streaming)
+                return self._partial_value
         if view is None:
             return None
         text = view.text
@@ -177,6 +188,17 @@ class AgentRun(Generic[OutputT]):
                 view = self._view = TurnTextView(turn_id)
             self._turn_id = turn_id
             view.apply(event)  # type: ignore[arg-type]
+            if kind is ResetEvent and self._tool_answer is not None:
+                self._tool_answer.reset(turn_id)
+                self._partial_value = None
+        elif kind is ToolCallDeltaEvent:
+            answer = self._tool_answer
+            output = self._core.settings.output
+            if answer is None and output.mode == "tool":
+                answer = self._tool_answer = ToolAnswerView(output.tool_names)
+            if answer is not None:
+                delta: ToolCallDeltaEvent = event  # type: ignore[assignment]
+                answer.apply(delta.turn_id, delta.index, delta.name, delta.delta)
         elif kind is TurnEndedEvent:
             turn_id = event.turn_id  # type: ignore[union-attr]
             view = self._view

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -10,46 +10,19 @@ import attrs
 from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import checkpoint_if_cancelled
 from juno_bind_trio._errors import StructuredOutputError
-from juno_bind_trio.completion import retry_structured_output
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult, RunStats
 
 from ._limits import UsageMeter
+from ._output_modes import NO_VALUE
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal
 
-    from ._output import OutputSpec
+    from ._context import RunContext
+    from ._output_modes import OutputPlan, Verdict
     from ._session import ModelPort
 
 __all__ = ["Extra", "reask_message", "structured_turn"]
-
-
-@final
-class _Checked:
-    """A model turn's result as the structured-output retry reads it.
-
-    ``content`` is the real text when the output validated (or the turn
-    called tools); ``None`` when it did not, which is what makes
-    ``retry_structured_output`` re-ask for output that parses as JSON but
-    fails the output type's validation.
-    """
-
-    __slots__ = ("content", "problem", "result", "tool_calls")
-
-    def __init__(self, result: object, problem: str | None) -> None:
-        # Not a ModelTurnResult: the host's model is miswired, and the loop refuses it.
-        self.result: ModelTurnResult = result  # type: ignore[assignment]
-        self.problem: str | None = problem
-        self.tool_calls: Sequence[Any] = getattr(result, "tool_calls", ())
-        self.content: str | None = getattr(result, "content", None) if problem is None else None
-
-
-class _ReaskRefused(Exception):
-    """A re-ask the run may not make; carries the answer that did not match."""
-
-    def __init__(self, checked: _Checked) -> None:
-        super().__init__("re-ask refused")
-        self.checked = checked
 
 
 @final
@@ -110,37 +83,51 @@ def reask_message(problem: str) -> str:
 async def structured_turn(
     model: ModelPort,
     turn: ModelTurn,
-    output: OutputSpec,
+    output: OutputPlan,
     *,
     extra: Extra,
     meter: UsageMeter | None,
     stop: StopSignal,
     max_retries: int,
-) -> tuple[ModelTurnResult, str | None]:
-    """One model turn whose answer must match *output*, and the re-ask it is owed, if any.
+    context: Callable[[str, str], RunContext[Any]],
+) -> tuple[ModelTurnResult, str | None, Any]:
+    """One model turn whose answer must match *output*, the re-ask it is owed, and its value.
 
     Re-asked until the answer matches, or the retries run out
     (``StructuredOutputError``), or a re-ask may not be made (a soft *stop*, a
     usage limit on *meter*): then the answer stays the turn's, and the problem
     the re-ask would have named comes back with it, for the run's record.
-    Requests and usage the loop does not see are counted on *extra*.
+    Each re-ask opens a new attempt on the turn's text stream (reason
+    ``"structured_output_retry"``), so a reader sees the rejected answer
+    withdrawn. Requests and usage the loop does not see are counted on
+    *extra*. The value is the run's output when the turn answered
+    (``NO_VALUE`` when it called tools, or was not accepted).
     """
-    last: list[_Checked] = []
-
-    def may_reask() -> bool:
-        # A re-ask is a request like any other: never after a soft stop, never past a limit.
-        return not stop.cancel_called and (meter is None or meter.may_request())
-
-    async def produce(rejected: _Checked | None) -> _Checked:
-        asked = turn
-        if rejected is not None:
-            assert rejected.problem is not None
+    base = output.shape(turn)
+    stream = turn.text_stream
+    retries = max_retries
+    verdict: Verdict | None = None
+    attempts = 0
+    while True:
+        asked = base
+        if verdict is not None:
+            problem = verdict.problem
+            assert problem is not None
+            rejected: ModelTurnResult = verdict.result
+            if attempts > retries:
+                raise StructuredOutputError(
+                    f"no answer matched the output type in {attempts} attempts; the last: "
+                    f"{problem}",
+                    attempts,
+                    rejected.content,
+                )
             # The rejected answer's usage counts from now: the re-ask is
             # checked against it, and the loop never sees that answer.
-            extra.spend(rejected.result, meter)
-            if not may_reask():
-                extra.spend(rejected.result, meter, sign=-1)  # the turn's result after all
-                raise _ReaskRefused(rejected)
+            extra.spend(rejected, meter)
+            # A re-ask is a request like any other: never after a soft stop, never past a limit.
+            if stop.cancel_called or (meter is not None and not meter.may_request()):
+                extra.spend(rejected, meter, sign=-1)  # the turn's result after all
+                return rejected, problem, NO_VALUE
             # No request is made under a pending cancel, a re-ask no more than
             # a turn: the model function would start its work before its
             # first await saw the cancellation.
@@ -148,43 +135,15 @@ async def structured_turn(
             extra.requests += 1
             if meter is not None:
                 meter.requests += 1
-            _tracing.run_event("juno.output.retry", {"juno.output.problem": rejected.problem[:500]})
-            # Only the answer that validates enters the transcript.
-            asked = turn.with_extra_messages(
-                [
-                    {"role": "assistant", "content": rejected.result.content},
-                    {"role": "user", "content": reask_message(rejected.problem)},
-                ]
-            )
+            _tracing.run_event("juno.output.retry", {"juno.output.problem": problem[:500]})
+            if stream is not None:
+                stream.begin_attempt("structured_output_retry")
+            # Only the answer that is accepted enters the transcript.
+            asked = base.with_messages([*base.messages, *verdict.reask])
         result: object = await model(asked)
-        if not isinstance(result, ModelTurnResult) or result.tool_calls:
-            checked = _Checked.__new__(_Checked)
-            checked.result = result  # type: ignore[assignment]  # the loop refuses it
-            checked.problem = None
-            checked.tool_calls = getattr(result, "tool_calls", ())
-            checked.content = getattr(result, "content", None)
-        else:
-            checked = _Checked(result, output.problem(result.content))
-        last.append(checked)
-        return checked
-
-    try:
-        checked = await retry_structured_output(
-            produce,
-            response_format=output.response_format,
-            stream=turn.text_stream,
-            max_retries=max_retries,
-        )
-    except _ReaskRefused as refused:
-        # The run ends without the re-ask; the answer stays the turn's, and
-        # the re-ask goes on record (see turn_would_end).
-        return refused.checked.result, refused.checked.problem
-    except StructuredOutputError as exc:
-        final = last[-1]
-        raise StructuredOutputError(
-            f"no answer matched the output type in {exc.attempts} attempts; the last: "
-            f"{final.problem}",
-            exc.attempts,
-            final.result.content,
-        ) from None
-    return checked.result, None
+        attempts += 1
+        if not isinstance(result, ModelTurnResult):
+            return result, None, NO_VALUE  # type: ignore[return-value]  # the loop refuses it
+        verdict = await output.judge(result, context)
+        if verdict.problem is None:
+            return verdict.result, None, verdict.value

@@ -68,6 +68,7 @@ from ._events import (
     TurnEndedEvent,
 )
 from ._limits import UsageLimits, UsageMeter
+from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
@@ -79,7 +80,7 @@ from ._tool_report import log_tool_failure, tool_ended, tool_failed
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
 
-    from ._output import OutputSpec
+    from ._output_modes import OutputPlan
     from ._tool import Toolset
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
@@ -124,7 +125,7 @@ class RunSettings:
     instructions: str | Callable[[Any], Any] | None
     # instructions is an async function of a RunContext, awaited at the run's start.
     instructions_awaited: bool = False
-    output: OutputSpec
+    output: OutputPlan
     max_iterations: int
     per_tool_limit: int
     max_output_retries: int
@@ -201,6 +202,9 @@ class _RunCore(Generic[OutputT]):
         # A turn whose answer did not match the output type, and whose re-ask the
         # run may not make (a stop, a usage limit): the re-ask it is owed.
         self.reask_owed: str | None = None
+        # The accepted answer's value (an output function's return): the run's output.
+        self.output_value: Any = NO_VALUE
+        self.output_problem: str | None = None
 
     # --- the seams ----------------------------------------------------------------
 
@@ -298,6 +302,12 @@ class _RunCore(Generic[OutputT]):
         return outcome
 
     def _unknown_tool(self, name: str) -> Tool:
+        if name in self.settings.output.tool_names:
+            raise ToolFailureError(
+                "validation",
+                f"invalid arguments for {name}: {self.output_problem or 'not accepted'}; "
+                f"call {name} again with corrected arguments",
+            )
         raise ToolFailureError(
             "not_found",
             f"there is no tool named {name!r}; the tools are: "
@@ -316,7 +326,7 @@ class _RunCore(Generic[OutputT]):
         if output.text:
             result = await model(turn)
         else:
-            result, self.reask_owed = await structured_turn(
+            result, self.reask_owed, value = await structured_turn(
                 model,
                 turn,
                 output,
@@ -324,7 +334,11 @@ class _RunCore(Generic[OutputT]):
                 meter=self.meter,
                 stop=self.stop,
                 max_retries=self.settings.max_output_retries,
+                context=output_tool_context(
+                    self.deps, self.run_id, turn.iteration, self.chain, self.children
+                ),
             )
+            self.output_value = value
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
         if not isinstance(answered, ModelTurnResult):
@@ -341,6 +355,11 @@ class _RunCore(Generic[OutputT]):
             # re-ask the run may not make leaves the rejected answer up, as the
             # transcript has it. (The loop's own finish is then a no-op.)
             stream.finish("failed" if self.reask_owed is not None else "succeeded")
+        if self.reask_owed is not None and result.tool_calls:
+            # A final-answer call the run may not re-ask: the call is answered
+            # with its problem (see _unknown_tool), which puts the re-ask on record.
+            self.output_problem = self.reask_owed
+            self.reask_owed = None
         if self.emit is not None:
             self.emit(
                 TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
@@ -395,7 +414,8 @@ class _RunCore(Generic[OutputT]):
         return meter is not None and not meter.may_request()
 
     def build_tools(self) -> Sequence[dict[str, Any]]:
-        return self.tool_dicts
+        answer = self.settings.output.tool_definitions
+        return (*self.tool_dicts, *answer) if answer else self.tool_dicts
 
     def runs_serially(self, call: ToolCallLike) -> bool:
         found = self.tools.get(tool_call_name(call))
@@ -515,7 +535,9 @@ class _RunCore(Generic[OutputT]):
                 counter.running -= 1
         output: Any
         if result.reason == "completed":
-            output = self.settings.output.read(result.content)
+            output = self.output_value
+            if output is NO_VALUE:
+                output = self.settings.output.read(result.content)
         elif self.settings.output.text:
             output = result.content or ""
         else:

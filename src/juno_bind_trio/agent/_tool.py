@@ -49,6 +49,7 @@ from juno_bind_trio._errors import (
     ToolFailureError,
     UsageError,
 )
+from juno_bind_trio._validate import is_async_callable
 from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._context import RunContext
@@ -244,11 +245,6 @@ def _context_deps(annotation: object) -> object:
         annotation = get_args(annotation)[0]
     args = get_args(annotation)
     return args[0] if args else None
-
-
-def _is_async(fn: object) -> bool:
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def _function_name(fn: object) -> str | None:
@@ -516,7 +512,7 @@ class Tool:
         except SchemaError as exc:
             raise SchemaError(f"{owner}: tool {name!r}: {exc}", exc.pointer) from None
         given: object = handler
-        if not callable(given) or not _is_async(given):
+        if not callable(given) or not is_async_callable(given):
             raise TypeError(f"{owner}: handler must be an async function, got {handler!r}")
         for flag, value in (
             ("serial", serial),
@@ -570,7 +566,7 @@ def _function_tool(
     validate_python = read.model.__pydantic_validator__.validate_python
     names = read.names
     schema = read.parameters
-    is_async = _is_async(fn)
+    is_async = is_async_callable(fn)
     takes_context = read.takes_context
 
     def arguments_of(parsed: dict[str, Any]) -> dict[str, Any]:

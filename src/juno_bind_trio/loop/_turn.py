@@ -160,6 +160,48 @@ class ModelTurn:
         derived._ended = self._ended
         return derived
 
+    def with_messages(self, messages: Sequence[Mapping[str, Any]]) -> ModelTurn:
+        """This turn again, sending *messages* in place of the transcript.
+
+        For a ``call_model`` port that shapes what the model is sent (a
+        history trimmed or summarized, instructions added for this request)
+        without touching what the run keeps: the loop commits only the
+        ``ModelTurnResult``, never these messages. The new turn has the same
+        ``iteration``, ``turn_id``, ``tools`` and ``text_stream``, and ends
+        with this one. *messages* are chat message dicts, copied into a new
+        list; keeping their tool calls paired with their answers is the
+        caller's part (the provider refuses a broken pair). A list that is
+        not of dicts with a string ``role`` raises ``TypeError``; calling it
+        after ``call_model`` returned raises [`UsageError`][juno_bind_trio.UsageError].
+        """
+        owner = "ModelTurn.with_messages"
+        given: object = messages
+        if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+            raise TypeError(
+                f"{owner}: messages must be a list of chat message dicts, got {shown(given)}"
+            )
+        for index, message in enumerate(given):
+            if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+                raise TypeError(
+                    f"{owner}: messages[{index}] must be a chat message dict with a string "
+                    f"'role', got {shown(message)}"
+                )
+        if self._ended[0]:
+            raise UsageError(
+                f"{owner}: turn {self.turn_id!r} has ended (its call_model returned); "
+                "shape what is sent inside call_model, before it returns"
+            )
+        derived = ModelTurn(
+            iteration=self.iteration,
+            turn_id=self.turn_id,
+            messages=[dict(message) for message in given],
+            tools=self.tools,
+            text_stream=self.text_stream,
+            emit=self._emit,
+        )
+        derived._ended = self._ended
+        return derived
+
     def _end(self) -> None:
         self._ended[0] = True
 

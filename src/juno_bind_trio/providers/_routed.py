@@ -72,7 +72,7 @@ __all__ = [
 
 Classifier: TypeAlias = Callable[[Exception, Candidate, RouteCursor], ClassifiedError]
 """``(error, candidate, cursor) -> ClassifiedError``: the shape of
-[`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error]."""
+[`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error]."""
 
 OnRoute: TypeAlias = Callable[[RouteResult[ModelTurnResult]], None]
 

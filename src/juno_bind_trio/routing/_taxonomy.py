@@ -2,11 +2,11 @@
 
 Routing never guesses at an exception. An attempt function catches what its
 transport raised, *classifies* it (with
-[`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error], or a classifier of your
-own for another SDK) and returns the verdict. Keeping the judgement in one pure function, outside
-the executor, is what makes the executor deterministic and the judgement testable on its own: the
-table in "How to map your transport errors onto the routing taxonomy" is that
-function's whole specification.
+[`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error], or a
+classifier of your own for another SDK) and returns the verdict. Keeping the judgement in
+one pure function, outside the executor, is what makes the executor deterministic and the
+judgement testable on its own: the table in "How to map your transport errors onto the
+routing taxonomy" is that function's whole specification.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from typing import Any, Final, TextIO
 import anyio
 
 from juno_bind_trio._errors import JunoBindError, StoreDataError
+from juno_bind_trio._validate import is_async_callable
 
 from ._lease import open_durable_run
 from ._owner import default_owner
@@ -146,11 +147,7 @@ def _is_agent(handle: object) -> bool:
     """An Agent, read by its shape (this package's store does not import the agent):
     something with a ``store`` and an async ``resume`` method, not a function."""
     resume = getattr(handle, "resume", None)
-    return (
-        not inspect.isroutine(handle)
-        and hasattr(handle, "store")
-        and inspect.iscoroutinefunction(resume)
-    )
+    return not inspect.isroutine(handle) and hasattr(handle, "store") and is_async_callable(resume)
 
 
 def _same_database(store: ThreadedRunStore, spec: object) -> bool:

@@ -369,6 +369,7 @@ class TestModel:
         self._text = text
         self._output = output
         self._response_format: Mapping[str, Any] | None = None
+        self._output_tool: tuple[str, Mapping[str, Any]] | None = None
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def __repr__(self) -> str:
@@ -383,7 +384,19 @@ class TestModel:
             output=self._output,
         )
         bound._response_format = response_format
+        bound._output_tool = self._output_tool
         bound.calls = self.calls
+        return bound
+
+    def with_output_tool(self, name: str, parameters: Mapping[str, Any]) -> TestModel:
+        """This model answering by calling the final-answer tool *name* (``ToolOutput``).
+
+        The agent calls it for an ``output_type`` in tool mode: the first turn
+        calls the other tools, and the answer is a call to *name* with the
+        ``output`` given, or arguments generated from *parameters*.
+        """
+        bound = self.with_output_format(self._response_format)
+        bound._output_tool = (name, parameters)
         return bound
 
     def _answer(self, turn: ModelTurn) -> str:
@@ -415,7 +428,10 @@ class TestModel:
         # The first model call of a run calls the tools; every later one (and a
         # re-ask inside a turn) answers.
         if turn.iteration == 1 and (not messages or messages[-1].get("role") != "tool"):
-            offered = [d for d in turn.tools if isinstance(d, Mapping)]
+            answer_tool = None if self._output_tool is None else self._output_tool[0]
+            offered = [
+                d for d in turn.tools if isinstance(d, Mapping) and _tool_name(d) != answer_tool
+            ]
             wanted = [
                 d for d in offered if self._call_tools is None or _tool_name(d) in self._call_tools
             ]
@@ -440,6 +456,19 @@ class TestModel:
                 return ModelTurnResult(
                     tool_calls=calls, input_tokens=input_tokens, output_tokens=len(calls)
                 )
+        if self._output_tool is not None:
+            name, parameters = self._output_tool
+            arguments = self._output if self._output is not None else value_from_schema(parameters)
+            encoded = json.dumps(arguments)
+            self.calls.append((name, arguments))
+            call = {
+                "id": f"test_{turn.iteration}_answer",
+                "type": "function",
+                "function": {"name": name, "arguments": encoded},
+            }
+            return ModelTurnResult(
+                tool_calls=[call], input_tokens=input_tokens, output_tokens=len(encoded.split())
+            )
         text = self._answer(turn)
         _stream(turn, text)
         return ModelTurnResult(

@@ -244,6 +244,14 @@ class FakeOpenAIServer:
     A refused request is recorded, answered with the 400, and takes nothing
     from the script. May be switched off and on while the server runs.
     """
+    supports_response_format: bool = attrs.field(default=True, kw_only=True)
+    """Whether ``response_format`` is accepted, as on the real API (the default).
+
+    ``False`` plays a server that has tools but no structured output (many
+    OpenAI-compatible servers): a request carrying ``response_format`` is
+    answered 400 naming it, and takes nothing from the script. May be
+    switched while the server runs.
+    """
     _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     @property
@@ -331,6 +339,13 @@ class FakeOpenAIServer:
             refusal = _refuse_history(body)
             if refusal is not None:
                 return refusal
+        if not self.supports_response_format and "response_format" in body:
+            return ErrorResponse(
+                400,
+                "fake server: response_format is not supported by this server",
+                param="response_format",
+                code="unsupported_parameter",
+            )
         if self._respond is not None:
             return _check_response(self._respond(record), "open_fake_openai_server script")
         key = record.model if record.model in self._queues else None

@@ -35,8 +35,8 @@ from juno_bind_trio._errors import (
     INTERRUPTED_TOOL_CALL_MESSAGE,
     TranscriptError,
 )
+from juno_bind_trio._failures import tool_failure_message
 from juno_bind_trio._validate import shown
-from juno_bind_trio.plugins import tool_failure_message
 
 __all__ = ["HealAction", "HealChange", "HealResult", "heal_transcript"]
 

@@ -4,11 +4,11 @@ Measured with anthropic 2.15 (on httpx2) against the fake Messages API
 (``juno_bind_trio.testing.open_fake_anthropic_server``): a refused or dropped
 connection, mid-stream included, is an ``APIConnectionError``; an error status
 is an ``APIStatusError`` subclass by status (``RateLimitError`` 429,
-``OverloadedError`` 529, ``InternalServerError`` 5xx, ...). Unlike the openai
-SDK, it does not wrap a connection dropped *mid-stream*: the HTTP library's
-own ``httpx2.RemoteProtocolError`` ("incomplete chunked read") escapes the
-iteration, so transport errors of the HTTP library are read as a failed
-connection too. An ``event: error``
+``OverloadedError`` 529, ``InternalServerError`` 5xx, ...). Up to 2.16 it did
+not wrap a connection dropped *mid-stream*: the HTTP library's own
+``httpx2.RemoteProtocolError`` ("incomplete chunked read") escaped the
+iteration; 2.17 wraps it in ``APIConnectionError``. Both are read as a failed
+connection, so transport errors of the HTTP library are classified too. An ``event: error``
 mid-stream is an ``APIStatusError`` too, with the *stream's* status, 200, and
 the error's ``type`` (``overloaded_error``, ``api_error``, ...), so it is
 judged by that type; a malformed event's data is a raw ``json.JSONDecodeError``.

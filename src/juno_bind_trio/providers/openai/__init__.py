@@ -8,12 +8,16 @@ an exception routing can classify).
 [`RoutePlan`][juno_bind_trio.routing.RoutePlan] with it, and is what a
 [`ToolLoop`][juno_bind_trio.loop.ToolLoop] takes as ``call_model``.
 [`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client] makes the client the
-way routing needs it.
+way routing needs it, and
+[`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error] maps the SDK's
+exceptions onto routing's taxonomy.
 """
 
 from juno_bind_trio._public import publish as _publish
 
 from ._adapter import OpenAIChatAdapter as OpenAIChatAdapter
+from ._classify import MODEL_LIMIT_ERROR_CODES as MODEL_LIMIT_ERROR_CODES
+from ._classify import classify_openai_error as classify_openai_error
 from ._client import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._client import DEFAULT_READ_TIMEOUT as DEFAULT_READ_TIMEOUT
 from ._client import open_openai_client as open_openai_client
@@ -26,10 +30,12 @@ from ._stream import stream_chat_completion as stream_chat_completion
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_READ_TIMEOUT",
+    "MODEL_LIMIT_ERROR_CODES",
     "REASONING_FIELDS",
     "Classifier",
     "OpenAIChatAdapter",
     "OpenAIChatModel",
+    "classify_openai_error",
     "open_openai_client",
     "prime_openai_client",
     "stream_chat_completion",

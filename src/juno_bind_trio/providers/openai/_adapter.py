@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, final
 
-from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor, classify_openai_error
+from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
+from ._classify import classify_openai_error
 from ._stream import check_client, stream_chat_completion
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class OpenAIChatAdapter:
     ``OpenAIChatAdapter(client, classify=classify_openai_error)``: *client*
     created with ``max_retries=0`` (routing decides what to retry), not owned
     (close it where you opened it); *classify* the error classifier, by
-    default [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error]. Any
+    default [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error]. Any
     OpenAI-compatible endpoint serves (a Gemini or DeepSeek compatibility endpoint, a local
     server): fields the SDK does not model, on a tool call (``extra_content``) or on the message
     (``reasoning_content``), are carried into the transcript and sent back.

@@ -37,10 +37,10 @@ from juno_bind_trio.routing import (
     CircuitBreaker,
     RoutePlan,
     RouteResult,
-    classify_openai_error,
 )
 
 from ._adapter import OpenAIChatAdapter
+from ._classify import classify_openai_error
 from ._stream import check_client
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class OpenAIChatModel:
         with a ``ValueError``. To add options to a model you already have, use
         [with_request_options][juno_bind_trio.providers.openai.OpenAIChatModel.with_request_options].
     * *classify*: the error classifier; by default
-        [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error].
+        [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error].
     * *on_route*: called with each turn's
         [`RouteResult`][juno_bind_trio.routing.RouteResult] (the whole attempt trail),
         synchronously, before the turn returns or raises.

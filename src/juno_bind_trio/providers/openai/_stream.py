@@ -121,7 +121,8 @@ async def stream_chat_completion(
     [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult].
 
     One *attempt*: no routing, no retry. It raises what went wrong, for
-    [`classify_openai_error()`][juno_bind_trio.routing.classify_openai_error] to judge: the SDK's
+    [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error] to judge:
+    the SDK's
     own exceptions (``APIConnectionError``, ``RateLimitError``, a mid-stream
     ``APIError``, ``json.JSONDecodeError`` for a garbled chunk, …),
     [`StreamStallError`][juno_bind_trio.StreamStallError] when a watchdog budget runs out,
