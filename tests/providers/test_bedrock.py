@@ -54,9 +54,9 @@ from juno_bind_trio.testing import (
     Disconnect,
     ErrorEvent,
     ErrorResponse,
+    FakeProviderServer,
     FakeResponse,
     Finish,
-    LoopbackServer,
     MalformedChunk,
     Pause,
     ReasoningDelta,
@@ -73,7 +73,7 @@ MESSAGES = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "hi"},
 ]
-KEYS = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secret"}
+KEYS: dict[str, Any] = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secret"}
 NEXT = RouteAction.NEXT_CANDIDATE
 RETRY = RouteAction.RETRY_SAME_ENDPOINT
 STAGE = RouteAction.NEXT_STAGE
@@ -83,7 +83,7 @@ STOP = RouteAction.PROPAGATE
 @asynccontextmanager
 async def bedrock(
     script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, LoopbackServer]]:
+) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer]]:
     async with (
         open_fake_bedrock_server(script) as server,
         open_bedrock_client(endpoint_url=server.base_url, **KEYS) as client,
@@ -310,7 +310,10 @@ async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
 
 
 async def test_a_changed_reasoning_block_is_refused_as_the_api_refuses_it() -> None:
-    script = [reasoning_then_call("real thought", add_call("c1", 1, 2)), StreamResponse.of_text("x")]
+    script = [
+        reasoning_then_call("real thought", add_call("c1", 1, 2)),
+        StreamResponse.of_text("x"),
+    ]
     async with bedrock(script) as (model, _):
         first = (await model.route(MESSAGES, tools=[ADD_TOOL])).unwrap()
         state = first.extra[PROVIDER_STATE_KEY]
@@ -610,7 +613,9 @@ def throttled(headers: dict[str, str] | None = None) -> botocore.exceptions.Clie
 
 def test_throttling_backs_off_doubling_unless_the_server_says_when() -> None:
     candidate = Candidate("bedrock")
-    waits = [classify_bedrock_error(throttled(), candidate, cursor(n)).retry_after for n in (1, 2, 3)]
+    waits = [
+        classify_bedrock_error(throttled(), candidate, cursor(n)).retry_after for n in (1, 2, 3)
+    ]
     assert waits == [THROTTLE_BACKOFF, 2 * THROTTLE_BACKOFF, 4 * THROTTLE_BACKOFF]
     told = classify_bedrock_error(throttled({"retry-after": "7"}), candidate, cursor(3))
     assert (told.action, told.retry_after) == (RETRY, 7.0)

@@ -173,7 +173,9 @@ def _session_class() -> type[Any]:
 
 
 StreamingHttpxSession: Final[type[Any]] = _session_class()
-"""aiobotocore's ``HttpxSession`` that streams ``converse_stream`` (``AioConfig(http_session_cls=…)``).
+"""aiobotocore's ``HttpxSession`` that streams ``converse_stream``.
+
+Passed as ``AioConfig(http_session_cls=…)``.
 
 A streamed 2xx answer's body gets ``content.iter_chunks()`` over httpx's
 ``aiter_raw()``, what aiobotocore 3.10's event-stream reader calls; close it
@@ -290,4 +292,3 @@ def region_of(client: Any) -> str | None:
     meta = getattr(client, "meta", None)
     region = getattr(meta, "region_name", None)
     return region if isinstance(region, str) else None
-

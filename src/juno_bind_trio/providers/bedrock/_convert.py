@@ -1,4 +1,4 @@
-"""The chat-completions transcript as a ``ConverseStream`` request, and nothing lost on the way back.
+"""The chat-completions transcript as a ``ConverseStream`` request, nothing lost coming back.
 
 Converse wants its own shape: ``system`` beside the messages as text blocks;
 roles strictly alternating, starting with a user message; a tool's answer a
@@ -262,7 +262,7 @@ def _tool_spec(name: object, description: object, schema: Mapping[str, Any]) -> 
 
 
 def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat-completions function tools as Converse ``toolSpec``s, schemas in the anthropic dialect."""
+    """Chat-completions function tools as Converse ``toolSpec``s, in the anthropic dialect."""
     out: list[dict[str, Any]] = []
     for tool in tools:
         function = tool.get("function") if tool.get("type", "function") == "function" else None
@@ -327,9 +327,7 @@ def request_arguments(
             tool_choice = _tool_choice(value)
         elif key == "response_format":
             structured = _structured_tool(value, tools)
-        elif key == "inferenceConfig":
-            _merged(arguments, key, value)
-        elif key == "additionalModelRequestFields":
+        elif key == "inferenceConfig" or key == "additionalModelRequestFields":
             _merged(arguments, key, value)
         elif key in _CONVERSE:
             arguments[key] = value
