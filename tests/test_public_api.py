@@ -93,6 +93,7 @@ PINNED_MEMBERS = {
         "run_id",
         "stats",
         "suspensions",
+        "pending",
     },
     ("juno_bind_trio.loop", "ModelTurn"): {
         "iteration",

@@ -53,7 +53,11 @@ _publish(__name__, globals(), [name for name in list(globals()) if not name.star
 
 from .agent import Agent as Agent  # noqa: E402
 from .agent import AgentResult as AgentResult  # noqa: E402
+from .agent import Approve as Approve  # noqa: E402
+from .agent import Deny as Deny  # noqa: E402
+from .agent import ExternalTool as ExternalTool  # noqa: E402
 from .agent import NativeOutput as NativeOutput  # noqa: E402
+from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import PromptedOutput as PromptedOutput  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
 from .agent import ToolOutput as ToolOutput  # noqa: E402
@@ -68,7 +72,10 @@ __all__ = [
     "Agent",
     "AgentResult",
     "AllRoutesFailedError",
+    "Approve",
     "CompletionDefectError",
+    "Deny",
+    "ExternalTool",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
@@ -77,6 +84,7 @@ __all__ = [
     "ModelRetry",
     "NativeOutput",
     "NoViableEndpointError",
+    "PendingToolCall",
     "PromptedOutput",
     "RoutingError",
     "RunContext",

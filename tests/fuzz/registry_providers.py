@@ -33,7 +33,9 @@ from juno_bind_trio.providers.bedrock import (
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
+    OpenAIResponsesAdapter,
     classify_openai_error,
+    classify_responses_error,
     open_openai_client,
     prime_openai_client,
     stream_chat_completion,
@@ -80,6 +82,8 @@ ENTRIES = [
     Entry(close_event_stream),
     Entry(open_bedrock_client, also_named=("resolve_credentials",)),
     Entry(resolve_credentials),
+    Entry(OpenAIResponsesAdapter),
+    Entry(classify_responses_error),
     Entry(classify_anthropic_error),
     Entry(open_anthropic_client, raises=(anthropic.AnthropicError,)),
     Entry(ProviderRequest),

@@ -19,6 +19,10 @@ from juno_bind_trio.completion import ToolCallDeltaEvent as ToolCallDeltaEvent
 
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
+from ._approvals import Approve as Approve
+from ._approvals import Deny as Deny
+from ._approvals import ExternalTool as ExternalTool
+from ._approvals import PendingToolCall as PendingToolCall
 from ._context import RunContext as RunContext
 from ._events import AgentEvent as AgentEvent
 from ._events import RunEndedEvent as RunEndedEvent
@@ -45,9 +49,13 @@ __all__ = [
     "AgentEvent",
     "AgentResult",
     "AgentRun",
+    "Approve",
+    "Deny",
+    "ExternalTool",
     "InMemorySession",
     "ModelRetry",
     "NativeOutput",
+    "PendingToolCall",
     "PromptedOutput",
     "ReasoningEvent",
     "ResetEvent",

@@ -44,6 +44,7 @@ from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_
 from juno_bind_trio.store import DEFAULT_LEASE_TTL
 from juno_bind_trio.transcript import heal_transcript
 
+from ._approvals import Approve, Deny, read_decisions
 from ._context import DepsT, RunContext
 from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
@@ -687,8 +688,12 @@ class Agent(Generic[DepsT, OutputT]):
         parent: object,
         pipe: EventPipe | None,
         usage_limits: object = None,
+        decisions: object = None,
     ) -> _RunCore[OutputT]:
-        prompt = _check_prompt(owner, prompt)
+        decided = read_decisions(owner, *decisions) if isinstance(decisions, tuple) else None
+        # No prompt: a run continuing the waiting calls its message_history ends with.
+        if prompt is not None or message_history is None:
+            prompt = _check_prompt(owner, prompt)
         _check_limits(owner, usage_limits)
         history: list[dict[str, Any]] = []
         if message_history is not None:
@@ -735,11 +740,12 @@ class Agent(Generic[DepsT, OutputT]):
             parent=parent,
             pipe=pipe,
             usage_limits=cast("UsageLimits | None", usage_limits),
+            decisions=decided,
         )
 
     async def run(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         deps: DepsT | None = None,
         message_history: Sequence[Mapping[str, Any]] | None = None,
@@ -747,6 +753,9 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         parent: RunContext[Any] | None = None,
         usage_limits: UsageLimits | None = None,
+        approvals: Mapping[str, bool | Approve | Deny] | None = None,
+        results: Mapping[str, object] | None = None,
+        errors: Mapping[str, str] | None = None,
     ) -> AgentResult[OutputT]:
         """Run to the end: the model, the tools it asks for, again, until it answers.
 
@@ -769,6 +778,15 @@ class Agent(Generic[DepsT, OutputT]):
           ``"conflict"``, which the calling tool may let reach its model.
         * *usage_limits*: this run's [UsageLimits][juno_bind_trio.agent.UsageLimits],
           instead of the agent's.
+        * *approvals*, *results*, *errors*: decisions for the calls a suspended
+          run left waiting (``AgentResult.pending``), by call id, when
+          *message_history* is that run's ``messages``: ``True`` /
+          [Approve][juno_bind_trio.agent.Approve] runs the call, ``False`` /
+          [Deny][juno_bind_trio.agent.Deny] answers it as a failure of kind
+          ``"authz"``; *results* and *errors* answer an external tool's
+          calls. No *prompt* is needed then; a call left undecided stays
+          waiting. (With a store, continue with
+          [resume][juno_bind_trio.agent.Agent.resume].)
 
         :raises UsageLimitExceeded: the run reached a usage limit and stopped
             softly; the error carries the result so far.
@@ -788,6 +806,7 @@ class Agent(Generic[DepsT, OutputT]):
             parent=parent,
             pipe=None,
             usage_limits=usage_limits,
+            decisions=(approvals, results, errors, None),
         )
         return await core.run()
 
@@ -903,6 +922,10 @@ class Agent(Generic[DepsT, OutputT]):
         *,
         deps: DepsT | None = None,
         usage_limits: UsageLimits | None = None,
+        approvals: Mapping[str, bool | Approve | Deny] | None = None,
+        results: Mapping[str, object] | None = None,
+        errors: Mapping[str, str] | None = None,
+        principal: str | None = None,
     ) -> AgentResult[OutputT]:
         """Continue a stored run from where it stopped, on this worker.
 
@@ -921,6 +944,15 @@ class Agent(Generic[DepsT, OutputT]):
           of the turn the run stopped in were asked for before the resume,
           so answering them (from receipts, or by running them) is not
           counted against ``tool_calls_limit``.
+        * *approvals*, *results*, *errors*: decisions for the calls the
+          suspended run waits on (``AgentResult.pending``,
+          ``RunStore.pending_calls``), by call id, as for
+          [run][juno_bind_trio.agent.Agent.run]. They are written to the store
+          (with *principal*, who decided, and the time) before the run is
+          claimed, so they hold from then on: a later plain ``resume`` never
+          needs them again. An id that waits for nothing (unknown, or already
+          decided) raises [UsageError][juno_bind_trio.UsageError] naming it,
+          and nothing is written.
 
         :raises UsageLimitExceeded: the resumed run reached a usage limit and
             stopped softly; the error carries the result so far.
@@ -947,6 +979,7 @@ class Agent(Generic[DepsT, OutputT]):
             parent=None,
             pipe=None,
             usage_limits=usage_limits,
+            decisions=(approvals, results, errors, principal),
         )
         core.resuming = True
         return await core.run()

@@ -10,6 +10,8 @@ from typing_extensions import TypeVar
 from juno_bind_trio.loop import LoopEndReason, RunStats
 from juno_bind_trio.plugins import SuspendDirective
 
+from ._approvals import PendingToolCall
+
 __all__ = ["AgentResult", "OutputT"]
 
 OutputT = TypeVar("OutputT", default=str)
@@ -31,6 +33,9 @@ class AgentResult(Generic[OutputT]):
       every model request the run made, structured-output re-asks included.
     * *run_id*, *iterations* (model turns: a turn's re-asks are part of it),
       *suspensions* (for a ``"suspended"`` run, the directives in call order).
+    * *pending*: for a ``"suspended"`` run, the calls waiting for a decision
+      or for the host's result ([PendingToolCall][juno_bind_trio.agent.PendingToolCall]);
+      continue with ``approvals=``, ``results=``, ``errors=``.
 
     [new_messages][juno_bind_trio.agent.AgentResult.new_messages] gives the
     part of *messages* this run added, without the history it was given.
@@ -45,6 +50,7 @@ class AgentResult(Generic[OutputT]):
     suspensions: tuple[SuspendDirective, ...] = ()
     # Where this run's own messages start in *messages* (see new_messages).
     _new_start: int = attrs.field(default=0, repr=False)
+    pending: tuple[PendingToolCall, ...] = ()
 
     def new_messages(self) -> list[dict[str, Any]]:
         """The messages this run added: from its prompt on, a new list.

@@ -43,6 +43,7 @@ from juno_bind_trio.loop import (
     LoopState,
     ModelTurn,
     ModelTurnResult,
+    RunStats,
     ToolCallOutcome,
     ToolLoop,
 )
@@ -61,6 +62,7 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
+from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
 from ._context import RunContext
 from ._events import (
     AgentEvent,
@@ -146,7 +148,7 @@ class _RunCore(Generic[OutputT]):
         self,
         settings: RunSettings,
         *,
-        prompt: str | list[dict[str, Any]],
+        prompt: str | list[dict[str, Any]] | None,
         deps: object,
         message_history: list[dict[str, Any]],
         stop: StopSignal | None,
@@ -154,8 +156,11 @@ class _RunCore(Generic[OutputT]):
         parent: RunContext[Any] | None,
         pipe: EventPipe | None,
         usage_limits: UsageLimits | None = None,
+        decisions: Mapping[str, Decision] | None = None,
     ) -> None:
         self.settings: RunSettings = settings
+        # #31: the calls that wait for a decision, and the decisions given to this run.
+        self.gate: ApprovalGate = ApprovalGate(decisions)
         limits = settings.usage_limits if usage_limits is None else usage_limits
         self.meter: UsageMeter | None = None if limits is None else UsageMeter(limits)
         self.pipe: EventPipe | None = pipe
@@ -191,7 +196,9 @@ class _RunCore(Generic[OutputT]):
         # new_messages: this run's part starts at its prompt (the history is healed
         # before it gets here, and the loop only appends).
         self.new_start: int = len(messages)
-        messages.append({"role": "user", "content": prompt})
+        if prompt is not None:  # None: a run in memory continuing its history's waiting calls
+            messages.append({"role": "user", "content": prompt})
+        self.prompted: bool = prompt is not None
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
         self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
@@ -216,11 +223,15 @@ class _RunCore(Generic[OutputT]):
             reader: TurnStreamSink = self.pipe.sink
             sink = reader if sink is None else FanOutSink(reader, sink)
         serial = any(t.serial for t in self.tools.values())
+        run_tool_call = session.wrap_tool_call(self.dispatch)
+        gate = self.gate
+        if gate.active:  # outside the receipts: a waiting call has none
+            run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
             call_model=session.wrap_call_model(self.call_model),
-            run_tool_call=session.wrap_tool_call(self.dispatch),
+            run_tool_call=run_tool_call,
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
             on_turn_would_end=None if settings.output.text else self.turn_would_end,
@@ -487,8 +498,17 @@ class _RunCore(Generic[OutputT]):
         if open_turn is not None:
             self.iteration = open_turn
         serial = any(t.serial for t in self.tools.values())
+        if not session.resumed and self.gate.waiting:
+            # A run in memory continuing the waiting calls its history ends with.
+            held = await self.gate.settle_trailing(
+                self.state.messages,
+                self.dispatch,
+                per_tool_limit=self.settings.per_tool_limit,
+            )
+            if held:
+                return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         ended = await session.answer_open_turn(
-            self.dispatch,
+            self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,
             per_tool_limit=self.settings.per_tool_limit,
             runs_serially=self.runs_serially if serial else None,
         )
@@ -522,6 +542,7 @@ class _RunCore(Generic[OutputT]):
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
             self._collect_tools()
+            bind_gate(self)
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
             # the model's chat spans parent under it, and a sub-agent run started in
@@ -551,6 +572,7 @@ class _RunCore(Generic[OutputT]):
             run_id=self.run_id,
             iterations=result.iterations,
             suspensions=result.suspensions,
+            pending=result_pending(self.gate, result.reason, result.suspensions),
         )
         exceeded = None if self.meter is None else self.meter.exceeded
         if exceeded is not None:

@@ -37,6 +37,7 @@ import anyio.from_thread
 import anyio.to_thread
 import attrs
 import pydantic
+import pydantic_core
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -52,6 +53,7 @@ from juno_bind_trio._errors import (
 from juno_bind_trio._validate import is_async_callable
 from juno_bind_trio.schema import sanitize_tool_schema
 
+from ._approvals import ApprovalPredicate, check_approval_options
 from ._context import RunContext
 from ._docstrings import parse_docstring
 
@@ -436,6 +438,9 @@ class Tool:
       call of it cut off by a cancel is never run again on resume.
     * *uses_idempotency_key*: the tool passes ``ctx.idempotency_key`` to its
       effect, so an interrupted call of it may be sent again safely.
+    * *requires_approval*, *external*, *approval_timeout*: a call of it waits
+      for a decision, or is run by the host
+      (see [tool][juno_bind_trio.agent.tool]).
     """
 
     name: str
@@ -447,6 +452,14 @@ class Tool:
     _invoke: _Invoke = attrs.field(alias="invoke", repr=False)
     # The X of the function's RunContext[X] (checked against an agent's deps_type).
     _context_deps: object = attrs.field(default=None, init=False, repr=False)
+    # #31: calls that wait for a person's decision, or that the host runs elsewhere.
+    requires_approval: bool | ApprovalPredicate = attrs.field(default=False, repr=False)
+    external: bool = False
+    approval_timeout: float | None = None
+    # Validates a call's parsed arguments into a JSON-compatible dict (None: as parsed).
+    _validate: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(
+        default=None, init=False, repr=False
+    )
 
     async def invoke(self, ctx: RunContext[Any], arguments: str | ToolCall) -> object:
         """Validate the call's arguments, then run the tool with them.
@@ -478,8 +491,11 @@ class Tool:
         parameters: Mapping[str, Any],
         handler: Callable[[RunContext[Any], dict[str, Any]], Awaitable[object]],
         serial: bool = False,
-        repeatable: bool = True,
+        repeatable: bool | None = None,
         uses_idempotency_key: bool = False,
+        requires_approval: bool | ApprovalPredicate = False,
+        external: bool = False,
+        approval_timeout: float | None = None,
     ) -> Tool:
         """A tool whose argument schema comes from elsewhere (an MCP server, a config file).
 
@@ -489,8 +505,13 @@ class Tool:
         checked here (a malformed one raises
         [SchemaError][juno_bind_trio.SchemaError] naming the pointer) but not
         enforced on each call: this package carries no JSON Schema validator.
+        *requires_approval*, *external*, *approval_timeout*: as for
+        [tool][juno_bind_trio.agent.tool].
         """
         owner = "Tool.from_schema"
+        approval, external, approval_timeout, repeatable = check_approval_options(
+            owner, requires_approval, external, approval_timeout, repeatable
+        )
         _check_name(owner, name)
         if description is not None and not isinstance(description, str):
             raise TypeError(f"{owner}: description must be a str or None, got {description!r}")
@@ -534,6 +555,9 @@ class Tool:
             repeatable=repeatable,
             uses_idempotency_key=uses_idempotency_key,
             invoke=invoke,
+            requires_approval=approval,
+            external=external,
+            approval_timeout=approval_timeout,
         )
 
 
@@ -543,8 +567,11 @@ def _function_tool(
     name: str | None,
     description: str | None,
     serial: bool,
-    repeatable: bool,
+    repeatable: bool | None,
     uses_idempotency_key: bool,
+    requires_approval: object = False,
+    external: object = False,
+    approval_timeout: object = None,
 ) -> Tool:
     if not callable(fn):
         raise TypeError(f"tool: expected a function, got {fn!r}")
@@ -556,6 +583,9 @@ def _function_tool(
     assert tool_name is not None
     if description is not None and not isinstance(description, str):
         raise TypeError(f"{owner}: description must be a str or None, got {description!r}")
+    approval, waits_outside, approval_timeout, repeatable = check_approval_options(
+        owner, requires_approval, external, approval_timeout, repeatable
+    )
     for flag, value in (
         ("serial", serial),
         ("repeatable", repeatable),
@@ -638,9 +668,24 @@ def _function_tool(
         repeatable=repeatable,
         uses_idempotency_key=uses_idempotency_key,
         invoke=invoke,
+        requires_approval=approval,
+        external=waits_outside,
+        approval_timeout=approval_timeout,
     )
     object.__setattr__(made, "_context_deps", read.context_deps)
+    object.__setattr__(made, "_validate", _jsonable(arguments_of))
     return made
+
+
+def _jsonable(
+    arguments_of: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    # The validated arguments as a JSON-compatible dict (what a pending call shows).
+    def validate(parsed: dict[str, Any]) -> dict[str, Any]:
+        value: dict[str, Any] = pydantic_core.to_jsonable_python(arguments_of(parsed))
+        return value
+
+    return validate
 
 
 @overload
@@ -651,8 +696,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     serial: bool = False,
-    repeatable: bool = True,
+    repeatable: bool | None = None,
     uses_idempotency_key: bool = False,
+    requires_approval: bool | ApprovalPredicate = False,
+    external: bool = False,
+    approval_timeout: float | None = None,
 ) -> Tool: ...
 
 
@@ -664,8 +712,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     serial: bool = False,
-    repeatable: bool = True,
+    repeatable: bool | None = None,
     uses_idempotency_key: bool = False,
+    requires_approval: bool | ApprovalPredicate = False,
+    external: bool = False,
+    approval_timeout: float | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -676,8 +727,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     serial: bool = False,
-    repeatable: bool = True,
+    repeatable: bool | None = None,
     uses_idempotency_key: bool = False,
+    requires_approval: bool | ApprovalPredicate = False,
+    external: bool = False,
+    approval_timeout: float | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a [Tool][juno_bind_trio.agent.Tool] from a typed function: ``@tool`` or ``@tool(...)``.
 
@@ -701,7 +755,17 @@ def tool(
 
     *name* defaults to the function's name, *description* to the docstring's.
     *serial*, *repeatable*, *uses_idempotency_key*: see
-    [Tool][juno_bind_trio.agent.Tool].
+    [Tool][juno_bind_trio.agent.Tool]; *repeatable* defaults to ``True``,
+    and to ``False`` for a tool that requires approval.
+
+    *requires_approval*: ``True``, or a predicate ``(ctx, arguments) -> bool``
+    (sync or async; *arguments* the validated arguments as a JSON-compatible
+    dict): a call that needs it waits for a decision instead of running, and
+    the run ends ``"suspended"`` with the call in ``AgentResult.pending``
+    (see [Approve][juno_bind_trio.agent.Approve]). *external*: the host runs
+    the tool elsewhere and answers its calls (``results=``, ``errors=``); the
+    function only gives the schema. *approval_timeout*: seconds a call waits
+    before it is answered as denied (timed out) on the next continuation.
 
     A synchronous function runs in a worker thread; a cancel cannot stop a
     thread, so it waits for the function to return, and the call is answered
@@ -723,6 +787,9 @@ def tool(
                 serial=serial,
                 repeatable=repeatable,
                 uses_idempotency_key=uses_idempotency_key,
+                requires_approval=requires_approval,
+                external=external,
+                approval_timeout=approval_timeout,
             )
 
         return decorate
@@ -733,6 +800,9 @@ def tool(
         serial=serial,
         repeatable=repeatable,
         uses_idempotency_key=uses_idempotency_key,
+        requires_approval=requires_approval,
+        external=external,
+        approval_timeout=approval_timeout,
     )
 
 

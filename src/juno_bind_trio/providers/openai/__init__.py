@@ -11,6 +11,10 @@ an exception routing can classify).
 way routing needs it, and
 [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error] maps the SDK's
 exceptions onto routing's taxonomy.
+[`OpenAIResponsesAdapter`][juno_bind_trio.providers.openai.OpenAIResponsesAdapter] speaks the
+Responses API on the same client (reasoning items carried and sent back), its failures judged by
+[`classify_responses_error()`][juno_bind_trio.providers.openai.classify_responses_error]; the model
+string ``"openai-responses:<model>"`` opens one.
 """
 
 from juno_bind_trio._public import publish as _publish
@@ -24,6 +28,8 @@ from ._client import open_openai_client as open_openai_client
 from ._client import prime_openai_client as prime_openai_client
 from ._model import Classifier as Classifier
 from ._model import OpenAIChatModel as OpenAIChatModel
+from ._responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
+from ._responses_errors import classify_responses_error as classify_responses_error
 from ._stream import REASONING_FIELDS as REASONING_FIELDS
 from ._stream import stream_chat_completion as stream_chat_completion
 
@@ -35,7 +41,9 @@ __all__ = [
     "Classifier",
     "OpenAIChatAdapter",
     "OpenAIChatModel",
+    "OpenAIResponsesAdapter",
     "classify_openai_error",
+    "classify_responses_error",
     "open_openai_client",
     "prime_openai_client",
     "stream_chat_completion",

@@ -83,6 +83,7 @@ def sdk_ready() -> tuple[Any, ssl.SSLContext | None]:
     """
     import openai
     import openai.resources.chat.completions  # imported by the first request
+    import openai.resources.responses  # the Responses adapter's first request
     from openai._base_client import get_platform  # the SDK's own probe, unchanged
 
     with contextlib.suppress(ImportError):  # the stream parser's JSON library (first chunk)
