@@ -19,6 +19,7 @@ __all__ = ["EXTRAS", "install_line", "require"]
 
 EXTRAS: Final = {
     "anthropic": ("anthropic",),
+    "bedrock": ("aiobotocore", "botocore"),
     "web": ("starlette", "hypercorn", "ag_ui"),
     "mcp": ("mcp", "mcp_types", "jsonschema"),
     "otel": ("opentelemetry",),

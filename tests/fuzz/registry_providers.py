@@ -21,6 +21,15 @@ from juno_bind_trio.providers.anthropic import (
     classify_anthropic_error,
     open_anthropic_client,
 )
+from juno_bind_trio.providers.bedrock import (
+    BedrockAdapter,
+    BedrockCredentials,
+    StreamingHttpxSession,
+    classify_bedrock_error,
+    close_event_stream,
+    open_bedrock_client,
+    resolve_credentials,
+)
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
@@ -62,6 +71,17 @@ ENTRIES = [
     Entry(classify_openai_error),
     Entry(RoutedModel),
     Entry(AnthropicAdapter),
+    Entry(BedrockAdapter),
+    Entry(BedrockCredentials),
+    Entry(
+        StreamingHttpxSession,
+        # aiobotocore's own constructor, inherited unchanged: its refusals are aiobotocore's.
+        xfail="aiobotocore's HttpxSession checks its arguments in its own words",
+    ),
+    Entry(classify_bedrock_error),
+    Entry(close_event_stream),
+    Entry(open_bedrock_client, also_named=("resolve_credentials",)),
+    Entry(resolve_credentials),
     Entry(OpenAIResponsesAdapter),
     Entry(classify_responses_error),
     Entry(classify_anthropic_error),
