@@ -20,12 +20,6 @@ ROOT = PACKAGE.parent.parent
 # The crossings into another subpackage's private modules that remain, each with its
 # reason; closing one means deleting its line here (the test says so when it is gone).
 KNOWN_CROSSINGS = {
-    # The agent owns the clients its model strings open (one per event loop), and an
-    # "openai:" string agent checks its request options and client as OpenAIChatModel does.
-    ("agent/_agent.py", "juno_bind_trio.providers.openai._model"),
-    ("agent/_agent.py", "juno_bind_trio.providers.openai._owned"),
-    ("agent/_agent.py", "juno_bind_trio.providers.openai._stream"),
-    ("agent/_models.py", "juno_bind_trio.providers._owned"),
     # The deprecated re-export of classify_openai_error (one release).
     ("routing/__init__.py", "juno_bind_trio.providers.openai._classify"),
     ("routing/__init__.py", "juno_bind_trio.providers.openai"),

@@ -21,8 +21,8 @@ import pytest
 from conftest import run_on
 from juno_bind_trio import UsageError
 from juno_bind_trio.agent import Agent
-from juno_bind_trio.providers.openai import open_openai_client
-from juno_bind_trio.providers.openai._owned import OwnedClient
+from juno_bind_trio.providers import StringModel
+from juno_bind_trio.providers.openai import OpenAIChatAdapter, open_openai_client
 from juno_bind_trio.testing import StreamResponse, fake_openai_env, open_fake_openai_server
 
 pytestmark = pytest.mark.anyio
@@ -58,9 +58,12 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def owned(agent: Agent[Any, Any]) -> openai.AsyncOpenAI:
     """The client the agent holds open in the current loop (white-box, for the checks)."""
     holder = agent._owned
-    assert isinstance(holder, OwnedClient)
-    (held,) = holder._clients.values()
-    return held.client
+    assert isinstance(holder, StringModel)
+    (owner,) = holder._owned.values()
+    (held,) = owner._adapters.values()
+    adapter = held.adapter
+    assert isinstance(adapter, OpenAIChatAdapter)
+    return adapter.client
 
 
 async def test_every_run_in_a_loop_shares_one_client_and_one_connection(
@@ -377,3 +380,51 @@ async def test_endpoint_settings_belong_to_a_model_string_only() -> None:
     # Nothing to open for a function model: prepare and aclose do nothing.
     async with Agent(scripted) as agent:
         await agent.prepare()
+
+
+@pytest.mark.parametrize(
+    ("prefix", "env"),
+    [
+        ("anthropic", "fake_anthropic_env"),
+        ("openai-responses", "fake_responses_env"),
+        ("bedrock", "fake_bedrock_env"),
+    ],
+)
+def test_every_providers_string_agent_never_closed_exits_without_a_word(
+    tmp_path: Any, prefix: str, env: str
+) -> None:
+    # Each loop closes the client when it ends, by finalizing the one generator that holds
+    # it: an opener that is itself a generator would be closed concurrently with its holder,
+    # "already running", with a traceback for each (what "anthropic:" agents printed).
+    script = tmp_path / "script.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio, trio
+            from juno_bind_trio import Agent
+            from juno_bind_trio.testing import StreamResponse, {env}
+
+            agent = Agent("{prefix}:m")
+
+            async def main():
+                for prompt in ("one", "two"):
+                    print((await agent.run(prompt)).output)
+
+            with {env}([StreamResponse.of_text("ok")] * 5):
+                trio.run(main)
+                asyncio.run(main())
+                print(agent.run_sync("three").output)
+            """
+        )
+    )
+    completed = subprocess.run(
+        [sys.executable, "-W", "error", *SDK_GENERATORS, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["ok"] * 5
+    assert completed.stderr == ""

@@ -11,7 +11,7 @@ import pytest
 
 from juno_bind_trio import UsageError
 from juno_bind_trio.agent import Agent
-from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
+from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel, StringModel
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
@@ -140,14 +140,13 @@ async def test_thinking_reaches_the_run_reader_as_reasoning_events() -> None:
 
 @pytest.mark.anyio
 async def test_the_agent_owns_one_client_for_its_runs_and_closes_it() -> None:
-    from juno_bind_trio.agent._models import OwnedAdapters
     from juno_bind_trio.testing import open_fake_anthropic_server
 
     script = [StreamResponse.of_text("one"), StreamResponse.of_text("two")]
     async with open_fake_anthropic_server(script) as server:
         agent = Agent("anthropic:claude-test", base_url=server.base_url, api_key="k")
         owned = agent._owned
-        assert isinstance(owned, OwnedAdapters)
+        assert isinstance(owned, StringModel)
         async with agent:
             assert owned.is_open()
             assert (await agent.run("a")).output == "one"

@@ -7,11 +7,13 @@ from typing import Any
 import anthropic
 import hypothesis.strategies as st
 import openai
-from fuzz_support import JUNK, Call, Entry, call
+from fuzz_support import JUNK, Call, Entry, auto, call
 
+from juno_bind_trio import UsageError
 from juno_bind_trio.providers import (
     ProviderRequest,
     RoutedModel,
+    StringModel,
     messages_for,
     provider_state_of,
     strip_provider_state,
@@ -70,6 +72,12 @@ ENTRIES = [
     Entry(OpenAIChatAdapter),
     Entry(classify_openai_error),
     Entry(RoutedModel),
+    Entry(
+        StringModel,
+        # owner= is the name its errors start with (the Agent passes "Agent"): kept as given.
+        args=auto(StringModel, owner=st.just("StringModel")),
+        raises=(UsageError,),
+    ),
     Entry(AnthropicAdapter),
     Entry(BedrockAdapter),
     Entry(BedrockCredentials),

@@ -674,14 +674,14 @@ async def test_no_credentials_anywhere_is_refused_when_the_client_opens(
     with pytest.raises(botocore.exceptions.NoCredentialsError):
         async with open_bedrock_client(endpoint_url="http://127.0.0.1:9"):
             pass
-    from juno_bind_trio.providers.bedrock._string import open_string_adapter
+    from juno_bind_trio.providers import StringModel
 
+    model = StringModel("bedrock:m", owner="Agent")
     with pytest.raises(UsageError, match="no AWS credentials"):
-        async with open_string_adapter("Agent", base_url=None, api_key=None):
-            pass
+        await model.prepare()
+    assert not model.is_open()
     with pytest.raises(UsageError, match="api_key"):
-        async with open_string_adapter("Agent", base_url=None, api_key="k"):
-            pass
+        StringModel("bedrock:m", api_key="k", owner="Agent")
 
 
 async def test_credentials_come_from_the_arguments_then_the_environment(

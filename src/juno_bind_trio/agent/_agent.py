@@ -28,16 +28,11 @@ import attrs
 import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
+from juno_bind_trio._options import candidate_option_clashes, checked_request_options
 from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
-from juno_bind_trio.providers import RoutedModel
-from juno_bind_trio.providers.openai import OpenAIChatModel
-from juno_bind_trio.providers.openai._model import (
-    candidate_option_clashes,
-    checked_request_options,
-)
-from juno_bind_trio.providers.openai._owned import OwnedClient
-from juno_bind_trio.providers.openai._stream import check_client
+from juno_bind_trio.providers import RoutedModel, StringModel
+from juno_bind_trio.providers.openai import OpenAIChatAdapter, OpenAIChatModel
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
 from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
@@ -49,7 +44,6 @@ from ._context import DepsT, RunContext
 from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
-from ._models import OwnedAdapters, routed_model_source
 from ._output_modes import (
     NativeOutput,
     PromptedOutput,
@@ -107,7 +101,7 @@ def _model_source(
     api_key: object = None,
     client: object = None,
     answer_format: Mapping[str, Any] | None = None,
-) -> tuple[ModelSource, str, OwnedClient | OwnedAdapters | None]:
+) -> tuple[ModelSource, str, StringModel | None]:
     """How each run gets its model, a short description of it for ``repr``, and the
     client the agent owns (a model string without ``client=``), if any."""
     extra = _request_options(owner, request_options, response_format)
@@ -123,61 +117,51 @@ def _model_source(
         raise ValueError(
             f"{owner}: {'/'.join(given)} configure the client of a model string; {why}"
         )
-    if strings and not (isinstance(model, str) and model.startswith(_OPENAI_PREFIX)):
-        if client is not None:
+    if strings and client is None:
+        owned = StringModel(
+            cast("str | list[str]", model),
+            request_options=extra,
+            base_url=cast("str | None", base_url),
+            api_key=cast("str | None", api_key),
+            owner=owner,
+        )
+
+        @asynccontextmanager
+        async def string_model() -> AsyncIterator[ModelFn]:
+            yield await owned.model()
+
+        return string_model, owned.description, owned
+    if strings:
+        if not (isinstance(model, str) and model.startswith(_OPENAI_PREFIX)):
             raise ValueError(
                 f"{owner}: client= is an AsyncOpenAI for an 'openai:<name>' model; {model!r} "
                 "opens its own clients (from base_url=/api_key= or the environment)"
             )
-        routed, described, adapters = routed_model_source(
-            owner, cast("str | list[str]", model), extra, base_url=base_url, api_key=api_key
-        )
-        return routed, described, adapters
-    if isinstance(model, str):
-        name = model[len(_OPENAI_PREFIX) :] if model.startswith(_OPENAI_PREFIX) else ""
-        if not name:
+        if base_url is not None or api_key is not None:
             raise ValueError(
-                f"{owner}: a model string must be 'openai:<model-name>' (the client is built from "
-                f"OPENAI_API_KEY and OPENAI_BASE_URL), got {model!r}; for another provider pass "
-                "an OpenAIChatModel"
+                f"{owner}: pass client= or base_url=/api_key=, not both (the client "
+                "already has its endpoint and key)"
             )
-        plan = RoutePlan([RouteStage(name, [Candidate("openai")])])
-        if client is not None:
-            if base_url is not None or api_key is not None:
-                raise ValueError(
-                    f"{owner}: pass client= or base_url=/api_key=, not both (the client "
-                    "already has its endpoint and key)"
-                )
-            shared = OpenAIChatModel(
-                plan=plan,
-                clients={"openai": check_client(owner, client)},
-                request_options=extra,
+        name = model[len(_OPENAI_PREFIX) :]
+        if not name.strip():
+            raise ValueError(
+                f"{owner}: a model string must be 'openai:<model-name>', got {model!r}"
             )
-
-            @asynccontextmanager
-            async def shared_client_model() -> AsyncIterator[ModelFn]:
-                yield shared
-
-            return shared_client_model, model, None
-        owned = OwnedClient(owner, base_url=base_url, api_key=api_key)
-        # One model per client: a loop's runs share both.
-        built: list[tuple[object, OpenAIChatModel]] = []
+        try:
+            adapter = OpenAIChatAdapter(cast("openai.AsyncOpenAI", client))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(str(exc).replace("OpenAIChatAdapter", owner, 1)) from None
+        shared = RoutedModel(
+            plan=RoutePlan([RouteStage(name, [Candidate("openai")])]),
+            adapters={"openai": adapter},
+            request_options=extra,
+        )
 
         @asynccontextmanager
-        async def owned_client_model() -> AsyncIterator[ModelFn]:
-            opened = await owned.client()
-            if not built or built[0][0] is not opened:
-                built[:] = [
-                    (
-                        opened,
-                        OpenAIChatModel(
-                            plan=plan, clients={"openai": opened}, request_options=extra
-                        ),
-                    )
-                ]
-            yield built[0][1]
+        async def shared_client_model() -> AsyncIterator[ModelFn]:
+            yield shared
 
-        return owned_client_model, model, owned
+        return shared_client_model, model, None
     if isinstance(model, OpenAIChatModel | RoutedModel):
         chat: OpenAIChatModel | RoutedModel = model
         if response_format is not None:
@@ -582,19 +566,21 @@ class Agent(Generic[DepsT, OutputT]):
     async def prepare(self) -> None:
         """Open the client the first run would open, now, outside any run's deadline.
 
-        For an agent built from a model string without ``client=``: its
-        ``AsyncOpenAI`` for the current event loop is opened (reading
-        ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` now), so a missing key is
-        reported here and the first run starts at once. Calling it again, or
+        For an agent built from a model string without ``client=``: each
+        provider's client for the current event loop is opened (reading the
+        SDK's environment, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` and the
+        like, now), so a missing key is reported here and the first run starts
+        at once (see [StringModel][juno_bind_trio.providers.StringModel]). Calling it again, or
         for any other agent, does nothing. ``async with agent:`` calls it.
 
         :raises UsageError: no API key (``OPENAI_API_KEY`` unset and no
-            *api_key*), or ``OPENAI_BASE_URL`` is not an http(s) URL.
+            *api_key*, or another provider's), or a base URL that is not an
+            http(s) URL.
         """
         if self._owned is None:
             await anyio.lowlevel.checkpoint()
             return
-        await self._owned.client()
+        await self._owned.prepare()
 
     async def aclose(self) -> None:
         """Close the client this agent opened in the current event loop, if any.

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import attrs
 
+from juno_bind_trio._options import RESERVED_REQUEST_OPTIONS
 from juno_bind_trio._validate import (
     a_mapping,
     instance_of,
@@ -77,8 +78,6 @@ __all__ = [
 PROVIDER_STATE_KEY: Final = "provider_state"
 """The assistant-message key a provider's own state travels under: ``{"provider": name, ...}``."""
 
-RESERVED_REQUEST_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "n"})
-"""Request options every adapter sets itself; a model refuses them in ``request_options``."""
 
 _NAME: Final = non_empty_str(blank=False)
 _MESSAGES: Final = sequence_of(a_mapping(), expects="a sequence of chat message dicts")

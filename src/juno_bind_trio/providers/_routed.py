@@ -25,7 +25,7 @@ to get right, whichever provider serves the attempt:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeAlias, final
 
@@ -33,6 +33,11 @@ import attrs
 
 from juno_bind_trio import _tracing
 from juno_bind_trio._blocking import check_model_request
+from juno_bind_trio._options import (
+    RESERVED_REQUEST_OPTIONS,
+    candidate_option_clashes,
+    checked_request_options,
+)
 from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
@@ -53,20 +58,13 @@ from juno_bind_trio.routing import (
     execute_route_plan,
 )
 
-from ._adapter import (
-    PROVIDER_STATE_KEY,
-    RESERVED_REQUEST_OPTIONS,
-    ProviderAdapter,
-    ProviderRequest,
-)
+from ._adapter import PROVIDER_STATE_KEY, ProviderAdapter, ProviderRequest
 
 __all__ = [
     "Classifier",
     "OnRoute",
     "RoutedModel",
     "Router",
-    "candidate_option_clashes",
-    "checked_request_options",
     "messages_for",
 ]
 
@@ -95,46 +93,6 @@ def _log_route(result: RouteResult[ModelTurnResult]) -> None:
             f" ({record.adjusted})" if record.adjusted else "",
         )
     log.info("route: %s after %d attempt(s)", result.status, len(result.attempts))
-
-
-def checked_request_options(owner: str, value: object, *, or_none: bool = False) -> dict[str, Any]:
-    """*value* as extra request options, or a clear error naming *owner*.
-
-    A mapping of str keys, none of them an argument every request sets itself
-    (``RESERVED_REQUEST_OPTIONS``). With *or_none*, ``None`` is accepted, as
-    no options. Shared by the models and the ``Agent``.
-    """
-    if value is None and or_none:
-        return {}
-    if not isinstance(value, Mapping):
-        expected = "a mapping or None" if or_none else "a mapping"
-        raise TypeError(f"{owner}: request_options must be {expected}, got {shown(value)}")
-    options = dict(value)
-    for key in options:
-        if not isinstance(key, str):
-            raise TypeError(f"{owner}: request_options keys must be strings, got {shown(key)}")
-    clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(options))
-    if clash:
-        raise ValueError(
-            f"{owner}: request_options must not set {clash!r}: the model, the messages, the "
-            "tools and the streaming of each request are the package's own"
-        )
-    return options
-
-
-def candidate_option_clashes(
-    plan: RoutePlan, keys: frozenset[str]
-) -> Iterator[tuple[str, str, list[str]]]:
-    """``(provider, model, keys set)`` for each candidate of *plan* whose options set any of *keys*.
-
-    A candidate's options are merged over the request's for its attempts, so
-    one that sets a key somebody else owns would silently replace it.
-    """
-    for stage in plan.stages:
-        for candidate in stage.candidates:
-            clash = sorted(keys.intersection(candidate.options))
-            if clash:
-                yield candidate.provider, stage.model, clash
 
 
 def messages_for(name: str, messages: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:

@@ -28,7 +28,7 @@ fallback the issue allowed (sync botocore in worker threads) is not needed.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -232,6 +232,35 @@ async def open_bedrock_client(
     (none found: botocore's ``NoCredentialsError``, here rather than at the
     first call). Closed on the way out, with its connections.
     """
+    client, close = await enter_bedrock_client(
+        region=region,
+        endpoint_url=endpoint_url,
+        aws_access_key_id=aws_access_key_id,
+        aws_secret_access_key=aws_secret_access_key,
+        aws_session_token=aws_session_token,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+    )
+    try:
+        yield client
+    finally:
+        with anyio.CancelScope(shield=True):
+            await close()
+
+
+async def enter_bedrock_client(
+    *,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+    aws_session_token: str | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    """As [`open_bedrock_client()`][juno_bind_trio.providers.bedrock.open_bedrock_client], not
+    as a context manager: the client and the coroutine function that closes it (for an owner
+    that holds the client open in a generator of its own; see ``providers/_owned.py``)."""
     owner = "open_bedrock_client"
     region = _str_or_none(owner, "region", region)
     endpoint_url = _str_or_none(owner, "endpoint_url", endpoint_url)
@@ -257,7 +286,7 @@ async def open_bedrock_client(
     from aiobotocore.session import get_session
 
     session = get_session()
-    async with session.create_client(
+    creator = session.create_client(
         "bedrock-runtime",
         region_name=region,
         endpoint_url=endpoint_url,
@@ -265,8 +294,13 @@ async def open_bedrock_client(
         aws_access_key_id=credentials.access_key,
         aws_secret_access_key=credentials.secret_key,
         aws_session_token=credentials.token,
-    ) as client:
-        yield client
+    )
+    client = await creator.__aenter__()
+
+    async def close() -> None:
+        await creator.__aexit__(None, None, None)
+
+    return client, close
 
 
 def endpoint_of(client: Any) -> tuple[str, int] | None:

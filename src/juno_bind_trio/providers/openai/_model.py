@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
+from juno_bind_trio._options import checked_request_options
 from juno_bind_trio._validate import real_number, shown
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
@@ -28,9 +29,7 @@ from juno_bind_trio.providers._routed import (
     Classifier,
     OnRoute,
     Router,
-    candidate_option_clashes,
     check_model_settings,
-    checked_request_options,
 )
 from juno_bind_trio.routing import (
     AttemptFn,
@@ -46,7 +45,7 @@ from ._stream import check_client
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["Classifier", "OpenAIChatModel", "candidate_option_clashes", "checked_request_options"]
+__all__ = ["Classifier", "OpenAIChatModel"]
 
 
 def _check_plan(given: RoutePlan) -> RoutePlan:

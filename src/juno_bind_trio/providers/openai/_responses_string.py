@@ -1,31 +1,29 @@
-"""``"openai-responses:<model>"``: the Responses adapter over a client of the agent's own."""
+"""``"openai-responses:<model>"``: the Responses adapter over a client of the model's own."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from juno_bind_trio.providers._adapter import ProviderAdapter
+from juno_bind_trio.providers._owned import AdapterCloser, StringAdapterOpener
 
-from ._owned import OwnedClient
+from ._owned import OpenAIClientSettings
 from ._responses import OpenAIResponsesAdapter
 
-__all__ = ["open_string_adapter"]
+__all__ = ["string_adapter_opener"]
 
 
-@asynccontextmanager
-async def open_string_adapter(
+def string_adapter_opener(
     owner: str, *, base_url: str | None, api_key: str | None
-) -> AsyncIterator[ProviderAdapter]:
-    """An [`OpenAIResponsesAdapter`][juno_bind_trio.providers.openai.OpenAIResponsesAdapter] over
-    a client opened from the arguments or ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` (SDK retries
-    off), closed on the way out.
+) -> StringAdapterOpener:
+    """Opens an [`OpenAIResponsesAdapter`][juno_bind_trio.providers.openai.OpenAIResponsesAdapter]
+    over a client from the arguments or ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` (SDK retries off).
 
-    :raises UsageError: no key, or ``OPENAI_BASE_URL`` is not an http(s) URL.
+    :raises TypeError: *base_url* or *api_key* is not a string.
+    :raises ValueError: *base_url* is not an http(s) URL, or *api_key* is empty.
     """
-    owned = OwnedClient(owner, base_url=base_url, api_key=api_key)
-    client = await owned.client()
-    try:
-        yield OpenAIResponsesAdapter(client)
-    finally:
-        await owned.aclose()
+    settings = OpenAIClientSettings(owner, base_url=base_url, api_key=api_key)
+
+    async def open_adapter() -> tuple[ProviderAdapter, AdapterCloser]:
+        client = settings.new_client()  # raises UsageError for a missing key
+        return OpenAIResponsesAdapter(client), client.close
+
+    return open_adapter

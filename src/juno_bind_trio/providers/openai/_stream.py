@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 
 from juno_bind_trio._blocking import check_model_request
+from juno_bind_trio._options import RESERVED_REQUEST_OPTIONS
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -49,7 +50,6 @@ from juno_bind_trio.completion import (
     detect_completion_defect,
 )
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._adapter import RESERVED_REQUEST_OPTIONS
 
 if TYPE_CHECKING:
     import openai
