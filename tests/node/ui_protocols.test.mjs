@@ -11,6 +11,8 @@ import { HttpAgent } from "@ag-ui/client";
 const BASE = process.env.SERVER_URL;
 const PARTIAL = "Let me think about Lisbon";
 const FINAL = "It is 21 °C and sunny in Lisbon today.";
+const DEAD_THOUGHT = "Recalling Lisbon.";
+const THOUGHT = "The tool says 21 °C.";
 
 const userMessage = (text) => ({ id: "u1", role: "user", parts: [{ type: "text", text }] });
 const textOf = (message) =>
@@ -48,7 +50,11 @@ test("every chunk the server can send passes the ai package's own schema", async
     assert.ok(checked.success, `${JSON.stringify(chunk)}: ${checked.error}`);
     types.add(chunk.type);
   }
-  assert.ok(types.size >= 14, [...types].join(","));
+  for (const kind of ["reasoning-start", "reasoning-delta", "reasoning-end", "reset-step",
+    "tool-input-delta", "tool-output-error", "tool-input-error"]) {
+    assert.ok(types.has(kind), `no ${kind} in ${[...types].join(",")}`);
+  }
+  assert.ok(types.size >= 17, [...types].join(","));
 });
 
 test("useChat's transport: the fallback's text alone, never spliced, and the tool part ends done", async () => {
@@ -74,6 +80,10 @@ test("useChat's transport: the fallback's text alone, never spliced, and the too
     const text = textOf(m);
     assert.ok(!(text.includes(PARTIAL) && text.includes("21 °C")), `spliced: ${text}`);
   }
+  const thoughts = (m) => m.parts.filter((p) => p.type === "reasoning").map((p) => p.text);
+  assert.ok(snapshots.some((m) => thoughts(m).includes(DEAD_THOUGHT)), "the dead attempt's thinking was never shown");
+  assert.deepEqual(thoughts(last), [THOUGHT], "the withdrawn thinking stayed, or the final one is missing");
+  assert.ok(last.parts.filter((p) => p.type === "reasoning").every((p) => p.state === "done"));
   const tools = last.parts.filter((p) => p.type === "tool-weather");
   assert.equal(tools.length, 1);
   assert.equal(tools[0].state, "output-available");
@@ -140,6 +150,10 @@ test("AG-UI HttpAgent: the client's messages end as the run's, the dead attempt 
     const text = ms.map((m) => String(m.content ?? "")).join("|");
     assert.ok(!(text.includes(PARTIAL) && text.includes("21 °C")), `spliced: ${text}`);
   }
+  const thoughts = agent.messages.filter((m) => m.role === "reasoning").map((m) => m.content);
+  assert.ok(seen.some((ms) => ms.some((m) => m.role === "reasoning" && m.content === DEAD_THOUGHT)));
+  assert.ok(!thoughts.includes(DEAD_THOUGHT), `the withdrawn thinking stayed: ${thoughts}`);
+  assert.ok(thoughts.includes(THOUGHT), `no final thinking: ${thoughts}`);
   const calls = assistants.flatMap((m) => m.toolCalls ?? []);
   assert.equal(calls.length, 1);
   assert.equal(calls[0].function.name, "weather");
@@ -148,7 +162,8 @@ test("AG-UI HttpAgent: the client's messages end as the run's, the dead attempt 
   assert.equal(result.toolCallId, calls[0].id);
   for (const kind of ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
     "TEXT_MESSAGE_END", "MESSAGES_SNAPSHOT", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
-    "TOOL_CALL_RESULT", "STEP_FINISHED", "RUN_FINISHED"]) {
+    "TOOL_CALL_RESULT", "STEP_FINISHED", "RUN_FINISHED", "REASONING_START",
+    "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END"]) {
     assert.ok(kinds.includes(kind), `no ${kind} in ${kinds.join(",")}`);
   }
 });

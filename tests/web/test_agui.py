@@ -41,7 +41,9 @@ def apply(
         kind = event["type"]
         if kind == "TEXT_MESSAGE_START":
             messages.append({"id": event["messageId"], "role": "assistant", "content": ""})
-        elif kind == "TEXT_MESSAGE_CONTENT":
+        elif kind == "REASONING_MESSAGE_START":
+            messages.append({"id": event["messageId"], "role": "reasoning", "content": ""})
+        elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
             message = next(m for m in messages if m["id"] == event["messageId"])
             message["content"] = (message.get("content") or "") + event["delta"]
         elif kind == "TOOL_CALL_START":
@@ -70,7 +72,17 @@ def apply(
                 }
             )
         elif kind == "MESSAGES_SNAPSHOT":
-            messages = [dict(m) for m in event["messages"]]
+            # HttpAgent's rule: replaced by id, new ones appended, and the client's
+            # reasoning messages kept when the snapshot holds none.
+            given = {m["id"]: dict(m) for m in event["messages"]}
+            any_reasoning = any(m["role"] == "reasoning" for m in given.values())
+            messages = [
+                given.get(m["id"], m)
+                for m in messages
+                if m["id"] in given or (m["role"] == "reasoning" and not any_reasoning)
+            ]
+            held = {m["id"] for m in messages}
+            messages.extend(m for m in given.values() if m["id"] not in held)
         snapshots.append(json.loads(json.dumps(messages)))
     return snapshots
 
@@ -102,11 +114,45 @@ def test_every_event_round_trips_through_the_protocols_models() -> None:
         "TOOL_CALL_RESULT",
         "MESSAGES_SNAPSHOT",
         "RUN_ERROR",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
     } <= kinds
 
 
+def test_reasoning_streams_as_its_own_message_and_a_reset_withdraws_it() -> None:
+    encoder = AGUIEncoder(thread_id="th", run_id="r1")
+    out = encoder.start()
+    for event in EVENTS:
+        out.extend(encoder.feed(event, TRANSCRIPT))
+    events = wire(out)
+    snapshots = apply(events)
+    thought = [[m["content"] for m in s if m["role"] == "reasoning"] for s in snapshots]
+    assert ["Hmm, the weather."] in thought  # shown while the attempt lived
+    # Withdrawn by the reset (emptied: the client keeps a reasoning message a
+    # snapshot without any leaves alone), then the next turn's thinking.
+    assert thought[-1] == ["", "All answered."]
+    # Every reasoning span is closed, in the order AG-UI's verifier demands.
+    opened: list[str] = []
+    for data in events:
+        kind = data["type"]
+        if kind == "REASONING_START":
+            opened.append(data["messageId"])
+        elif kind == "REASONING_MESSAGE_START":
+            assert opened[-1] == data["messageId"]
+        elif kind == "REASONING_END":
+            assert opened.pop() == data["messageId"]
+        elif kind in ("TEXT_MESSAGE_START", "TOOL_CALL_START", "STEP_FINISHED"):
+            assert not opened, kind
+    assert not opened
+
+
 attempts = st.lists(
-    st.lists(st.one_of(st.text(alphabet="ab ", min_size=1, max_size=3), st.just(None)), max_size=4),
+    st.lists(
+        st.one_of(st.text(alphabet="ab ~", min_size=1, max_size=3), st.just(None)), max_size=4
+    ),
     min_size=1,
     max_size=4,
 )
@@ -126,6 +172,8 @@ def test_a_reset_leaves_the_clients_messages_with_the_final_text_and_no_splice(
         for piece in pieces:
             if piece is None:
                 stream.tool_call_delta(0, f"call{number}", "look", "{}")
+            elif piece.startswith("~"):
+                stream.reasoning(f"<{number}>{piece}")
             else:
                 tagged = f"<{number}>{piece}"
                 stream.observe(tagged)
@@ -185,6 +233,7 @@ def test_run_agent_input_becomes_a_prompt_and_a_transcript() -> None:
             ],
         },
         {"id": "4", "role": "tool", "toolCallId": "c1", "content": "sunny"},
+        {"id": "4r", "role": "reasoning", "content": "It said sunny."},
         {"id": "5", "role": "user", "content": [{"type": "text", "text": "Tomorrow?"}]},
     )
     prompt, history = chat_from_run_input(read_run_input(body))
@@ -253,3 +302,68 @@ async def test_the_frames_generator_and_bad_requests() -> None:
     response = await Client(app).request("POST", "/agui", json_body={"threadId": 3})
     assert response.status == 400
     assert "RunAgentInput" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "raw", "status", "says"),
+    [
+        ("POST", {"host": "evil.example"}, b"{}", 421, "host"),
+        ("GET", {}, b"", 405, ""),
+        ("POST", {"origin": "https://evil.example"}, b"{}", 403, "cross-site"),
+        ("POST", {"content-type": "text/plain"}, b"{}", 415, "json"),
+        ("POST", {"content-length": "99999999"}, b"", 413, "at most"),
+        ("POST", {}, b"{not json", 400, "not JSON"),
+        ("POST", {}, b"[1]", 400, "object"),
+        ("POST", {}, b"[" * 100_000, 400, ""),
+        (
+            "POST",
+            {},
+            json.dumps(
+                run_input({"id": "1", "role": "user", "content": [{"type": "binary"}]})
+            ).encode(),
+            400,
+            "messages",
+        ),
+    ],
+)
+async def test_the_agui_endpoint_is_behind_the_web_views_gate(
+    method: str, headers: dict[str, str], raw: bytes, status: int, says: str
+) -> None:
+    app = create_agui_app(Agent(fallback_model(), tools=[weather]), max_body_bytes=200_000)
+    client = Client(app)
+    headers = dict(headers)
+    if "host" in headers:
+        client.host = headers.pop("host")
+    all_headers = {"content-type": "application/json", **headers}
+    response = await client.request(method, "/agui", body=raw, headers=all_headers)
+    assert response.status == status
+    if says:
+        assert says.lower() in response.json()["error"].lower()
+    assert app.active == 0
+
+
+async def test_the_agui_endpoint_asks_the_authorization_hook() -> None:
+    agent = Agent(fallback_model(), tools=[weather])
+    body = run_input({"id": "u1", "role": "user", "content": "Weather?"})
+    asked: list[tuple[str, object]] = []
+
+    def refuse(request: Any, action: str, owner: object) -> None:
+        asked.append((action, owner))
+
+    response = await Client(create_agui_app(agent, authorize=refuse)).request(
+        "POST", "/agui", json_body=body
+    )
+    assert response.status == 403
+    assert asked == [("start", None)]
+    remote = Client(create_agui_app(agent), client=("203.0.113.9", 4000))
+    response = await remote.request("POST", "/agui", json_body=body)
+    assert response.status == 403
+    allowed = create_agui_app(
+        agent,
+        authorize=lambda request, action, owner: "alice",
+        allowed_origins=["https://app.example"],
+    )
+    response = await Client(allowed, client=("203.0.113.9", 4000)).request(
+        "POST", "/agui", json_body=body, headers={"origin": "https://app.example"}
+    )
+    assert response.status == 200

@@ -37,6 +37,7 @@ def apply_chunks(chunks: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any
     """The message's parts after each chunk, as the ai package builds them."""
     parts: list[dict[str, Any]] = []
     text_parts: dict[str, dict[str, Any]] = {}
+    reasoning_parts: dict[str, dict[str, Any]] = {}
     snapshots = []
     for chunk in chunks:
         kind = chunk["type"]
@@ -50,10 +51,19 @@ def apply_chunks(chunks: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any
             text_parts[chunk["id"]]["text"] += chunk["delta"]
         elif kind == "text-end":
             text_parts.pop(chunk["id"])
+        elif kind == "reasoning-start":
+            part = {"type": "reasoning", "text": ""}
+            reasoning_parts[chunk["id"]] = part
+            parts.append(part)
+        elif kind == "reasoning-delta":
+            reasoning_parts[chunk["id"]]["text"] += chunk["delta"]
+        elif kind == "reasoning-end":
+            reasoning_parts.pop(chunk["id"])
         elif kind == "reset-step":
             start = max((i for i, p in enumerate(parts) if p["type"] == "step-start"), default=-1)
             del parts[start + 1 :]
             text_parts.clear()
+            reasoning_parts.clear()
         elif kind == "tool-input-start":
             parts.append({"type": "tool", "id": chunk["toolCallId"], "state": "input-streaming"})
         snapshots.append([dict(p) for p in parts])
@@ -76,10 +86,13 @@ class DeltaSink:
     def emit_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
         self.events.append(event)
 
+    def emit_reasoning(self, event: Any, /) -> None:
+        self.events.append(event)
+
 
 attempts = st.lists(
     st.lists(
-        st.one_of(st.text(alphabet="abc ", min_size=1, max_size=4), st.just(None)),
+        st.one_of(st.text(alphabet="abc ~", min_size=1, max_size=4), st.just(None)),
         max_size=5,
     ),
     min_size=1,
@@ -103,6 +116,8 @@ def test_the_client_ends_with_the_last_attempts_text_and_never_a_splice(
         for piece in pieces:
             if piece is None:  # a tool-call fragment of this attempt
                 stream.tool_call_delta(0, f"call{number}", "look", "{}")
+            elif piece.startswith("~"):  # a piece of this attempt's thinking
+                stream.reasoning(f"<{number}>{piece}")
             else:
                 tagged = f"<{number}>{piece}"
                 stream.observe(tagged)
@@ -116,16 +131,38 @@ def test_the_client_ends_with_the_last_attempts_text_and_never_a_splice(
     snapshots = apply_chunks(chunks)
     assert text_of(snapshots[-1]) == final
     for parts in snapshots:
-        shown = text_of(parts)
+        shown = "".join(p.get("text", "") for p in parts)  # text and reasoning
         assert len({tag for tag in range(len(script)) if f"<{tag}>" in shown}) <= 1, shown
+    last = len(script) - 1
+    assert all(f"<{last}>" in p["text"] for p in snapshots[-1] if p["type"] == "reasoning")
     assert chunks[-1] == {"type": "finish", "finishReason": "stop"}
 
 
 def test_every_chunk_type_in_order_with_tool_states_said_truthfully() -> None:
     chunks = every_chunk()
     kinds = [c["type"] for c in chunks]
-    assert kinds[:4] == ["start", "start-step", "text-start", "text-delta"]
+    assert kinds[:7] == [
+        "start",
+        "start-step",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-delta",
+        "reasoning-end",
+        "text-start",
+    ]
     assert kinds.index("reset-step") < kinds.index("tool-input-start")
+    # The withdrawn attempt's thinking goes with it; the next turn's is its own part.
+    snapshots = apply_chunks(chunks)
+    reasoning = [p["text"] for p in snapshots[-1] if p["type"] == "reasoning"]
+    assert reasoning == ["All answered."]
+    assert any(
+        [p["text"] for p in s if p["type"] == "reasoning"] == ["Hmm, the weather."]
+        for s in snapshots
+    )
+    starts = [c["id"] for c in chunks if c["type"] == "reasoning-start"]
+    ends = [c["id"] for c in chunks if c["type"] == "reasoning-end"]
+    assert starts == ends
+    assert len(set(starts)) == 2
     outputs = {c["toolCallId"]: c for c in chunks if c["type"].startswith("tool-output")}
     assert outputs["c1"] == {
         "type": "tool-output-available",
@@ -144,6 +181,9 @@ def test_every_chunk_type_in_order_with_tool_states_said_truthfully() -> None:
     assert chunks[-1]["finishReason"] == "error"
     assert {
         "text-end",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
         "tool-input-delta",
         "tool-output-error",
         "start-step",

@@ -4,7 +4,9 @@
 
 The example's agent and endpoints (``examples/ui_protocols.py``), with one
 more scripted case: a prompt naming "Slowtown" gets a tool call whose tool
-takes a minute, so a client can abort during it. Each run's transcript is
+takes a minute, so a client can abort during it; and reasoning (thinking) is
+streamed before the dying attempt's text ("Recalling Lisbon.", withdrawn with
+it) and before the final answer ("The tool says 21 °C."). Each run's transcript is
 recorded when the run ends (however it ends) and served as JSON.
 """
 
@@ -20,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from juno_bind_trio.agent import tool
-from juno_bind_trio.testing import FakeResponse, RecordedRequest, StreamResponse
+from juno_bind_trio.testing import FakeResponse, ReasoningDelta, RecordedRequest, StreamResponse
 from juno_bind_trio.web import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +48,15 @@ def script(request: RecordedRequest) -> FakeResponse:
     if asks_slow and body["model"] == "juno-small" and messages[-1]["role"] != "tool":
         return StreamResponse.of_tool_calls(("call_slow", "weather", '{"city": "Slowtown"}'))
     answer: FakeResponse = demo.scenario(0.02)(request)  # paced: the reader sees each attempt
+    thought = (
+        "The tool says 21 °C."
+        if messages[-1]["role"] == "tool"
+        else "Recalling Lisbon."
+        if body["model"] == "juno-large"
+        else None
+    )
+    if thought is not None and isinstance(answer, StreamResponse):
+        answer = attrs.evolve(answer, events=(ReasoningDelta(thought), *answer.events))
     return answer
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from juno_bind_trio.agent import (
+    ReasoningEvent,
     ResetEvent,
     RunEndedEvent,
     TextEvent,
@@ -36,6 +37,8 @@ TRANSCRIPT: list[dict[str, Any]] = [
 ]
 
 EVENTS: list[object] = [
+    ReasoningEvent("t1", 0, "Hmm, "),
+    ReasoningEvent("t1", 0, "the weather."),
     TextEvent("t1", 0, 0, "Let me "),
     ResetEvent("t1", 1, 1, "attempt_failed"),
     ToolCallDeltaEvent("t1", 0, "c1", "look", '{"q": '),
@@ -48,6 +51,7 @@ EVENTS: list[object] = [
         1, "c4", "slow", "interrupted", "interrupted", '{"success":false,"error":"cut off"}'
     ),
     ToolCallEndedEvent(1, "c5", "later", "not_run", "not_run", '{"success":false,"error":"stop"}'),
+    ReasoningEvent("t2", 0, "All answered."),
     TextEvent("t2", 0, 0, "Done."),
     TurnEndedEvent(2, "t2", "Done.", 0),
     RunEndedEvent("r", "failed"),

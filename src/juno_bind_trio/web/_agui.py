@@ -8,6 +8,7 @@ Events are the ``ag-ui-protocol`` package's own models, encoded by its
 | the run starts / ends | ``RUN_STARTED`` / ``RUN_FINISHED``; ``RUN_ERROR`` if it failed |
 | a model turn | ``STEP_STARTED`` / ``STEP_FINISHED`` (step name: the turn's id) |
 | an attempt's text | ``TEXT_MESSAGE_START`` / ``CONTENT`` / ``END`` |
+| its reasoning (thinking) | ``REASONING_START``, ``REASONING_MESSAGE_*``, ``REASONING_END`` |
 | a tool call | ``TOOL_CALL_START`` (under the attempt's message) / ``ARGS`` / ``END`` |
 | a call answered | ``TOOL_CALL_RESULT`` (not run or interrupted: its content says so) |
 | a **reset** | ``MESSAGES_SNAPSHOT`` without the withdrawn attempt's message |
@@ -25,6 +26,12 @@ client that applies the events (``HttpAgent`` does) ends with the
 conversation's messages as the run has them: the final text, never the
 dead attempt's text followed by the fallback's.
 
+The attempt's reasoning is withdrawn too. ``HttpAgent`` leaves a client's
+reasoning messages alone when a snapshot holds none, so a withdrawn reasoning
+message stays in the snapshot with its content emptied: the client keeps
+an empty reasoning message under the withdrawn id, never the dead attempt's
+thinking.
+
 The encoder keeps the messages the client holds (the request's, in AG-UI's
 shape, then what it sent) to build that snapshot.
 """
@@ -41,6 +48,12 @@ from ag_ui.core import (
     FunctionCall,
     Message,
     MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -59,6 +72,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from juno_bind_trio.agent import (
+    ReasoningEvent,
     ResetEvent,
     RunEndedEvent,
     TextEvent,
@@ -113,6 +127,8 @@ class AGUIEncoder:
         # this attempt (what a reset withdraws), as the client keeps them.
         self._current: AssistantMessage | None = None
         self._attempt_messages: list[AssistantMessage] = []
+        self._reasoning: ReasoningMessage | None = None  # the open reasoning message
+        self._attempt_reasoning: list[ReasoningMessage] = []
         self._streamed = False
         self._calls: dict[int, _Call] = {}
         self._by_id: dict[str, _Call] = {}
@@ -140,10 +156,15 @@ class AGUIEncoder:
             self._open_step(event.turn_id, out)
             text = event.text
             if text:
+                self._end_reasoning(out)
                 message = self._open_text(out)
                 out.append(TextMessageContentEvent(message_id=message.id, delta=text))
                 message.content = (message.content or "") + text
                 self._streamed = True
+        elif isinstance(event, ReasoningEvent):
+            self._open_step(event.turn_id, out)
+            if event.text:
+                self._reason(event.text, out)
         elif isinstance(event, ResetEvent):
             if self._step and self._turn == event.turn_id:
                 self._withdraw(out)
@@ -152,6 +173,7 @@ class AGUIEncoder:
         elif isinstance(event, TurnEndedEvent):
             self._open_step(event.turn_id, out)
             content = event.content
+            self._end_reasoning(out)
             if content and not self._streamed:
                 # A model that did not stream its text: the answer in one message.
                 message = self._open_text(out)
@@ -190,6 +212,7 @@ class AGUIEncoder:
                 )
         elif isinstance(event, RunEndedEvent):
             self._settle_calls(messages, out)
+            self._end_reasoning(out)
             self._end_text(out)
             for call in self._by_id.values():
                 self._end_call(call, out)
@@ -213,6 +236,7 @@ class AGUIEncoder:
             self._calls = {}
             self._current = None
             self._attempt_messages = []
+            self._attempt_reasoning = []
             self._streamed = False
         if not self._step:
             self._step = True
@@ -240,11 +264,33 @@ class AGUIEncoder:
         return current
 
     def _end_text(self, out: list[BaseEvent]) -> None:
+        self._end_reasoning(out)
         if self._message_id is not None:
             out.append(TextMessageEndEvent(message_id=self._message_id))
             self._message_id = None
 
+    def _reason(self, text: str, out: list[BaseEvent]) -> None:
+        reasoning = self._reasoning
+        if reasoning is None:
+            self._end_text(out)
+            reasoning = ReasoningMessage(id=_new_id("reasoning"), role="reasoning", content="")
+            self._reasoning = reasoning
+            self._messages.append(reasoning)
+            self._attempt_reasoning.append(reasoning)
+            out.append(ReasoningStartEvent(message_id=reasoning.id))
+            out.append(ReasoningMessageStartEvent(message_id=reasoning.id, role="reasoning"))
+        out.append(ReasoningMessageContentEvent(message_id=reasoning.id, delta=text))
+        reasoning.content += text
+
+    def _end_reasoning(self, out: list[BaseEvent]) -> None:
+        reasoning = self._reasoning
+        if reasoning is not None:
+            self._reasoning = None
+            out.append(ReasoningMessageEndEvent(message_id=reasoning.id))
+            out.append(ReasoningEndEvent(message_id=reasoning.id))
+
     def _withdraw(self, out: list[BaseEvent]) -> None:
+        self._end_reasoning(out)
         self._end_text(out)
         for call in self._calls.values():
             self._end_call(call, out)
@@ -253,9 +299,13 @@ class AGUIEncoder:
         self._calls = {}
         withdrawn = self._attempt_messages
         self._attempt_messages = []
+        thought = self._attempt_reasoning
+        self._attempt_reasoning = []
         self._current = None
         self._streamed = False
-        if withdrawn:
+        for reasoning in thought:
+            reasoning.content = ""  # kept, emptied: see the module
+        if withdrawn or thought:
             self._messages = [m for m in self._messages if all(m is not w for w in withdrawn)]
             out.append(MessagesSnapshotEvent(messages=list(self._messages)))
 
@@ -264,6 +314,7 @@ class AGUIEncoder:
         assert call.name is not None
         call.started = True
         self._by_id[call.id] = call
+        self._end_reasoning(out)
         self._end_text(out)
         message = self._current or self._new_message()
         out.append(

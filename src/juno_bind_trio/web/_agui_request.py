@@ -3,7 +3,8 @@
 The input is validated by the ``ag-ui-protocol`` package's own model. Its
 ``messages`` become the run's ``message_history`` in the chat-completions
 shape (a ``developer`` message is a system message; an assistant message's
-``toolCalls`` its ``tool_calls``; a tool message answers its call), except the
+``toolCalls`` its ``tool_calls``; a tool message answers its call; a
+``reasoning`` or ``activity`` message, display only, is skipped), except the
 last, which must be the user's new message: its text is the prompt.
 ``state``, ``context`` and ``forwardedProps`` are the host's to read from the
 input. A request whose input does not validate, or whose last message is not
@@ -17,8 +18,10 @@ from typing import Any
 
 import pydantic
 from ag_ui.core import (
+    ActivityMessage,
     AssistantMessage,
     DeveloperMessage,
+    ReasoningMessage,
     RunAgentInput,
     SystemMessage,
     ToolMessage,
@@ -97,6 +100,8 @@ def chat_from_run_input(run_input: RunAgentInput) -> tuple[str, list[dict[str, A
                     for call in message.tool_calls
                 ]
             history.append(wire)
+        elif isinstance(message, ReasoningMessage | ActivityMessage):
+            continue  # what the client showed (thinking, activity): not the model's to read
         elif isinstance(message, ToolMessage):
             history.append(
                 {

@@ -10,6 +10,7 @@ events map onto it one for one:
 | the run starts | ``start`` (with the assistant message's id) |
 | a model turn's first event | ``start-step`` |
 | text of an attempt | ``text-start`` / ``text-delta`` / ``text-end`` (one text part per attempt) |
+| the model's reasoning (thinking) | ``reasoning-start`` / ``reasoning-delta`` / ``reasoning-end`` |
 | a tool call's arguments streaming | ``tool-input-start`` / ``tool-input-delta`` |
 | the turn's calls are settled | ``tool-input-available`` (``tool-input-error``: not JSON) |
 | a call finished | ``tool-output-available`` |
@@ -33,6 +34,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 from juno_bind_trio.agent import (
+    ReasoningEvent,
     ResetEvent,
     RunEndedEvent,
     TextEvent,
@@ -124,6 +126,8 @@ class UIMessageStreamEncoder:
         "_calls",
         "_ended",
         "_message_id",
+        "_reasoning_id",
+        "_reasonings",
         "_settle",
         "_step",
         "_streamed",
@@ -145,6 +149,8 @@ class UIMessageStreamEncoder:
         self._streamed = False  # this attempt's text has been sent
         self._text_id: str | None = None
         self._texts = 0
+        self._reasoning_id: str | None = None  # the open reasoning part
+        self._reasonings = 0
         self._calls: dict[int, _Call] = {}
         self._by_id: dict[str, _Call] = {}
         self._settle = False  # the turn ended with tool calls not yet made available
@@ -169,18 +175,33 @@ class UIMessageStreamEncoder:
             self._open_step(event.turn_id, out)
             if not text:
                 return out
+            self._end_reasoning(out)
             if self._text_id is None:
                 self._texts += 1
                 self._text_id = f"{self._message_id}-text-{self._texts}"
                 out.append({"type": "text-start", "id": self._text_id})
             out.append({"type": "text-delta", "id": self._text_id, "delta": text})
             self._streamed = True
+        elif isinstance(event, ReasoningEvent):
+            self._open_step(event.turn_id, out)
+            if event.text:
+                if self._text_id is not None:  # reasoning after text: the text part ends
+                    out.append({"type": "text-end", "id": self._text_id})
+                    self._text_id = None
+                if self._reasoning_id is None:
+                    self._reasonings += 1
+                    self._reasoning_id = f"{self._message_id}-reasoning-{self._reasonings}"
+                    out.append({"type": "reasoning-start", "id": self._reasoning_id})
+                out.append(
+                    {"type": "reasoning-delta", "id": self._reasoning_id, "delta": event.text}
+                )
         elif isinstance(event, ResetEvent):
             if self._step and self._turn == event.turn_id:
                 # Everything since start-step goes on the client: the text
-                # part and any tool input of the withdrawn attempt.
+                # and reasoning parts and any tool input of the withdrawn attempt.
                 out.append({"type": "reset-step"})
                 self._text_id = None
+                self._reasoning_id = None
                 self._streamed = False
                 for withdrawn in self._calls.values():
                     if withdrawn.id is not None:
@@ -191,6 +212,7 @@ class UIMessageStreamEncoder:
         elif isinstance(event, TurnEndedEvent):
             self._open_step(event.turn_id, out)
             content = event.content
+            self._end_reasoning(out)
             if self._text_id is None and content and not self._streamed:
                 # A model that did not stream its text: the answer in one part.
                 self._texts += 1
@@ -265,7 +287,13 @@ class UIMessageStreamEncoder:
             self._step = False
             out.append({"type": "finish-step"})
 
+    def _end_reasoning(self, out: list[dict[str, Any]]) -> None:
+        if self._reasoning_id is not None:
+            out.append({"type": "reasoning-end", "id": self._reasoning_id})
+            self._reasoning_id = None
+
     def _end_text(self, out: list[dict[str, Any]]) -> None:
+        self._end_reasoning(out)
         if self._text_id is not None:
             out.append({"type": "text-end", "id": self._text_id})
             self._text_id = None
