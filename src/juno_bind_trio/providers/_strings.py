@@ -118,8 +118,9 @@ class StringModel:
         api_key: str | None = None,
         owner: str = "StringModel",
     ) -> None:
-        if not isinstance(owner, str) or not owner.strip():
-            raise TypeError(f"StringModel: owner must be a non-empty str, got {shown(owner)}")
+        named: object = owner
+        if not isinstance(named, str) or not named.strip():
+            raise TypeError(f"StringModel: owner must be a non-empty str, got {shown(named)}")
         texts = [model] if isinstance(model, str) else model
         if not isinstance(texts, list | tuple):
             raise TypeError(
