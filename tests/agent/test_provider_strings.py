@@ -154,3 +154,29 @@ async def test_the_agent_owns_one_client_for_its_runs_and_closes_it() -> None:
         assert not owned.is_open()
     # Both runs went over the one client's one kept-alive connection.
     assert [r.connection for r in server.requests] == [0, 0]
+
+
+def test_a_google_string_talks_to_the_gemini_api() -> None:
+    from juno_bind_trio.testing import fake_gemini_env
+
+    script = [StreamResponse.of_text("Hello ", "there.", usage=Usage(20, 5, cached_tokens=8))]
+    with fake_gemini_env(script) as server:
+        result = Agent("google:gemini-test", instructions="Be brief.").run_sync("Hi")
+    assert result.output == "Hello there."
+    request = server.requests[0]
+    assert request.model == "gemini-test"
+    assert request.header("x-goog-api-key") == "fake-key"
+    assert request.json["systemInstruction"]["parts"] == [{"text": "Be brief."}]
+    assert (result.stats.input_tokens, result.stats.output_tokens) == (20, 5)
+    assert result.stats.cached_tokens == 8
+    assert result.messages[-1][PROVIDER_STATE_KEY]["provider"] == "google"
+
+
+def test_a_google_string_without_a_key_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    agent = Agent("google:gemini-test")
+    with pytest.raises(UsageError, match="GEMINI_API_KEY"):
+        agent.run_sync("Hi")
