@@ -23,6 +23,7 @@ from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
+    FakeProviderServer,
     FakeResponse,
     Finish,
     LoopbackServer,
@@ -58,7 +59,7 @@ async def both(
     claude_script: Sequence[FakeResponse],
     *,
     gemini_first: bool,
-) -> AsyncIterator[tuple[RoutedModel, LoopbackServer, LoopbackServer]]:
+) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer, LoopbackServer]]:
     async with (
         open_fake_gemini_server(gemini_script) as gemini,
         open_fake_anthropic_server(claude_script) as claude,

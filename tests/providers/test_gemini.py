@@ -38,9 +38,9 @@ from juno_bind_trio.testing import (
     Disconnect,
     ErrorEvent,
     ErrorResponse,
+    FakeProviderServer,
     FakeResponse,
     Finish,
-    LoopbackServer,
     MalformedChunk,
     Pause,
     ReasoningDelta,
@@ -66,7 +66,7 @@ STOP = RouteAction.PROPAGATE
 @asynccontextmanager
 async def gemini(
     script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, LoopbackServer]]:
+) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer]]:
     async with (
         open_fake_gemini_server(script) as server,
         open_gemini_client(base_url=server.base_url, api_key="k") as client,
@@ -85,7 +85,7 @@ def texts(sink: ListSink) -> list[str | None]:
     return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
 
 
-def accepted(server: LoopbackServer) -> bool:
+def accepted(server: FakeProviderServer) -> bool:
     return all(
         r.response is not None and not isinstance(r.response, ErrorResponse)
         for r in server.requests
@@ -201,7 +201,8 @@ async def test_parallel_calls_are_answered_in_one_user_turn_by_name() -> None:
     # The transcript stays the chat-completions shape, ids made up for Gemini's id-less calls.
     assistant = state.messages[2]
     ids = [c["id"] for c in assistant["tool_calls"]]
-    assert len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
+    assert len(set(ids)) == 2
+    assert all(i.startswith("call_") for i in ids)
     assert [m["tool_call_id"] for m in state.messages[3:5]] == ids
     assert set(assistant[PROVIDER_STATE_KEY]["calls"]) == {ids[0]}  # the first call's signature
 
@@ -239,14 +240,14 @@ async def test_thought_signatures_go_back_byte_for_byte_over_two_tool_turns() ->
         # back with the signature it was issued, unchanged.
         assert result.content == "10"
         assert accepted(server)
-        issued = [
-            base64.b64encode(f"fake-thought:{i}:call0".encode()).decode() for i in range(2)
-        ]
+        issued = [base64.b64encode(f"fake-thought:{i}:call0".encode()).decode() for i in range(2)]
         assert signed_parts(server.requests[2].json) == [
             (1, "add", issued[0]),
             (3, "add", issued[1]),
         ]
-        states = [m.get(PROVIDER_STATE_KEY) for m in state.messages if m["role"] == "assistant"]
+        states: list[Any] = [
+            m.get(PROVIDER_STATE_KEY) for m in state.messages if m["role"] == "assistant"
+        ]
         assert [list(s["calls"].values()) for s in states[:2]] == [[issued[0]], [issued[1]]]
         # Thoughts were the readers' reasoning, never the answer text.
         assert state.messages[2].get("content") is None
@@ -270,8 +271,16 @@ async def test_calls_of_another_provider_get_the_documented_dummy_signature() ->
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "toolu_1", "type": "function", "function": {"name": "add", "arguments": "{}"}},
-                {"id": "toolu_2", "type": "function", "function": {"name": "add", "arguments": "{}"}},
+                {
+                    "id": "toolu_1",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": "{}"},
+                },
+                {
+                    "id": "toolu_2",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": "{}"},
+                },
             ],
             PROVIDER_STATE_KEY: {"provider": "anthropic", "thinking": []},
         },
@@ -328,7 +337,12 @@ async def test_request_options_map_onto_the_generation_config() -> None:
     config = dict(body["generationConfig"])
     # The SDK sends a nested config under its Python field names (the API takes both).
     assert list(config.pop("thinkingConfig").values()) == [True]
-    assert config == {"maxOutputTokens": 64, "temperature": 0.2, "stopSequences": ["END"], "seed": 7}
+    assert config == {
+        "maxOutputTokens": 64,
+        "temperature": 0.2,
+        "stopSequences": ["END"],
+        "seed": 7,
+    }
     assert body["toolConfig"] == {
         "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["add"]}
     }

@@ -213,7 +213,7 @@ async def _stream(
     with StreamWatchdog(request.time_to_first_token, request.inter_chunk_timeout) as watchdog:
         stream: Any = await client.aio.models.generate_content_stream(
             model=request.model,
-            contents=contents,  # type: ignore[arg-type]
+            contents=contents,
             config=config,  # type: ignore[arg-type]
         )
         answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning

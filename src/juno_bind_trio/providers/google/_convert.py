@@ -254,7 +254,8 @@ def convert_messages(
             continue
         if role == "tool":
             call_id = message.get("tool_call_id")
-            name, sent_id = calls.get(call_id, ("", False)) if isinstance(call_id, str) else ("", False)
+            known = calls.get(call_id) if isinstance(call_id, str) else None
+            name, sent_id = known if known is not None else ("", False)
             response: dict[str, Any] = {
                 "name": name or str(message.get("name") or "unknown"),
                 "response": _response_of(message.get("content")),

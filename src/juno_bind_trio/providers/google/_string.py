@@ -32,8 +32,10 @@ def string_adapter_opener(
     sdk_ready()  # the SDK imported now, outside any run's deadline
 
     async def open_adapter() -> tuple[ProviderAdapter, AdapterCloser]:
-        key = api_key if api_key is not None else (
-            os.environ.get(_GOOGLE_KEY) or os.environ.get(_KEY)
+        key = (
+            api_key
+            if api_key is not None
+            else (os.environ.get(_GOOGLE_KEY) or os.environ.get(_KEY))
         )
         if not key:
             raise UsageError(
