@@ -549,3 +549,23 @@ async def test_cancellation_mid_stream_closes_the_connection() -> None:
             await model.route(MESSAGES)
         await anyio.sleep(0.01)
         assert server.requests[0].client_gone_at == pytest.approx(3.0, abs=0.01)
+
+
+async def test_an_agent_output_type_is_answered_in_gemini_s_json_mode() -> None:
+    import pydantic
+
+    from juno_bind_trio.agent import Agent
+
+    class Place(pydantic.BaseModel):
+        city: str
+
+    async with open_fake_gemini_server([StreamResponse.of_text('{"city": "Porto"}')]) as server:
+        agent = Agent(
+            "google:gemini-test", output_type=Place, base_url=server.base_url, api_key="k"
+        )
+        result = await agent.run("Where?")
+        await agent.aclose()
+    assert result.output == Place(city="Porto")
+    body = server.requests[0].json
+    assert body["generationConfig"]["responseMimeType"] == "application/json"
+    assert "tools" not in body

@@ -128,10 +128,13 @@ async def open_gemini_client(
     """
     import os
 
+    for name, value in (("base_url", base_url), ("api_key", api_key)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"open_gemini_client: {name} must be a str or None, got {shown(value)}")
     key = api_key
     if key is None:
         key = os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY") or None
-    if key is None:
+    if not key:
         raise ValueError(
             "open_gemini_client: no API key: pass api_key= or set GEMINI_API_KEY "
             "(in tests, run inside juno_bind_trio.testing.fake_gemini_env(...))"
