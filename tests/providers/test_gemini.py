@@ -43,6 +43,7 @@ from juno_bind_trio.testing import (
     Finish,
     MalformedChunk,
     Pause,
+    RawEvent,
     ReasoningDelta,
     StreamResponse,
     TextDelta,
@@ -569,3 +570,75 @@ async def test_an_agent_output_type_is_answered_in_gemini_s_json_mode() -> None:
     body = server.requests[0].json
     assert body["generationConfig"]["responseMimeType"] == "application/json"
     assert "tools" not in body
+
+
+def raw_chunk(parts: list[dict[str, Any]], finish: str | None = None) -> RawEvent:
+    candidate: dict[str, Any] = {"index": 0, "content": {"role": "model", "parts": parts}}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    return RawEvent(json.dumps({"candidates": [candidate]}))
+
+
+async def test_signed_thoughts_and_gemini_s_own_call_ids_go_back_as_they_came() -> None:
+    """A signed thought part, and a call with an id of Gemini's: both come back unchanged."""
+    dummy = base64.b64encode(FOREIGN_CALL_SIGNATURE).decode()
+    first = StreamResponse(
+        [
+            raw_chunk([{"text": "Adding.", "thought": True, "thoughtSignature": dummy}]),
+            raw_chunk(
+                [
+                    {
+                        "functionCall": {"id": "fc-7", "name": "add", "args": {"a": 1, "b": 2}},
+                        "thoughtSignature": dummy,
+                    }
+                ],
+                finish="STOP",
+            ),
+        ]
+    )
+    async with gemini([first, StreamResponse.of_text("3")]) as (model, server):
+        state = LoopState(messages=list(MESSAGES))
+        result = await tool_loop(model, state).run()
+    assert result.content == "3"
+    assert accepted(server)
+    assistant = state.messages[2]
+    assert assistant["tool_calls"][0]["id"] == "fc-7"
+    assert assistant[PROVIDER_STATE_KEY] == {
+        "provider": "google",
+        "calls": {"fc-7": dummy},
+        "thoughts": [{"text": "Adding.", "signature": dummy}],
+        "ids": ["fc-7"],
+    }
+    model_turn, answers = server.requests[1].json["contents"][1:]
+    assert model_turn["parts"] == [
+        {"text": "Adding.", "thought": True, "thoughtSignature": dummy},
+        {
+            "functionCall": {"id": "fc-7", "name": "add", "args": {"a": 1, "b": 2}},
+            "thoughtSignature": dummy,
+        },
+    ]
+    assert answers["parts"] == [
+        {"functionResponse": {"id": "fc-7", "name": "add", "response": {"result": "3"}}}
+    ]
+
+
+async def test_no_signature_is_made_up_for_a_turn_gemini_left_unsigned() -> None:
+    """The dummy is for other providers' calls; Gemini's own turn goes back as it came."""
+    transcript: list[dict[str, Any]] = [
+        {"role": "user", "content": "add"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+            ],
+            PROVIDER_STATE_KEY: {"provider": "google"},
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+    ]
+    async with gemini([StreamResponse.of_text("done")]) as (model, server):
+        result = await model.route(transcript)
+    assert "thoughtSignature" not in server.requests[0].json["contents"][1]["parts"][-1]
+    # So the validating fake (as Gemini 3) refuses it, as the real API would.
+    assert isinstance(result.error, errors.ClientError)
+    assert "missing a thought_signature" in str(result.error)

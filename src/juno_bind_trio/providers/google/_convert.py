@@ -15,9 +15,10 @@ Thought signatures travel in the assistant message's ``provider_state``
 are not sent). Gemini 3 refuses a tool loop's next request when a call of the
 current turn comes back without the signature it came with, or with another,
 so they are sent back as they came: decoded to the same bytes, on the same
-call. A model turn with calls and no signature of Gemini's (the calls came
-from another provider, before a fallback) gets the dummy signature the API
-documents for history it did not sign on its first call, which it accepts.
+call, and nothing is added where Gemini put none. A model turn with calls and
+no state of Gemini's (the calls came from another provider, before a
+fallback) gets the dummy signature the API documents for history it did not
+sign on its first call, which it accepts.
 Text and calls are rebuilt from the message itself, so a transcript healed or
 edited stays the one truth for what was said and asked.
 """
@@ -165,7 +166,8 @@ def _signature(value: object) -> bytes | None:
 
 
 def _model_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    state = provider_state_of(message, NAME) or {}
+    own = provider_state_of(message, NAME)
+    state = own or {}
     signed = state.get("calls")
     signed = signed if isinstance(signed, Mapping) else {}
     own_ids = state.get("ids")
@@ -204,7 +206,8 @@ def _model_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
             function_call["id"] = call_id
         part = {"function_call": function_call}
         signature = _signature(signed.get(call_id)) if isinstance(call_id, str) else None
-        if signature is None and first_call and not signed:
+        if signature is None and first_call and own is None:
+            # Not Gemini's turn (or its state was lost): the documented stand-in.
             signature = FOREIGN_CALL_SIGNATURE
         if signature is not None:
             part["thought_signature"] = signature
