@@ -180,3 +180,22 @@ def test_a_google_string_without_a_key_names_the_variable(
     agent = Agent("google:gemini-test")
     with pytest.raises(UsageError, match="GEMINI_API_KEY"):
         agent.run_sync("Hi")
+
+
+@pytest.mark.anyio
+async def test_gemini_thoughts_reach_the_run_reader_as_reasoning_events() -> None:
+    from juno_bind_trio.agent import AgentEvent, ReasoningEvent, TextEvent
+    from juno_bind_trio.testing import open_fake_gemini_server
+
+    script = [StreamResponse([ReasoningDelta("Hmm, "), ReasoningDelta("easy."), TextDelta("4")])]
+    script[0] = StreamResponse([*script[0].events, *StreamResponse.of_text().events])
+    async with open_fake_gemini_server(script) as server:
+        agent = Agent("google:gemini-test", base_url=server.base_url, api_key="k")
+        events: list[AgentEvent] = []
+        async with agent.open_run("2+2?") as run:
+            events.extend([event async for event in run])
+        await agent.aclose()
+    assert "".join(e.text for e in events if isinstance(e, ReasoningEvent)) == "Hmm, easy."
+    assert "".join(e.text for e in events if isinstance(e, TextEvent)) == "4"
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextEvent))
+    assert all(events.index(e) < first_text for e in events if isinstance(e, ReasoningEvent))
