@@ -71,8 +71,9 @@ def check_gemini_client(owner: str, client: object) -> genai.Client:
 
     if not isinstance(client, genai.Client):
         raise TypeError(f"{owner}: client must be a google.genai.Client, got {client!r}")
-    # The SDK has no public accessor for the options a client was made with.
-    options: Any = client._api_client._http_options
+    options = _options_of(client)
+    if options is None:
+        return client  # an SDK whose client keeps its options elsewhere: nothing to check
     if options.httpx_async_client is None:
         # The SDK's own async transport does not run under Trio; on asyncio it
         # is aiohttp or a pool per loop that nothing here closes.
@@ -93,9 +94,14 @@ def check_gemini_client(owner: str, client: object) -> genai.Client:
     return client
 
 
+def _options_of(client: genai.Client) -> Any:
+    # The SDK has no public accessor for the options a client was made with.
+    return getattr(getattr(client, "_api_client", None), "_http_options", None)
+
+
 def _base_url(client: genai.Client) -> str:
-    options: Any = client._api_client._http_options
-    return str(options.base_url or "")
+    options = _options_of(client)
+    return str(getattr(options, "base_url", None) or "")
 
 
 @final

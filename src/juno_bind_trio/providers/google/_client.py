@@ -108,7 +108,8 @@ def new_gemini_client(*, base_url: str | None, api_key: str) -> GeminiClient:
     except BaseException:
         sync.close()
         raise  # the async client has opened nothing yet: dropping it is closing it
-    url = str(client._api_client._http_options.base_url or "")
+    made = getattr(getattr(client, "_api_client", None), "_http_options", None)
+    url = str(getattr(made, "base_url", None) or base_url or "")
     return GeminiClient(client, http, sync, url)
 
 
