@@ -9,6 +9,7 @@ schemas come from their signatures. Where a run's state lives is its
 [RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
+from juno_bind_trio._errors import ConversationBusy as ConversationBusy
 from juno_bind_trio._errors import ModelRetry as ModelRetry
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
@@ -50,6 +51,7 @@ __all__ = [
     "AgentResult",
     "AgentRun",
     "Approve",
+    "ConversationBusy",
     "Deny",
     "ExternalTool",
     "InMemorySession",

@@ -675,10 +675,14 @@ class Agent(Generic[DepsT, OutputT]):
         pipe: EventPipe | None,
         usage_limits: object = None,
         decisions: object = None,
+        conversation: object = None,
     ) -> _RunCore[OutputT]:
         decided = read_decisions(owner, *decisions) if isinstance(decisions, tuple) else None
-        # No prompt: a run continuing the waiting calls its message_history ends with.
-        if prompt is not None or message_history is None:
+        if conversation is not None:
+            self._check_conversation(owner, conversation, message_history)
+        # No prompt: a run continuing the waiting calls its message_history (or its
+        # conversation) ends with.
+        if prompt is not None or (message_history is None and not (conversation and decided)):
             prompt = _check_prompt(owner, prompt)
         _check_limits(owner, usage_limits)
         history: list[dict[str, Any]] = []
@@ -727,7 +731,26 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=pipe,
             usage_limits=cast("UsageLimits | None", usage_limits),
             decisions=decided,
+            conversation=cast("str | None", conversation),
         )
+
+    def _check_conversation(self, owner: str, conversation: object, history: object) -> None:
+        if not isinstance(conversation, str) or not conversation:
+            raise TypeError(
+                f"{owner}: conversation must be a non-empty str (the conversation's id) or "
+                f"None, got {conversation!r:.80}"
+            )
+        if self._settings.store is None:
+            raise UsageError(
+                f"{owner}: conversation={conversation!r} keeps its history in the agent's "
+                "store, and this agent has none; build it with Agent(store=...), or keep "
+                "the history yourself and pass it as message_history="
+            )
+        if history is not None:
+            raise ValueError(
+                f"{owner}: conversation= and message_history= both give the run its "
+                "history; pass one (the conversation's history is the store's)"
+            )
 
     async def run(
         self,
@@ -742,6 +765,7 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Mapping[str, bool | Approve | Deny] | None = None,
         results: Mapping[str, object] | None = None,
         errors: Mapping[str, str] | None = None,
+        conversation: str | None = None,
     ) -> AgentResult[OutputT]:
         """Run to the end: the model, the tools it asks for, again, until it answers.
 
@@ -773,6 +797,15 @@ class Agent(Generic[DepsT, OutputT]):
           calls. No *prompt* is needed then; a call left undecided stays
           waiting. (With a store, continue with
           [resume][juno_bind_trio.agent.Agent.resume].)
+        * *conversation*: a conversation's id (``"thread-42"``), with a
+          *store*: the run starts from that conversation's history (a new id
+          starts a new one), and its messages are added to it when it ends,
+          so a chat keeps going without the host keeping ``message_history``.
+          One run at a time per conversation: a second is refused with
+          [ConversationBusy][juno_bind_trio.ConversationBusy] while the first
+          goes. A run that fails or is cancelled leaves the conversation as it
+          was. With *approvals* / *results* / *errors* and no *prompt*, the run
+          continues the calls the conversation's last run left waiting.
 
         :raises UsageLimitExceeded: the run reached a usage limit and stopped
             softly; the error carries the result so far.
@@ -793,6 +826,7 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=None,
             usage_limits=usage_limits,
             decisions=(approvals, results, errors, None),
+            conversation=conversation,
         )
         return await core.run()
 
@@ -805,6 +839,7 @@ class Agent(Generic[DepsT, OutputT]):
         message_history: Sequence[Mapping[str, Any]] | None = None,
         run_id: str | None = None,
         usage_limits: UsageLimits | None = None,
+        conversation: str | None = None,
     ) -> AgentResult[OutputT]:
         """[run][juno_bind_trio.agent.Agent.run] for scripts and notebooks: a loop of its own.
 
@@ -844,6 +879,7 @@ class Agent(Generic[DepsT, OutputT]):
             parent=None,
             pipe=None,
             usage_limits=usage_limits,
+            conversation=conversation,
         )
         owned = self._owned
         if owned is None:
@@ -867,6 +903,7 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         parent: RunContext[Any] | None = None,
         usage_limits: UsageLimits | None = None,
+        conversation: str | None = None,
     ) -> AbstractAsyncContextManager[AgentRun[OutputT]]:
         """Start a run in the background and stream what happens: ``async with ... as run``.
 
@@ -899,6 +936,7 @@ class Agent(Generic[DepsT, OutputT]):
             parent=parent,
             pipe=pipe,
             usage_limits=usage_limits,
+            conversation=conversation,
         )
         return OpenRun(core, pipe)
 

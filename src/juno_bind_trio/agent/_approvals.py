@@ -605,5 +605,6 @@ def bind_gate(core: Any) -> None:
         )
 
     core.gate.bind(core.tools, context_for)
-    if core.settings.store is None or not core.resuming:
+    # A run on a conversation is checked once its history is read (_run.with_history).
+    if (core.settings.store is None or not core.resuming) and core.conversation is None:
         check_continuation(core.gate, core.state.messages[: core.new_start], prompted=core.prompted)

@@ -61,8 +61,9 @@ from juno_bind_trio.run import (
     tool_message,
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
+from juno_bind_trio.transcript import heal_transcript
 
-from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
+from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
 from ._context import RunContext
 from ._events import (
     AgentEvent,
@@ -157,8 +158,11 @@ class _RunCore(Generic[OutputT]):
         pipe: EventPipe | None,
         usage_limits: UsageLimits | None = None,
         decisions: Mapping[str, Decision] | None = None,
+        conversation: str | None = None,
     ) -> None:
         self.settings: RunSettings = settings
+        # Agent.run(conversation=...): the history is the store's, read when the run starts.
+        self.conversation: str | None = conversation
         # #31: the calls that wait for a decision, and the decisions given to this run.
         self.gate: ApprovalGate = ApprovalGate(decisions)
         limits = settings.usage_limits if usage_limits is None else usage_limits
@@ -483,7 +487,26 @@ class _RunCore(Generic[OutputT]):
             lease_ttl=settings.lease_ttl,
             resumability=resumability,
             uses_idempotency_key=uses_key,
+            conversation=self.conversation,
+            with_history=self.with_history,
         )
+
+    def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run's first transcript on a conversation: its *history*, then this run's own
+        messages (the prompt). The agent's instructions, if it has any, take the place of
+        the history's leading system message: a conversation speaks under the agent's
+        instructions of today, not of its first run."""
+        healed = heal_transcript(history).messages
+        own = self.state.messages
+        head, tail = own[: self.new_start], own[self.new_start :]
+        if head and healed and healed[0].get("role") == "system":
+            healed = healed[1:]
+        messages = [*head, *healed]
+        self.new_start = len(messages)
+        messages.extend(tail)
+        self.state = LoopState(messages)
+        check_continuation(self.gate, messages[: self.new_start], prompted=self.prompted)
+        return messages
 
     async def _run_on(self, session: RunSession) -> LoopResult:
         """The run's life on *session*, plain or durable alike: start from its state,
@@ -506,6 +529,7 @@ class _RunCore(Generic[OutputT]):
                 per_tool_limit=self.settings.per_tool_limit,
             )
             if held:
+                await session.finish("suspended")
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         ended = await session.answer_open_turn(
             self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,

@@ -9,6 +9,7 @@ one file and no server; [PostgresRunStore][juno_bind_trio.store.PostgresRunStore
 spreads runs over many workers.
 """
 
+from juno_bind_trio._errors import ConversationBusy as ConversationBusy
 from juno_bind_trio._errors import LeaseLostError as LeaseLostError
 from juno_bind_trio._errors import RunExistsError as RunExistsError
 from juno_bind_trio._errors import RunLeasedError as RunLeasedError
@@ -29,6 +30,7 @@ from ._postgres import PostgresRunStore as PostgresRunStore
 from ._records import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
 from ._records import RESUMABLE_STATUSES as RESUMABLE_STATUSES
 from ._records import RUN_STATUSES as RUN_STATUSES
+from ._records import ConversationRecord as ConversationRecord
 from ._records import Lease as Lease
 from ._records import ReceiptRecord as ReceiptRecord
 from ._records import RunRecord as RunRecord
@@ -46,6 +48,8 @@ __all__ = [
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "WORKER_STOPPED_TOOL_CALL_MESSAGE",
+    "ConversationBusy",
+    "ConversationRecord",
     "DurableRun",
     "Lease",
     "LeaseLostError",

@@ -143,6 +143,16 @@ class DurableRun:
         return self._loaded.record.chain
 
     @property
+    def conversation_id(self) -> str | None:
+        """The conversation the run answers in (``Agent.run(conversation=...)``), or ``None``."""
+        return self._loaded.record.conversation_id
+
+    @property
+    def status_before(self) -> RunStatus:
+        """The run's status as stored when it was claimed (before this hold)."""
+        return self._loaded.record.status
+
+    @property
     def lost(self) -> bool:
         """Whether the lease was lost: the run stopped softly and writes nothing more."""
         return self._lost
