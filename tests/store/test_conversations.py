@@ -217,7 +217,8 @@ async def test_a_crashed_holder_holds_until_its_lease_runs_out(
     with pytest.raises(ConversationBusy, match="moved on"):
         await agent.resume("dead")
     record = await store.get_run("dead")
-    assert record.status == "running" and record.lease_owner is None
+    assert record.status == "running"
+    assert record.lease_owner is None
     assert sent == []  # the refused resume ran nothing
     assert await store.conversation_messages("t") == later.messages
 
@@ -320,6 +321,7 @@ async def test_open_run_and_run_sync_take_a_conversation(tmp_path: Path) -> None
     async with agent.open_run("one", conversation="t") as run:
         async for _ in run:
             pass
+    assert run.result is not None
     assert run.result.output == "one"
     result = await agent.run("two", conversation="t")
     assert result.output == "one | two"
@@ -328,7 +330,7 @@ async def test_open_run_and_run_sync_take_a_conversation(tmp_path: Path) -> None
 
 
 def test_run_sync_takes_a_conversation(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="Agent.run_sync: conversation="):
+    with pytest.raises(UsageError, match=r"Agent\.run_sync: conversation="):
         Agent(echo).run_sync("hi", conversation="t")
     agent = Agent(echo, store=str(tmp_path / "chat.db"))
     assert agent.run_sync("one", conversation="t").output == "one"
@@ -342,7 +344,7 @@ async def test_conversation_wiring_mistakes_are_refused_at_the_call(tmp_path: Pa
     with pytest.raises(ValueError, match="conversation= and message_history="):
         await stored.run("hi", conversation="t", message_history=[])
     with pytest.raises(TypeError, match="conversation must be a non-empty str"):
-        await stored.run("hi", conversation="")  # type: ignore[arg-type]
+        await stored.run("hi", conversation="")
     with pytest.raises(TypeError, match="conversation must be a non-empty str"):
         stored.open_run("hi", conversation=42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="prompt"):

@@ -35,9 +35,7 @@ from juno_bind_trio._errors import (
     UsageError,
     UsageLimitExceeded,
 )
-from juno_bind_trio.completion import (
-    TurnStreamSink,
-)
+from juno_bind_trio.completion import TurnStreamSink
 from juno_bind_trio.loop import (
     LoopResult,
     LoopState,
@@ -61,15 +59,11 @@ from juno_bind_trio.run import (
     tool_message,
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
-from juno_bind_trio.transcript import heal_transcript
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
 from ._context import RunContext
-from ._events import (
-    AgentEvent,
-    ToolCallStartedEvent,
-    TurnEndedEvent,
-)
+from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
+from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
@@ -492,18 +486,8 @@ class _RunCore(Generic[OutputT]):
         )
 
     def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The run's first transcript on a conversation: its *history*, then this run's own
-        messages (the prompt). The agent's instructions, if it has any, take the place of
-        the history's leading system message: a conversation speaks under the agent's
-        instructions of today, not of its first run."""
-        healed = heal_transcript(history).messages
-        own = self.state.messages
-        head, tail = own[: self.new_start], own[self.new_start :]
-        if head and healed and healed[0].get("role") == "system":
-            healed = healed[1:]
-        messages = [*head, *healed]
-        self.new_start = len(messages)
-        messages.extend(tail)
+        """The run's first transcript on a conversation (``_history.on_conversation``)."""
+        messages, self.new_start = on_conversation(history, self.state.messages, self.new_start)
         self.state = LoopState(messages)
         check_continuation(self.gate, messages[: self.new_start], prompted=self.prompted)
         return messages
