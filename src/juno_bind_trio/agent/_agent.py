@@ -256,6 +256,31 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
     return parts
 
 
+def _with_extra_tools(owner: str, settings: RunSettings, given: object) -> RunSettings:
+    """*settings* with one run's own tools added (``extra_tools=``): a frontend's tools, say.
+
+    Checked as the constructor checks ``tools=``: a name the agent's tools (or
+    its output tools) already use is refused, naming it."""
+    added = collect_tools(f"{owner}: extra_tools", cast("Iterable[object]", given))
+    static = dict(settings.static_tools)
+    new: list[Tool] = []
+    for item in added:
+        if isinstance(item, Tool):
+            if item.name in static or item.name in settings.output.tool_names:
+                raise ValueError(
+                    f"{owner}: extra_tools: a tool named {item.name!r} is already one of the "
+                    "agent's tools; rename one"
+                )
+            static[item.name] = item
+            new.append(item)
+    return attrs.evolve(
+        settings,
+        tools=(*settings.tools, *added),
+        static_tools=static,
+        static_tool_dicts=(*settings.static_tool_dicts, *(settings.tool_dict(t) for t in new)),
+    )
+
+
 @final
 class _Unset:
     """The value of an argument left out of ``Agent.override``."""
@@ -676,6 +701,7 @@ class Agent(Generic[DepsT, OutputT]):
         usage_limits: object = None,
         decisions: object = None,
         conversation: object = None,
+        extra_tools: object = None,
     ) -> _RunCore[OutputT]:
         decided = read_decisions(owner, *decisions) if isinstance(decisions, tuple) else None
         if conversation is not None:
@@ -720,6 +746,8 @@ class Agent(Generic[DepsT, OutputT]):
         settings = self._settings
         if replaced is not None:
             settings = replaced.settings
+        if extra_tools is not None:
+            settings = _with_extra_tools(owner, settings, extra_tools)
         return _RunCore(
             settings,
             prompt=prompt,
@@ -766,6 +794,7 @@ class Agent(Generic[DepsT, OutputT]):
         results: Mapping[str, object] | None = None,
         errors: Mapping[str, str] | None = None,
         conversation: str | None = None,
+        extra_tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None,
     ) -> AgentResult[OutputT]:
         """Run to the end: the model, the tools it asks for, again, until it answers.
 
@@ -806,6 +835,9 @@ class Agent(Generic[DepsT, OutputT]):
           goes. A run that fails or is cancelled leaves the conversation as it
           was. With *approvals* / *results* / *errors* and no *prompt*, the run
           continues the calls the conversation's last run left waiting.
+        * *extra_tools*: tools for this run only, next to the agent's (an
+          [ExternalTool][juno_bind_trio.agent.ExternalTool] a frontend runs,
+          say); a name the agent's tools already use is a ``ValueError``.
 
         :raises UsageLimitExceeded: the run reached a usage limit and stopped
             softly; the error carries the result so far.
@@ -827,6 +859,7 @@ class Agent(Generic[DepsT, OutputT]):
             usage_limits=usage_limits,
             decisions=(approvals, results, errors, None),
             conversation=conversation,
+            extra_tools=extra_tools,
         )
         return await core.run()
 
@@ -895,7 +928,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def open_run(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         deps: DepsT | None = None,
         message_history: Sequence[Mapping[str, Any]] | None = None,
@@ -904,6 +937,10 @@ class Agent(Generic[DepsT, OutputT]):
         parent: RunContext[Any] | None = None,
         usage_limits: UsageLimits | None = None,
         conversation: str | None = None,
+        extra_tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None,
+        approvals: Mapping[str, bool | Approve | Deny] | None = None,
+        results: Mapping[str, object] | None = None,
+        errors: Mapping[str, str] | None = None,
     ) -> AbstractAsyncContextManager[AgentRun[OutputT]]:
         """Start a run in the background and stream what happens: ``async with ... as run``.
 
@@ -936,7 +973,9 @@ class Agent(Generic[DepsT, OutputT]):
             parent=parent,
             pipe=pipe,
             usage_limits=usage_limits,
+            decisions=(approvals, results, errors, None),
             conversation=conversation,
+            extra_tools=extra_tools,
         )
         return OpenRun(core, pipe)
 

@@ -560,10 +560,14 @@ def check_continuation(
     waiting = trailing_waiting(history)
     gate.check_decisions("Agent.run", waiting)
     gate.adopt(tuple(waiting.values()), {})
-    if not prompted and not waiting:
+    # A history whose last turn's calls are answered (by a frontend that ran them, say)
+    # needs no prompt either: the model is asked for what comes after the answers.
+    answered = bool(history) and history[-1].get("role") == "tool"
+    if not prompted and not waiting and not answered:
         raise UsageError(
             "Agent.run: a prompt is needed, unless message_history ends with calls waiting "
-            "for a decision (AgentResult.pending) that this run continues"
+            "for a decision (AgentResult.pending) that this run continues, or with the "
+            "answers to its last turn's calls"
         )
     undecided = [i for i in waiting if i not in gate.decisions]
     if prompted and undecided:
