@@ -320,7 +320,7 @@ async def test_a_version_1_database_is_upgraded_on_open_and_keeps_its_runs(
     store_factory: Any, store: RunStore, store_kind: str
 ) -> None:
     # A database as version 1 of the package left it: no detail column.
-    for table in ("juno_receipts", "juno_runs", "juno_schema"):
+    for table in ("juno_pending", "juno_receipts", "juno_runs", "juno_schema"):
         raw_execute(store, f"DROP TABLE {table}")
     raw_execute(store, "CREATE TABLE juno_schema (version INTEGER NOT NULL)")
     dialect = "sqlite" if store_kind == "sqlite" else "postgresql"
