@@ -125,7 +125,8 @@ DECISION_KINDS: frozenset[str] = frozenset(DecisionKind.__args__)  # type: ignor
 
 
 def _check_decision_kind(value: str) -> DecisionKind:
-    if value not in DECISION_KINDS:
+    given: object = value
+    if not isinstance(given, str) or given not in DECISION_KINDS:
         raise ValueError(
             f"CallDecision: kind must be one of {sorted(DECISION_KINDS)}, got {value!r}"
         )

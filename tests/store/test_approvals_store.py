@@ -209,9 +209,9 @@ async def test_unknown_settled_or_mismatched_ids_are_refused_and_change_nothing(
         await agent.resume("r1", approvals={"c1": True, "nope": True})
     with pytest.raises(UsageError, match="'c2'"):  # ran already: nothing waits on it
         await agent.resume("r1", approvals={"c2": True})
-    with pytest.raises(UsageError, match="'c3'.*results="):
+    with pytest.raises(UsageError, match=r"'c3'.*results="):
         await agent.resume("r1", approvals={"c3": True})
-    with pytest.raises(UsageError, match="'c1'.*approvals="):
+    with pytest.raises(UsageError, match=r"'c1'.*approvals="):
         await agent.resume("r1", results={"c1": 1})
     assert await snapshot(store, "r1") == before
     assert shop.effects == [("lookup", "17")]
@@ -226,7 +226,7 @@ async def test_an_undecided_deadline_is_answered_as_a_timed_out_denial(
     assert c1.expires_at == clock.now + 60
     clock.advance(60)
     assert [p.id for p in await store.pending_calls("r1")] == ["c3"]
-    with pytest.raises(UsageError, match="'c1'.*settled \\(expired\\)"):
+    with pytest.raises(UsageError, match=r"'c1'.*settled \(expired\)"):
         await shop.agent(store, "w2").resume("r1", approvals={"c1": True})
     done = await shop.agent(store, "w2").resume("r1", results={"c3": "tue"})
     assert done.reason == "completed"
