@@ -76,7 +76,7 @@ def test_a_sigkill_while_the_approved_call_runs_never_runs_it_twice(
     assert status == "completed"
     assert effects(log)["r1", "c1", "refund"] == 1
     answers = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
-    assert json.loads(answers["c1"]) == {
+    assert json.loads(str(answers["c1"])) == {
         "success": False,
         "kind": "interrupted",
         "error": WORKER_STOPPED_TOOL_CALL_MESSAGE,
