@@ -7,6 +7,8 @@ is a new Agent on the same store: nothing carries over in memory.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +22,7 @@ from juno_bind_trio.store import (
     CallDecision,
     RunLeasedError,
     RunStore,
+    SqliteRunStore,
 )
 from juno_bind_trio.testing import CrashingStore, run_until_crash
 
@@ -300,3 +303,51 @@ async def test_a_decision_for_a_run_cancelled_meanwhile_is_refused(store: RunSto
     with pytest.raises(UsageError, match="cancelled"):
         await shop.agent(store, "w3").resume("r1", results={"c3": "tue"})
     assert await snapshot(store, "r1") == before
+
+
+async def test_a_resume_with_decisions_costs_one_write_more_than_a_plain_resume(
+    tmp_path: Path,
+) -> None:
+    # benchmarks/bench_approvals.py prints the same counts; here they are pinned.
+    async with SqliteRunStore(tmp_path / "runs.db") as store:
+        counts: list[tuple[bool, int]] = []  # (write, statements) per transaction
+        inner = store._raw_transaction
+
+        def counted(fn: Callable[[Any], Any], *, write: bool) -> Any:
+            statements = [0]
+
+            def each(ex: Any) -> Any:
+                def one(sql: str, params: Any) -> Any:
+                    statements[0] += 1
+                    return ex(sql, params)
+
+                return fn(one)
+
+            try:
+                return inner(each, write=write)
+            finally:
+                counts.append((write, statements[0]))
+
+        store._raw_transaction = counted  # type: ignore[method-assign]
+
+        async def cost(run_id: str, **decisions: Any) -> tuple[int, int, int]:
+            counts.clear()
+            done = await Shop().agent(store, "w2").resume(run_id, **decisions)
+            assert done.reason == "completed"
+            reads = sum(1 for w, _ in counts if not w)
+            return reads, len(counts) - reads, sum(n for _, n in counts)
+
+        for run_id in ("plain", "decided", "corrected"):
+            await suspended(Shop(), store, run_id)
+        await store.decide_calls(
+            "plain",
+            {"c1": CallDecision(kind="approved"), "c3": CallDecision(kind="result", answer=1)},
+        )
+        plain = await cost("plain")
+        decided = await cost("decided", approvals={"c1": True}, results={"c3": 1})
+        corrected = await cost(
+            "corrected", approvals={"c1": Approve({"amount": 1})}, results={"c3": 1}
+        )
+    assert plain == (1, 6, 17)
+    assert (decided[0] - plain[0], decided[1] - plain[1]) == (0, 1)
+    assert (corrected[0] - plain[0], corrected[1] - plain[1]) == (1, 1)
