@@ -23,6 +23,7 @@ from juno_bind_trio.store import (
     RunLeasedError,
     RunStore,
     SqliteRunStore,
+    open_durable_run,
 )
 from juno_bind_trio.testing import CrashingStore, run_until_crash
 
@@ -351,3 +352,21 @@ async def test_a_resume_with_decisions_costs_one_write_more_than_a_plain_resume(
     assert plain == (1, 6, 17)
     assert (decided[0] - plain[0], decided[1] - plain[1]) == (0, 1)
     assert (corrected[0] - plain[0], corrected[1] - plain[1]) == (1, 1)
+
+
+async def test_a_durable_run_without_the_gate_refuses_to_run_calls_that_wait(
+    store: RunStore,
+) -> None:
+    shop = Shop()
+    await suspended(shop, store)
+
+    async def never(call: object) -> Any:
+        raise AssertionError("nothing runs")
+
+    async with open_durable_run(store, "r1", owner="raw") as run:
+        assert [r.call.id for r in run.waiting_calls] == ["c1", "c3"]
+        with pytest.raises(UsageError, match=r"'c1', 'c3'.*Agent.resume"):
+            await run.finish_open_turn(never)
+        await run.finish("suspended", pending=[r.call for r in run.waiting_calls])
+    assert [p.id for p in await store.pending_calls("r1")] == ["c1", "c3"]
+    assert shop.effects == [("lookup", "17")]
