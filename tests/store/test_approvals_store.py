@@ -370,3 +370,33 @@ async def test_a_durable_run_without_the_gate_refuses_to_run_calls_that_wait(
         await run.finish("suspended", pending=[r.call for r in run.waiting_calls])
     assert [p.id for p in await store.pending_calls("r1")] == ["c1", "c3"]
     assert shop.effects == [("lookup", "17")]
+
+
+async def test_a_later_call_reusing_an_id_waits_again_on_a_resumed_run(store: RunStore) -> None:
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    async def refund(amount: int) -> str:
+        """Refund."""
+        ran.append(amount)
+        return "ok"
+
+    async def reusing(turn: ModelTurn) -> ModelTurnResult:
+        asked = sum(1 for m in turn.messages if m.get("role") == "assistant")
+        if asked < 2:
+            return ModelTurnResult(tool_calls=(call("c1", "refund", amount=5 + 1000 * asked),))
+        return ModelTurnResult(content="done")
+
+    def agent() -> Agent[None, str]:
+        return Agent(reusing, tools=[refund], store=store, store_owner="w1")
+
+    assert (await agent().run("go", run_id="r1")).reason == "suspended"
+    second = await agent().resume("r1", approvals={"c1": True})
+    assert second.reason == "suspended"
+    assert ran == [5]
+    assert [(p.id, p.arguments) for p in second.pending] == [("c1", {"amount": 1005})]
+    assert (await store.get_run("r1")).pending_iteration == 2
+    done = await agent().resume("r1", approvals={"c1": Deny("no")})
+    assert done.reason == "completed"
+    assert ran == [5]
+    check_history(done.messages)
