@@ -25,10 +25,12 @@ from juno_bind_trio import (
     StoreError,
 )
 from juno_bind_trio.store import (
+    CallDecision,
     ConversationRecord,
     DurableRun,
     Lease,
     OpenTurnAnswer,
+    PendingCallRecord,
     PostgresRunStore,
     ReceiptRecord,
     RunRecord,
@@ -76,6 +78,8 @@ ENTRIES = [
     Entry(ConversationRecord, args=auto(ConversationRecord, junk=False)),
     Entry(StoredRun, args=auto(StoredRun, junk=False)),
     Entry(OpenTurnAnswer, args=auto(OpenTurnAnswer, junk=False)),
+    Entry(CallDecision),
+    Entry(PendingCallRecord, args=auto(PendingCallRecord, junk=False)),
     Entry(DurableRun),
     Entry(default_owner),
     Entry(open_durable_run),

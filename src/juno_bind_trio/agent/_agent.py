@@ -1013,9 +1013,16 @@ class Agent(Generic[DepsT, OutputT]):
           [run][juno_bind_trio.agent.Agent.run]. They are written to the store
           (with *principal*, who decided, and the time) before the run is
           claimed, so they hold from then on: a later plain ``resume`` never
-          needs them again. An id that waits for nothing (unknown, or already
-          decided) raises [UsageError][juno_bind_trio.UsageError] naming it,
-          and nothing is written.
+          needs them again (after a crash while an approved call ran, it
+          answers that call ``"interrupted"`` rather than run it again,
+          unless the tool is repeatable). An id that waits for nothing
+          (unknown, already decided, past its deadline), a decision of the
+          wrong sort, or a run cancelled while it waited raises
+          [UsageError][juno_bind_trio.UsageError] naming it, and nothing is
+          written. A call left undecided keeps waiting: the run ends
+          ``"suspended"`` again, its ``pending`` listing what still waits
+          (``RunStore.list_waiting`` and ``python -m juno_bind_trio.store DB
+          waiting`` list such runs).
 
         :raises UsageLimitExceeded: the resumed run reached a usage limit and
             stopped softly; the error carries the result so far.

@@ -481,6 +481,7 @@ class _RunCore(Generic[OutputT]):
             lease_ttl=settings.lease_ttl,
             resumability=resumability,
             uses_idempotency_key=uses_key,
+            gate=self.gate,
             conversation=self.conversation,
             with_history=self.with_history,
         )

@@ -214,7 +214,8 @@ def messages(ex: Exec, conversation_id: str) -> list[dict[str, Any]]:
 
 
 def delete(ex: Exec, dialect: Dialect, now: float, conversation_id: str) -> bool:
-    """Delete the conversation and its runs (their receipts with them); False if none."""
+    """Delete the conversation and its runs (their receipts and waiting calls with them);
+    False if none."""
     row = ex(
         "SELECT active_run_id, held_until FROM juno_conversations "
         f"WHERE conversation_id = ?{dialect.lock_row}",
@@ -224,11 +225,12 @@ def delete(ex: Exec, dialect: Dialect, now: float, conversation_id: str) -> bool
         return False
     if row[0] is not None and _live(ex, now, row[0], row[1]):
         raise _busy(conversation_id, row[0], "delete it")
-    ex(
-        "DELETE FROM juno_receipts WHERE run_id IN "
-        "(SELECT run_id FROM juno_runs WHERE conversation_id = ?)",
-        (conversation_id,),
-    )
+    for table in ("juno_receipts", "juno_pending"):
+        ex(
+            f"DELETE FROM {table} WHERE run_id IN "
+            "(SELECT run_id FROM juno_runs WHERE conversation_id = ?)",
+            (conversation_id,),
+        )
     ex("DELETE FROM juno_runs WHERE conversation_id = ?", (conversation_id,))
     ex("DELETE FROM juno_conversations WHERE conversation_id = ?", (conversation_id,))
     return True
