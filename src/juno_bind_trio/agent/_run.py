@@ -72,6 +72,8 @@ from ._events import (
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
+from ._prepare import PrepareToolsFn, StepTools
+from ._processors import Processors, run_processors
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
@@ -81,6 +83,7 @@ from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
+    from juno_bind_trio.schema import SchemaDialect
 
     from ._output_modes import OutputPlan
     from ._tool import Toolset
@@ -138,6 +141,10 @@ class RunSettings:
     store_owner: str | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
+    # #33: the schema dialect of the tools, the tools of each step, what each request is sent.
+    dialect: SchemaDialect = "openai"
+    prepare_tools: PrepareToolsFn | None = None
+    history_processors: Processors | None = None
 
 
 @final
@@ -212,6 +219,10 @@ class _RunCore(Generic[OutputT]):
         # The accepted answer's value (an output function's return): the run's output.
         self.output_value: Any = NO_VALUE
         self.output_problem: str | None = None
+        # #33: the run's per-step choice of tools (None: every tool, every step), and
+        # the tools a call of the last step may run (None: any of the run's).
+        self.step_tools: StepTools | None = None
+        self.offered: Mapping[str, Tool] | None = None
 
     # --- the seams ----------------------------------------------------------------
 
@@ -227,6 +238,8 @@ class _RunCore(Generic[OutputT]):
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
+        if self.step_tools is not None:  # outside everything: a hidden tool is not there
+            run_tool_call = self.offered_only(run_tool_call)
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -312,6 +325,58 @@ class _RunCore(Generic[OutputT]):
             emit(tool_ended(iteration, call_id, name, "finished", None, outcome))
         return outcome
 
+    def offered_only(
+        self, inner: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
+    ) -> Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]:
+        """*inner*, for the calls of tools offered at their step; the rest are not found."""
+
+        async def run_tool_call(given: ToolCallLike) -> ToolCallOutcome:
+            offered = self.offered
+            name = tool_call_name(given)
+            if offered is None or name in offered or name in self.settings.output.tool_names:
+                return await inner(given)
+            error = ToolFailureError(
+                "not_found",
+                f"there is no tool named {name!r} at this step; the tools are: "
+                + (", ".join(sorted(offered)) or "none"),
+            )
+            if self.emit is not None:
+                call = ToolCall.of(given)
+                self.emit(tool_failed(self.iteration, call.id, name, error, "not_found"))
+            raise error
+
+        return run_tool_call
+
+    def _step_context(self, iteration: int) -> Callable[[str], RunContext[Any]]:
+        # A step's context: the run's, at no tool call (a prepare's tool name, or "").
+        def context(tool_name: str) -> RunContext[Any]:
+            return RunContext(
+                deps=self.deps,
+                run_id=self.run_id,
+                tool_call_id="",
+                tool_name=tool_name,
+                iteration=iteration,
+                chain=self.chain,
+                children=self.children,
+            )
+
+        return context
+
+    async def _shape(self, turn: ModelTurn) -> ModelTurn:
+        """The turn as this step sends it: its tools chosen, its history processed."""
+        step = self.step_tools
+        if step is not None:
+            context = self._step_context(turn.iteration)
+            dicts, self.offered = await step.offer(context)
+            answer = self.settings.output.tool_definitions
+            turn = turn.with_tools([*dicts, *answer] if answer else dicts)
+        processors = self.settings.history_processors
+        if processors is not None:
+            context = self._step_context(turn.iteration)
+            sent = await run_processors(processors, turn.messages, lambda: context(""))
+            turn = turn.with_messages(sent)
+        return turn
+
     def _unknown_tool(self, name: str) -> Tool:
         if name in self.settings.output.tool_names:
             raise ToolFailureError(
@@ -328,6 +393,8 @@ class _RunCore(Generic[OutputT]):
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
+        if self.step_tools is not None or self.settings.history_processors is not None:
+            turn = await self._shape(turn)
         model = self.model
         assert model is not None
         output = self.settings.output
@@ -457,6 +524,19 @@ class _RunCore(Generic[OutputT]):
         self.tools = tools
         self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
 
+    def _bind_steps(self) -> None:
+        # Only a run whose tools are chosen per step pays for choosing them.
+        settings = self.settings
+        tools = self.tools
+        if settings.prepare_tools is None and all(t.prepare is None for t in tools.values()):
+            return
+        self.step_tools = StepTools(
+            tools,
+            dict(zip(tools, self.tool_dicts, strict=True)),
+            settings.prepare_tools,
+            settings.dialect,
+        )
+
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
         settings = self.settings
@@ -507,8 +587,13 @@ class _RunCore(Generic[OutputT]):
             )
             if held:
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
+        answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
+        if open_turn is not None and self.step_tools is not None:
+            # The open turn's calls run as they would have: only its step's tools.
+            _, self.offered = await self.step_tools.offer(self._step_context(open_turn))
+            answer = self.offered_only(answer)
         ended = await session.answer_open_turn(
-            self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,
+            answer,
             per_tool_limit=self.settings.per_tool_limit,
             runs_serially=self.runs_serially if serial else None,
         )
@@ -542,6 +627,7 @@ class _RunCore(Generic[OutputT]):
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
             self._collect_tools()
+            self._bind_steps()
             bind_gate(self)
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
