@@ -154,7 +154,10 @@ async def test_prepare_changes_the_description_and_schema_sent_and_sees_deps() -
 
 
 async def test_prepare_tools_orders_and_filters_the_whole_list() -> None:
-    tools = [tool(lambda n=n: n, name=n) for n in NAMES]
+    def answering(name: str) -> Any:
+        return tool(lambda: name, name=name)
+
+    tools = [answering(n) for n in NAMES]
     model = TestModel()
     agent = Agent(model, tools=tools, prepare_tools=lambda ctx, defs: list(reversed(defs))[:2])
     offered: list[list[str]] = []
@@ -245,7 +248,7 @@ def test_prepare_must_be_a_function() -> None:
     with pytest.raises(TypeError, match="prepare_tools must be a function"):
         Agent(TestModel(), prepare_tools="all")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="ToolDefinition: parameters_json_schema"):
-        ToolDefinition(name="x", description=None, parameters_json_schema=[])
+        ToolDefinition(name="x", description=None, parameters_json_schema=[])  # type: ignore[arg-type]
 
 
 async def test_through_the_real_sdk_a_hidden_tool_is_not_sent_and_its_call_not_run() -> None:

@@ -46,31 +46,26 @@ __all__ = [
 ]
 
 
-def _check_description(value: object) -> str | None:
+def _check_description(_self: Any, _field: Any, value: Any) -> None:
     if value is not None and not isinstance(value, str):
         raise TypeError(f"ToolDefinition: description must be a str or None, got {shown(value)}")
-    return value
 
 
-def _check_schema(value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
+def _check_schema(_self: Any, _field: Any, value: Any) -> None:
+    if not isinstance(value, dict):
         raise TypeError(
-            f"ToolDefinition: parameters_json_schema must be a JSON Schema mapping, "
-            f"got {shown(value)}"
+            f"ToolDefinition: parameters_json_schema must be a JSON Schema dict, got {shown(value)}"
         )
-    return dict(value)
 
 
-def _check_bool(value: object) -> bool:
+def _check_bool(_self: Any, _field: Any, value: Any) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"ToolDefinition: strict must be a bool, got {shown(value)}")
-    return value
 
 
-def _check_name(value: object) -> str:
+def _check_name(_self: Any, _field: Any, value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise TypeError(f"ToolDefinition: name must be a non-empty str, got {shown(value)}")
-    return value
 
 
 @attrs.frozen(kw_only=True)
@@ -89,10 +84,10 @@ class ToolDefinition:
     Make a changed copy with [replace][juno_bind_trio.agent.ToolDefinition.replace].
     """
 
-    name: str = attrs.field(converter=_check_name)
-    description: str | None = attrs.field(converter=_check_description)
-    parameters_json_schema: dict[str, Any] = attrs.field(converter=_check_schema)
-    strict: bool = attrs.field(default=False, converter=_check_bool)
+    name: str = attrs.field(validator=_check_name)
+    description: str | None = attrs.field(validator=_check_description)
+    parameters_json_schema: dict[str, Any] = attrs.field(validator=_check_schema)
+    strict: bool = attrs.field(default=False, validator=_check_bool)
 
     def replace(
         self,
@@ -105,14 +100,30 @@ class ToolDefinition:
 
         ``description=None`` keeps the description; pass ``""`` to send none.
         """
-        return ToolDefinition(
-            name=self.name,
-            description=self.description if description is None else (description or None),
-            parameters_json_schema=self.parameters_json_schema
-            if parameters_json_schema is None
-            else parameters_json_schema,
-            strict=self.strict if strict is None else strict,
+        try:
+            return ToolDefinition(
+                name=self.name,
+                description=self.description
+                if description is None
+                else (None if description == "" else description),
+                parameters_json_schema=self.parameters_json_schema
+                if parameters_json_schema is None
+                else _as_dict(parameters_json_schema),
+                strict=self.strict if strict is None else strict,
+            )
+        except TypeError as exc:
+            raise TypeError(
+                str(exc).replace("ToolDefinition:", "ToolDefinition.replace:", 1)
+            ) from None
+
+
+def _as_dict(value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            "ToolDefinition.replace: parameters_json_schema must be a JSON Schema mapping, "
+            f"got {shown(value)}"
         )
+    return dict(value)
 
 
 PrepareFn: TypeAlias = Callable[

@@ -72,13 +72,12 @@ from ._events import (
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
-from ._prepare import PrepareToolsFn, StepTools
-from ._processors import Processors, run_processors
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
+from ._steps import collect_tools, offered_only, shape_turn, step_context, step_tools
 from ._store_session import StoreSession
-from ._tool import Tool, check_deps_value
+from ._tool import Tool
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
@@ -86,6 +85,8 @@ if TYPE_CHECKING:
     from juno_bind_trio.schema import SchemaDialect
 
     from ._output_modes import OutputPlan
+    from ._prepare import PrepareToolsFn, StepTools
+    from ._processors import Processors
     from ._tool import Toolset
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
@@ -239,7 +240,7 @@ class _RunCore(Generic[OutputT]):
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
         if self.step_tools is not None:  # outside everything: a hidden tool is not there
-            run_tool_call = self.offered_only(run_tool_call)
+            run_tool_call = offered_only(self, run_tool_call)
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -325,58 +326,6 @@ class _RunCore(Generic[OutputT]):
             emit(tool_ended(iteration, call_id, name, "finished", None, outcome))
         return outcome
 
-    def offered_only(
-        self, inner: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
-    ) -> Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]:
-        """*inner*, for the calls of tools offered at their step; the rest are not found."""
-
-        async def run_tool_call(given: ToolCallLike) -> ToolCallOutcome:
-            offered = self.offered
-            name = tool_call_name(given)
-            if offered is None or name in offered or name in self.settings.output.tool_names:
-                return await inner(given)
-            error = ToolFailureError(
-                "not_found",
-                f"there is no tool named {name!r} at this step; the tools are: "
-                + (", ".join(sorted(offered)) or "none"),
-            )
-            if self.emit is not None:
-                call = ToolCall.of(given)
-                self.emit(tool_failed(self.iteration, call.id, name, error, "not_found"))
-            raise error
-
-        return run_tool_call
-
-    def _step_context(self, iteration: int) -> Callable[[str], RunContext[Any]]:
-        # A step's context: the run's, at no tool call (a prepare's tool name, or "").
-        def context(tool_name: str) -> RunContext[Any]:
-            return RunContext(
-                deps=self.deps,
-                run_id=self.run_id,
-                tool_call_id="",
-                tool_name=tool_name,
-                iteration=iteration,
-                chain=self.chain,
-                children=self.children,
-            )
-
-        return context
-
-    async def _shape(self, turn: ModelTurn) -> ModelTurn:
-        """The turn as this step sends it: its tools chosen, its history processed."""
-        step = self.step_tools
-        if step is not None:
-            context = self._step_context(turn.iteration)
-            dicts, self.offered = await step.offer(context)
-            answer = self.settings.output.tool_definitions
-            turn = turn.with_tools([*dicts, *answer] if answer else dicts)
-        processors = self.settings.history_processors
-        if processors is not None:
-            context = self._step_context(turn.iteration)
-            sent = await run_processors(processors, turn.messages, lambda: context(""))
-            turn = turn.with_messages(sent)
-        return turn
-
     def _unknown_tool(self, name: str) -> Tool:
         if name in self.settings.output.tool_names:
             raise ToolFailureError(
@@ -394,7 +343,7 @@ class _RunCore(Generic[OutputT]):
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
         if self.step_tools is not None or self.settings.history_processors is not None:
-            turn = await self._shape(turn)
+            turn = await shape_turn(self, turn)
         model = self.model
         assert model is not None
         output = self.settings.output
@@ -501,42 +450,6 @@ class _RunCore(Generic[OutputT]):
 
     # --- the whole run ------------------------------------------------------------
 
-    def _collect_tools(self) -> None:
-        settings = self.settings
-        if all(not _is_toolset(t) for t in settings.tools):
-            return
-        tools: dict[str, Tool] = {}
-        for item in settings.tools:
-            group: list[Tool] = [item] if isinstance(item, Tool) else list(item.tools)
-            for each in group:
-                if not isinstance(each, Tool):
-                    raise UsageError(
-                        f"Agent.run: a toolset's tools must be Tool objects, got {each!r}"
-                    )
-                if each.name in tools and tools[each.name] is not each:
-                    raise UsageError(
-                        f"Agent.run: two tools are named {each.name!r} (a toolset's tools are "
-                        "read at the start of each run); rename one"
-                    )
-                tools[each.name] = each
-        # A toolset's tools are known only now: their RunContext[X] checked against deps.
-        check_deps_value("Agent.run", tools.values(), self.deps)
-        self.tools = tools
-        self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
-
-    def _bind_steps(self) -> None:
-        # Only a run whose tools are chosen per step pays for choosing them.
-        settings = self.settings
-        tools = self.tools
-        if settings.prepare_tools is None and all(t.prepare is None for t in tools.values()):
-            return
-        self.step_tools = StepTools(
-            tools,
-            dict(zip(tools, self.tool_dicts, strict=True)),
-            settings.prepare_tools,
-            settings.dialect,
-        )
-
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
         settings = self.settings
@@ -590,8 +503,8 @@ class _RunCore(Generic[OutputT]):
         answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
         if open_turn is not None and self.step_tools is not None:
             # The open turn's calls run as they would have: only its step's tools.
-            _, self.offered = await self.step_tools.offer(self._step_context(open_turn))
-            answer = self.offered_only(answer)
+            _, self.offered = await self.step_tools.offer(step_context(self, open_turn))
+            answer = offered_only(self, answer)
         ended = await session.answer_open_turn(
             answer,
             per_tool_limit=self.settings.per_tool_limit,
@@ -626,8 +539,8 @@ class _RunCore(Generic[OutputT]):
         try:
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
-            self._collect_tools()
-            self._bind_steps()
+            collect_tools(self)
+            self.step_tools = step_tools(self)
             bind_gate(self)
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
