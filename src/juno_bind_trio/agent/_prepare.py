@@ -173,7 +173,7 @@ async def _called(fn: Callable[..., Any], *args: Any) -> Any:
 class StepTools:
     """One run's per-step choice of tools: what to offer at a step, and by what name to run.
 
-    Built once per run from its tools; :meth:`offer` is awaited before each
+    Built once per run from its tools; ``offer()`` is awaited before each
     model request.
     """
 

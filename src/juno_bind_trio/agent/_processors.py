@@ -8,7 +8,7 @@ Trimming a history is where tool-call pairs get broken: cut between an
 assistant message and the answers to its calls, and the provider refuses the
 request with a 400 that names a message index the host never saw. So what
 each processor returns is checked before anything is sent, by
-:func:`check_sent_history`: every call of an assistant message answered by
+``check_sent_history()``: every call of an assistant message answered by
 the tool messages right after it, no answer without its call, and the last
 user message of the request kept as it was (a request without the question
 it answers is a bug, not a saving). A history that breaks a rule raises

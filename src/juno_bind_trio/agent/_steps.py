@@ -4,8 +4,8 @@ A run's tools are read once, at its start (a toolset's included); then,
 before every model request, the step's tools are chosen (each tool's
 *prepare*, the agent's *prepare_tools*: ``_prepare``) and its history is
 shaped (the agent's *history_processors*: ``_processors``). The run's
-``call_model`` port calls :func:`shape_turn`; the tool calls of a step go
-through :func:`offered_only`, so a tool the step did not offer never runs.
+``call_model`` port calls ``shape_turn()``; the tool calls of a step go
+through ``offered_only()``, so a tool the step did not offer never runs.
 A run with neither prepares nor processors pays for none of it: the run
 builds no ``StepTools`` and its ``call_model`` skips the shaping.
 """
