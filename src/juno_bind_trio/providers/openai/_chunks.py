@@ -132,7 +132,7 @@ class ChunkReader:
     def feed(self, chunk: object) -> None:
         """Fold one chunk in."""
         if chunk.__class__ is not dict:
-            self._malformed("is not a JSON object", chunk)
+            self._malformed("is not a JSON object", chunk, chunk)
         get = chunk.get
         choices = get("choices")
         if not choices:
@@ -142,20 +142,20 @@ class ChunkReader:
             self._alive()
             return
         if choices.__class__ is not list:
-            self._malformed("has choices that are not a list", chunk)
+            self._malformed("has choices that are not a list", choices, chunk)
         choice = choices[0]
         if choice.__class__ is not dict:
-            self._malformed("has a choice that is not an object", chunk)
+            self._malformed("has a choice that is not an object", choice, chunk)
         delta = choice.get("delta")
         if delta is None:
             delta = {}
         elif delta.__class__ is not dict:
-            self._malformed("has a delta that is not an object", chunk)
+            self._malformed("has a delta that is not an object", delta, chunk)
         answered = False
         text = delta.get("content")
         if text:
             if text.__class__ is not str:
-                self._malformed("has content that is not a string", chunk)
+                self._malformed("has content that is not a string", text, chunk)
             self._content.append(text)
             observe = self._observe
             if observe is not None:
@@ -164,13 +164,13 @@ class ChunkReader:
         refusal = delta.get("refusal")
         if refusal:
             if refusal.__class__ is not str:
-                self._malformed("has a refusal that is not a string", chunk)
+                self._malformed("has a refusal that is not a string", refusal, chunk)
             self._refusal.append(refusal)
             answered = True
         calls = delta.get("tool_calls")
         if calls:
             if calls.__class__ is not list:
-                self._malformed("has tool_calls that are not a list", chunk)
+                self._malformed("has tool_calls that are not a list", calls, chunk)
             self._accumulator.extend(calls)
             answered = True
         # Providers put reasoning in fields the SDK does not model; a chunk may
@@ -194,7 +194,7 @@ class ChunkReader:
         finish_reason = choice.get("finish_reason")
         if finish_reason is not None:
             if finish_reason.__class__ is not str:
-                self._malformed("has a finish_reason that is not a string", chunk)
+                self._malformed("has a finish_reason that is not a string", finish_reason, chunk)
             self._finish_reason = finish_reason
         usage = get("usage")
         if usage is not None:
@@ -241,7 +241,7 @@ class ChunkReader:
         # (input, output, cached of the input, reasoning of the output); a server
         # that leaves the details out (most compatible ones) reports none of either.
         if usage.__class__ is not dict:
-            self._malformed("has a usage that is not an object", usage)
+            self._malformed("has a usage that is not an object", usage, usage)
         get = usage.get
         prompt = get("prompt_tokens_details")
         completion = get("completion_tokens_details")
@@ -249,12 +249,12 @@ class ChunkReader:
         reasoned = _count(completion.get("reasoning_tokens")) if completion.__class__ is dict else 0
         return _count(get("prompt_tokens")), _count(get("completion_tokens")), cached, reasoned
 
-    def _malformed(self, what: str, value: object) -> NoReturn:
+    def _malformed(self, what: str, value: object, chunk: object) -> NoReturn:
         import openai
 
         shown = repr(value)
         if len(shown) > 200:
             shown = shown[:200] + "..."
         raise openai.APIResponseValidationError(
-            response=self._response, body=value, message=f"a stream chunk {what}: {shown}"
+            response=self._response, body=chunk, message=f"a stream chunk {what}: {shown}"
         )

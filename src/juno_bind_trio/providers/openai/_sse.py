@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import sys
+from collections.abc import Iterator
 from typing import Final, final
 
 import anyio
@@ -57,10 +58,15 @@ class SSEDataDecoder:
         self._id: str | None = None
         self._retry: int | None = None
 
-    def feed(self, piece: bytes) -> list[tuple[str | None, str]]:
-        """The events completed by *piece*."""
+    def feed(self, piece: bytes) -> Iterator[tuple[str | None, str]]:
+        """The events completed by *piece*, one at a time.
+
+        Lazily, as the SDK's decoder yields them: a line that is not UTF-8
+        raises only after the events before it were handled, so a fault they
+        raise (an ``error`` event) comes first, as it does in the SDK.
+        """
         if not piece:
-            return []
+            return
         if self._cr:
             self._cr = False
             if piece[:1] == _LF:
@@ -75,18 +81,16 @@ class SSEDataDecoder:
             piece = self._partial + piece
         lines = piece.split(_LF)
         self._partial = lines.pop()
-        out: list[tuple[str | None, str]] = []
         for raw in lines:
             if raw:
                 self._line(raw.decode("utf-8"))
-            elif (
-                self._data or self._event or self._id or self._retry is not None
-            ):  # a blank line ends an event
-                out.append((self._event or None, "\n".join(self._data)))
+            elif self._data or self._event or self._id or self._retry is not None:
+                # A blank line ends an event.
+                event = (self._event or None, "\n".join(self._data))
                 self._event = None
                 self._data = []
                 self._retry = None
-        return out
+                yield event
 
     def finish(self) -> None:
         """The body ended: decode the unended line (it dispatches nothing)."""
