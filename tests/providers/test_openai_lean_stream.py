@@ -116,11 +116,32 @@ def test_the_decoder_dispatches_what_the_sdk_dispatches(
     at = sorted({min(c, len(body)) for c in cuts})
     pieces = [body[a:b] for a, b in zip([0, *at], [*at, len(body)], strict=True)]
     assert _lean(pieces) == _reference(pieces)
+    # A piece per line, as a server writing an event per send is read: the
+    # decoder's shortcut for one whole `data:` event, amid whatever came before.
+    by_line = [line + ending for line, ending in lines]
+    assert _lean(by_line) == _reference(by_line)
 
 
 def test_a_crlf_split_between_two_reads_ends_one_line() -> None:
     pieces = [b"data: a\r", b"\n", b"\r", b"\ndata: b\r\n\r\n"]
     assert _lean(pieces) == _reference(pieces) == ([(None, "a"), (None, "b")], None)
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [b"event: x\n", b"data: a\n\n"],
+        [b"data: a\n", b"data: b\n\n"],
+        [b"retry: 5\n", b"data: a\n\n", b"data: b\n\n"],
+        [b"data: a\r", b"data: b\n\n"],
+        [b"data: a\n\n", b"data: \xff\n\n"],
+        [b"data: [DONE]\n\n"],
+        [b"data: \n\n"],
+        [b"data: a\nb\n\n"],
+    ],
+)
+def test_a_whole_event_in_one_piece_is_read_as_the_sdk_reads_it(pieces: list[bytes]) -> None:
+    assert _lean(pieces) == _reference(pieces)
 
 
 def test_an_id_makes_every_later_blank_line_an_event() -> None:

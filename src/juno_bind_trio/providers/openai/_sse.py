@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final, final
 
 import anyio
@@ -38,6 +38,8 @@ __all__ = ["SSEDataDecoder", "drain_errors", "request_errors", "timeout_errors"]
 
 _LF: Final = b"\n"
 _CR: Final = b"\r"
+_END: Final = b"\n\n"
+_DATA: Final = b"data: "
 
 
 @final
@@ -58,13 +60,31 @@ class SSEDataDecoder:
         self._id: str | None = None
         self._retry: int | None = None
 
-    def feed(self, piece: bytes) -> Iterator[tuple[str | None, str]]:
+    def feed(self, piece: bytes) -> Iterable[tuple[str | None, str]]:
         """The events completed by *piece*, one at a time.
 
         Lazily, as the SDK's decoder yields them: a line that is not UTF-8
         raises only after the events before it were handled, so a fault they
         raise (an ``error`` event) comes first, as it does in the SDK.
         """
+        # The common piece, one whole ``data:`` event and nothing else, read
+        # without splitting lines: what the general rules make of it, exactly,
+        # when nothing of an earlier event is pending.
+        if (
+            piece[-2:] == _END
+            and piece[:6] == _DATA
+            and not self._partial
+            and not self._cr
+            and not self._data
+            and self._event is None
+            and self._retry is None
+        ):
+            rest = piece[6:-2]
+            if _LF not in rest and _CR not in rest:
+                return ((None, rest.decode("utf-8")),)
+        return self._events(piece)
+
+    def _events(self, piece: bytes) -> Iterator[tuple[str | None, str]]:
         if not piece:
             return
         if self._cr:
