@@ -37,7 +37,7 @@ from juno_bind_trio.providers.openai import (
 )
 from juno_bind_trio.providers.openai._sse import SSEDataDecoder
 from juno_bind_trio.providers.openai._stream import StreamPath
-from juno_bind_trio.routing import Candidate, RouteCursor, RoutePlan, RouteStage
+from juno_bind_trio.routing import Candidate, RouteAction, RouteCursor, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
     CloseBeforeResponse,
     Disconnect,
@@ -61,6 +61,7 @@ pytestmark = pytest.mark.anyio
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 CURSOR = RouteCursor(0, 0, 1, 1, "m")
+NEXT = RouteAction.NEXT_CANDIDATE
 
 
 # --- the event-stream decoder -------------------------------------------------------------
@@ -306,6 +307,14 @@ FAULTS: list[tuple[str, list[FakeResponse]]] = [
 @pytest.mark.parametrize("script", [pytest.param(s, id=name) for name, s in FAULTS])
 async def test_every_fault_ends_the_same_on_both_paths(script: list[FakeResponse]) -> None:
     await _both(script)
+
+
+@pytest.mark.parametrize(
+    "name", ["not-an-object", "null-chunk", "choices-not-a-list", "content-not-a-string"]
+)
+async def test_a_chunk_of_the_wrong_shape_moves_to_the_next_candidate(name: str) -> None:
+    outcome = (await _both(dict(FAULTS)[name]))[0]
+    assert (outcome[1], outcome[7]) == (openai.APIResponseValidationError, NEXT)
 
 
 async def test_a_refused_connection_is_the_same_on_both_paths() -> None:
