@@ -100,14 +100,17 @@ async def open_run_with_reader(agent: Agent[None, str]) -> str:
     return run.result.output
 
 
-async def sample(run: Callable[[], Awaitable[str]], concurrency: int) -> float:
+async def sample(
+    run: Callable[[], Awaitable[str]], concurrency: int, *, collect: bool = True
+) -> float:
     """CPU seconds per chunk for *concurrency* runs at once."""
     answers: list[str] = []
 
     async def one() -> None:
         answers.append(await run())
 
-    gc.collect()
+    if collect:
+        gc.collect()
     started = time.process_time()
     async with anyio.create_task_group() as tg:
         for _ in range(concurrency):
@@ -117,13 +120,20 @@ async def sample(run: Callable[[], Awaitable[str]], concurrency: int) -> float:
     return spent / (concurrency * CHUNKS)
 
 
-async def longest_step(run: Callable[[], Awaitable[str]], concurrency: int) -> float:
-    """The longest single task step, in seconds, during a wave (trio only)."""
+async def longest_steps(
+    run: Callable[[], Awaitable[str]], concurrency: int
+) -> list[tuple[float, str]]:
+    """The five longest task steps (seconds, task name) during a wave (trio only).
+
+    The benchmark's own ``gc.collect()`` runs before the instrument is added;
+    a collection the interpreter starts during the wave is counted, in
+    whatever step it lands.
+    """
     import trio
 
     class Steps(trio.abc.Instrument):
         def __init__(self) -> None:
-            self.longest = 0.0
+            self.steps: list[tuple[float, str]] = []
             self._began: float | None = None  # None: a step that began before the instrument
 
         def before_task_step(self, task: trio.lowlevel.Task) -> None:
@@ -131,16 +141,17 @@ async def longest_step(run: Callable[[], Awaitable[str]], concurrency: int) -> f
 
         def after_task_step(self, task: trio.lowlevel.Task) -> None:
             if self._began is not None:
-                self.longest = max(self.longest, time.perf_counter() - self._began)
+                self.steps.append((time.perf_counter() - self._began, task.name))
                 self._began = None
 
+    gc.collect()
     steps = Steps()
     trio.lowlevel.add_instrument(steps)
     try:
-        await sample(run, concurrency)
+        await sample(run, concurrency, collect=False)
     finally:
         trio.lowlevel.remove_instrument(steps)
-    return steps.longest
+    return sorted(steps.steps, reverse=True)[:5]
 
 
 async def idle_memory(open_one: Callable[[anyio.Event], Coroutine[Any, Any, None]]) -> float:
@@ -199,7 +210,11 @@ async def main(backend: str, rounds: int) -> None:
                 for concurrency in CONCURRENCY:
                     for name in order:
                         cpu[(name, concurrency)].append(await sample(variants[name], concurrency))
-            gap = await longest_step(variants["run"], 256) if backend == "trio" else None
+            gaps = (
+                {name: await longest_steps(variants[name], 256) for name in ("raw SDK", "run")}
+                if backend == "trio"
+                else None
+            )
 
     print(f"CPU time per chunk, {CHUNKS}-chunk answers, median of {rounds} interleaved rounds:")
     for concurrency in CONCURRENCY:
@@ -210,8 +225,10 @@ async def main(backend: str, rounds: int) -> None:
             paired = statistics.median(v / r for v, r in zip(values, raw, strict=True))
             cells.append(f"{name} {statistics.median(values) * 1e6:6.1f} us ({paired:4.2f}x)")
         print(f"  C={concurrency:3}: " + "  ".join(cells))
-    if gap is not None:
-        print(f"longest task step during 256 runs at once: {gap * 1e3:.2f} ms")
+    if gaps is not None:
+        for name, longest in gaps.items():
+            shown = ", ".join(f"{seconds * 1e3:.2f} ms ({task})" for seconds, task in longest)
+            print(f"longest task steps during 256 {name} runs at once: {shown}")
 
     with serving(CHUNKS, stall=True) as base_url:
         client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
