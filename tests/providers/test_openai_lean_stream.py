@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -467,3 +468,36 @@ async def test_the_stream_path_is_checked_by_name() -> None:
             )
         assert OpenAIChatAdapter(client).stream_path == "lean"
         assert OpenAIChatAdapter(client, stream_path="sdk").stream_path == "sdk"
+
+
+@pytest.mark.parametrize("path", ["lean", "sdk"])
+async def test_many_chunks_in_one_read_do_not_hold_the_event_loop(path: StreamPath) -> None:
+    # 64 events in one write, so one read: without a checkpoint every few
+    # chunks the whole answer would be read in one task step, and a task
+    # beside it would see either none of the text or all of it.
+    events = "\n\ndata: ".join(
+        json.dumps({"choices": [{"index": 0, "delta": {"content": "x"}}]}) for _ in range(64)
+    )
+    script = [StreamResponse([RawEvent(events), Finish()])]
+    sink = ListSink()
+    stream = TurnTextStream(sink=sink, turn_id="t")
+    stream.begin_attempt()
+    seen: set[int] = set()
+    async with (
+        open_fake_openai_server(script) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def watch() -> None:
+            while True:
+                seen.add(len(sink.events))
+                await anyio.lowlevel.checkpoint()
+
+        tg.start_soon(watch)
+        result = await stream_chat_completion(
+            client, model="m", messages=MESSAGES, text_stream=stream, stream_path=path
+        )
+        tg.cancel_scope.cancel()
+    assert result.content == "x" * 64
+    assert {n for n in seen if 0 < n < 64}, seen
