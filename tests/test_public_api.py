@@ -105,6 +105,7 @@ PINNED_MEMBERS = {
         "turn_id",
         "with_extra_messages",
         "with_messages",
+        "with_tools",
     },
     ("juno_bind_trio.providers.openai", "OpenAIChatModel"): {
         "attempt_function",
