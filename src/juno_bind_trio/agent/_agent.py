@@ -53,6 +53,8 @@ from ._output_modes import (
     output_plan,
 )
 from ._pipe import EventPipe
+from ._prepare import PrepareToolsFn, check_prepare
+from ._processors import HistoryProcessor, check_processors
 from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
 from ._store_session import StoreSpec, check_store
@@ -394,6 +396,22 @@ class Agent(Generic[DepsT, OutputT]):
       its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
+    * *prepare_tools*: ``(ctx, definitions) -> definitions``, sync or async:
+      before each model request, after each tool's own *prepare* (see
+      [tool][juno_bind_trio.agent.tool]), the
+      [ToolDefinition][juno_bind_trio.agent.ToolDefinition]s of the step;
+      what it returns (some of them, changed or not, in any order) is what
+      the model is offered. A call to a tool not offered at its step is
+      answered ``"not_found"``.
+    * *history_processors*: functions of ``(messages)`` or
+      ``(ctx, messages)``, sync or async, applied in order to the messages
+      of every model request; the request is sent what the last returns
+      (``AgentResult.messages`` keeps the whole transcript). Each result is
+      checked: one that parts a tool call from its answer, or drops the last
+      user message, raises [UsageError][juno_bind_trio.UsageError] naming the
+      processor, and nothing is sent. Ready-made:
+      [keep_last_turns][juno_bind_trio.agent.keep_last_turns],
+      [drop_old_tool_results][juno_bind_trio.agent.drop_old_tool_results].
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -434,6 +452,10 @@ class Agent(Generic[DepsT, OutputT]):
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
+        # #33: the tools of each step.
+        prepare_tools: PrepareToolsFn | None = None,
+        # #33: what each request is sent.
+        history_processors: Sequence[HistoryProcessor] | None = None,
     ) -> None:
         owner = "Agent"
         # What override() builds its stand-in agent from.
@@ -491,6 +513,8 @@ class Agent(Generic[DepsT, OutputT]):
             )
         if chain_rule is not None and not isinstance(chain_rule, ChainRule):
             raise TypeError(f"{owner}: chain_rule must be a ChainRule or None, got {chain_rule!r}")
+        check_prepare(owner, "prepare_tools", prepare_tools)
+        processors = check_processors(owner, history_processors)
         _positive(owner, "max_iterations", max_iterations)
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
@@ -558,6 +582,9 @@ class Agent(Generic[DepsT, OutputT]):
             store_owner=store_owner,
             lease_ttl=float(lease_ttl),
             usage_limits=usage_limits,
+            dialect=dialect,
+            prepare_tools=prepare_tools,
+            history_processors=processors,
         )
 
     def __repr__(self) -> str:
