@@ -32,6 +32,8 @@ from juno_bind_trio._errors import (
     ToolFailureKind,
 )
 
+from ._validate import error_kind
+
 __all__ = ["kind_for_error", "tool_error_text", "tool_failure_content", "tool_failure_message"]
 
 
@@ -80,7 +82,7 @@ def tool_failure_message(
     """
     given: object = tool_call_id
     if not isinstance(given, str) or not given:
-        raise TypeError(
+        raise error_kind(given, str)(
             f"tool_failure_message: tool_call_id must be a non-empty string, got {tool_call_id!r}"
         )
     if not isinstance(error, str):

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
 
 import attrs
 
+from juno_bind_trio._validate import error_kind
+
 if TYPE_CHECKING:
     from ._context import RunContext
 
@@ -48,7 +50,7 @@ def _approve_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
 def _deny_reason(value: str) -> str:
     given: object = value
     if not isinstance(given, str) or not given.strip():
-        raise TypeError(f"Deny: reason must be a non-blank string, got {given!r:.80}")
+        raise error_kind(given, str)(f"Deny: reason must be a non-blank string, got {given!r:.80}")
     return value
 
 
@@ -90,14 +92,18 @@ def _check_expiry(value: float | None) -> float | None:
 
 def _check_kind(value: str) -> PendingKind:
     if value not in ("approval", "external"):
-        raise ValueError(f"PendingToolCall: kind must be 'approval' or 'external', got {value!r}")
+        raise error_kind(value, str)(
+            f"PendingToolCall: kind must be 'approval' or 'external', got {value!r}"
+        )
     return value  # type: ignore[return-value]  # checked just above
 
 
 def _text(field: str, value: str) -> str:
     given: object = value
     if not isinstance(given, str) or not given:
-        raise TypeError(f"PendingToolCall: {field} must be a non-empty string, got {given!r}")
+        raise error_kind(given, str)(
+            f"PendingToolCall: {field} must be a non-empty string, got {given!r}"
+        )
     return value
 
 

@@ -38,6 +38,7 @@ import outcome
 import pydantic_core
 
 from juno_bind_trio._errors import ToolFailureError, UsageError
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.loop import ToolCallOutcome
 from juno_bind_trio.plugins import (
     SuspendDirective,
@@ -176,7 +177,7 @@ def read_decisions(
 ) -> dict[str, Decision]:
     """The keywords ``approvals=``, ``results=``, ``errors=`` as one decision per call id."""
     if principal is not None and (not isinstance(principal, str) or not principal):
-        raise TypeError(
+        raise error_kind(principal, str)(
             f"{owner}: principal must be a non-empty str or None, got {principal!r:.80}"
         )
     who = principal
@@ -217,7 +218,7 @@ def read_decisions(
         add(call_id, Decision(kind="result", answer=value, principal=who), "results")
     for call_id, value in (errors or {}).items():  # type: ignore[attr-defined]
         if not isinstance(value, str) or not value:
-            raise TypeError(
+            raise error_kind(value, str)(
                 f"{owner}: errors[{call_id!r}] must be a non-empty str, got {value!r:.80}"
             )
         add(call_id, Decision(kind="error", answer=value, principal=who), "errors")

@@ -53,7 +53,7 @@ from typing import Literal, TypeAlias, TypeVar, final
 import anyio
 import attrs
 
-from juno_bind_trio._validate import real_number, shown
+from juno_bind_trio._validate import error_kind, real_number, shown
 
 __all__ = [
     "ChainLink",
@@ -73,7 +73,7 @@ T = TypeVar("T")
 
 def _id(what: str, value: object) -> str:
     if not isinstance(value, str) or value == "":
-        raise TypeError(f"{what} must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(f"{what} must be a non-empty string, got {value!r}")
     return value
 
 

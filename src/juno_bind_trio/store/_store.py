@@ -50,6 +50,7 @@ import outcome
 import sniffio
 
 from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
 from . import _core, _guarded
@@ -197,7 +198,7 @@ class RunStore(Protocol):
 
 def _text(where: str, value: object) -> str:
     if not isinstance(value, str) or value == "":
-        raise TypeError(f"{where} must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(f"{where} must be a non-empty string, got {value!r}")
     return value
 
 

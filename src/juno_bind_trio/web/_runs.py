@@ -30,6 +30,7 @@ import anyio.abc
 import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
@@ -641,7 +642,9 @@ class LiveRuns:
             raise ValueError(f"LiveRuns.start: prompt must be a non-empty string, got {prompt!r}")
         given_owner: object = owner
         if not isinstance(given_owner, str) or not owner:
-            raise TypeError(f"LiveRuns.start: owner must be a non-empty string, got {owner!r}")
+            raise error_kind(given_owner, str)(
+                f"LiveRuns.start: owner must be a non-empty string, got {owner!r}"
+            )
         tasks = self._tasks
         if tasks is None:
             raise UsageError("LiveRuns.start: enter `async with runs.running():` first")
