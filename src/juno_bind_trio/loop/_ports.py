@@ -151,7 +151,8 @@ def check_max_text_resets(given: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError(
+        wrong_type = isinstance(value, bool) or not isinstance(value, int)
+        raise (TypeError if wrong_type else ValueError)(
             f"ToolLoop: max_text_resets must be None or a non-negative integer, got {value!r}"
         )
     return value
