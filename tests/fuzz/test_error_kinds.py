@@ -61,22 +61,25 @@ def test_what_counts_as_a_value_of_its_annotated_type(
 
 def named(name: str) -> str:
     """A callable that refuses an empty name as the wrong *type*: against the rule."""
-    if not isinstance(name, str) or not name:
+    given: object = name
+    if not isinstance(given, str) or not given:
         raise TypeError(f"named: name must be a non-empty str, got {name!r}")
     return name
 
 
 def counted(count: int, label: str) -> int:
     """A callable that refuses a str count as a wrong *value*: against the rule."""
-    if not isinstance(count, int) or count < 0:
+    given: object = count
+    if not isinstance(given, int) or given < 0:
         raise ValueError(f"counted: count must be a non-negative int, got {count!r}")
     return count
 
 
 def careful(name: str) -> str:
     """The same check as ``named``, by the rule."""
-    if not isinstance(name, str) or not name:
-        raise error_kind(name, str)(f"careful: name must be a non-empty str, got {name!r}")
+    given: object = name
+    if not isinstance(given, str) or not given:
+        raise error_kind(given, str)(f"careful: name must be a non-empty str, got {name!r}")
     return name
 
 
