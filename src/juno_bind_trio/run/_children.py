@@ -156,8 +156,9 @@ class ChainRef:
 def root_chain(run_id: str, *, agent: str | None = None) -> ChainRef:
     """The lineage of a run that nothing started: depth 0.
 
-    :raises TypeError: *run_id* is not a non-empty string, or *agent* is neither that
+    :raises TypeError: *run_id* is not a string, or *agent* is neither a string
         nor ``None``.
+    :raises ValueError: *run_id* or *agent* is empty.
     """
     return ChainRef(
         (ChainLink(_id("root_chain: run_id", run_id), _agent("root_chain: agent", agent)),)

@@ -153,8 +153,9 @@ def tool_call_receipt_key(run_id: str, call: object) -> ToolCallReceiptKey:
     (whose digest is then computed once for every reader) or either shape
     [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] names.
 
-    :raises TypeError: *run_id* is not a non-empty string, or *call* is not a
+    :raises TypeError: *run_id* is not a string, or *call* is not a
         function tool call with an id and a tool name.
+    :raises ValueError: *run_id* is empty.
     """
     given: object = run_id
     if not isinstance(given, str) or not given:
