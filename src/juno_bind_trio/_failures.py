@@ -78,7 +78,8 @@ def tool_failure_message(
     """The ``tool`` message answering a failed call: ``role``, ``tool_call_id``, ``content``.
 
     :raises TypeError: *tool_call_id* is not a string, or *error* not a string.
-    :raises ValueError: *tool_call_id* is empty, or *kind* is not a [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
+    :raises ValueError: *tool_call_id* is empty, or *kind* is not a
+        [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
     """
     given: object = tool_call_id
     if not isinstance(given, str) or not given:
