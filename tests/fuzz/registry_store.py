@@ -24,9 +24,11 @@ from juno_bind_trio import (
     StoreError,
 )
 from juno_bind_trio.store import (
+    CallDecision,
     DurableRun,
     Lease,
     OpenTurnAnswer,
+    PendingCallRecord,
     PostgresRunStore,
     ReceiptRecord,
     RunRecord,
@@ -72,6 +74,8 @@ ENTRIES = [
     Entry(RunRecord, args=auto(RunRecord, junk=False)),
     Entry(StoredRun, args=auto(StoredRun, junk=False)),
     Entry(OpenTurnAnswer, args=auto(OpenTurnAnswer, junk=False)),
+    Entry(CallDecision),
+    Entry(PendingCallRecord, args=auto(PendingCallRecord, junk=False)),
     Entry(DurableRun),
     Entry(default_owner),
     Entry(open_durable_run),

@@ -483,6 +483,7 @@ class _RunCore(Generic[OutputT]):
             lease_ttl=settings.lease_ttl,
             resumability=resumability,
             uses_idempotency_key=uses_key,
+            gate=self.gate,
         )
 
     async def _run_on(self, session: RunSession) -> LoopResult:

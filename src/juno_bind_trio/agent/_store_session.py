@@ -25,6 +25,8 @@ from juno_bind_trio.store import (
     open_durable_run,
 )
 
+from ._approvals import ApprovalGate
+
 if TYPE_CHECKING:
     from juno_bind_trio.loop import LoopEndReason, LoopState
     from juno_bind_trio.run import ChainRef, EffectResumability, StopSignal, ToolCallLike
@@ -67,15 +69,18 @@ class StoreSession:
     lease is lost.
     """
 
-    __slots__ = ("_resumed", "_run")
+    __slots__ = ("_gate", "_resumed", "_run")
 
-    def __init__(self, run: DurableRun, *, resumed: bool) -> None:
+    def __init__(self, run: DurableRun, *, resumed: bool, gate: ApprovalGate | None = None) -> None:
         if not isinstance(run, DurableRun):
             raise TypeError(f"StoreSession: run must be a DurableRun, got {run!r:.80}")
         if not isinstance(resumed, bool):
             raise TypeError(f"StoreSession: resumed must be a bool, got {resumed!r:.80}")
+        if gate is not None and not isinstance(gate, ApprovalGate):
+            raise TypeError(f"StoreSession: gate must be an ApprovalGate, got {gate!r:.80}")
         self._run = run
         self._resumed = resumed
+        self._gate = gate
 
     def __repr__(self) -> str:
         return f"<StoreSession {self._run!r}>"
@@ -95,17 +100,28 @@ class StoreSession:
         lease_ttl: float,
         resumability: Callable[[str], EffectResumability] | None = None,
         uses_idempotency_key: Callable[[str], bool] | None = None,
+        gate: ApprovalGate | None = None,
     ) -> AsyncIterator[StoreSession]:
         """Open *store* (a path: a SQLite file, closed again after), create the run in it
         unless *resume*, claim it as *owner*, and yield its session.
+
+        *gate*: the run's approval gate. Its clock becomes the store's (a
+        deadline is in it). On a resume, the decisions it was given are
+        written to the store first, before the claim (so they hold even if
+        this worker never gets the run, or dies in it), and the decisions
+        stored for the run's waiting calls are read into it with the run.
 
         Leaving the block normally after the lease was lost raises
         [LeaseLostError][juno_bind_trio.LeaseLostError]: what the run did after
         that was not saved, so it must not look finished.
         """
         async with _opened(store) as opened:
+            if gate is not None:
+                gate.set_clock(opened.now)
             if not resume:
                 await opened.create_run(run_id, messages=list(messages), chain=chain, agent=agent)
+            elif gate is not None and gate.decisions:
+                await _decide(opened, run_id, gate)
             async with open_durable_run(
                 opened,
                 run_id,
@@ -114,7 +130,13 @@ class StoreSession:
                 resumability=resumability,
                 uses_idempotency_key=uses_idempotency_key,
             ) as run:
-                yield cls(run, resumed=resume)
+                if gate is not None and run.open_turn is not None:
+                    loaded = run.waiting_calls
+                    gate.adopt(
+                        [r.call for r in loaded],
+                        {r.call.id: r.decision for r in loaded if r.decision is not None},
+                    )
+                yield cls(run, resumed=resume, gate=gate)
             _check_kept(run.lost, run_id, owner)
 
     @property
@@ -160,9 +182,18 @@ class StoreSession:
                 stats=RunStats(),
                 content=last if isinstance(last, str) else None,
             )
+        gate = self._gate
         await run.finish_open_turn(
-            run_tool_call, per_tool_limit=per_tool_limit, runs_serially=runs_serially
+            run_tool_call,
+            per_tool_limit=per_tool_limit,
+            runs_serially=runs_serially,
+            screen=gate.check if gate is not None and gate.active else None,
         )
+        if run.held:  # a call of the turn still waits: suspended again, the turn open
+            await self.finish("suspended")
+            return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
+        if gate is not None:
+            gate.forget_turn()
         return None
 
     @property
@@ -189,8 +220,29 @@ class StoreSession:
         return self._run.wrap_tool_call(run_tool_call)
 
     async def finish(self, reason: LoopEndReason) -> None:
-        """Records the run's status and gives the lease up."""
-        await self._run.finish(reason)
+        """Records the run's status and gives the lease up; a run suspended on calls
+        waiting for a decision keeps its turn open and the store holds the calls."""
+        gate = self._gate
+        held = tuple(gate.held) if gate is not None and reason == "suspended" else ()
+        await self._run.finish(reason, pending=held)
+
+
+async def _decide(store: RunStore, run_id: str, gate: ApprovalGate) -> None:
+    """Write the resume's decisions before the claim: from then on they hold.
+
+    Corrected arguments are validated against the tool first, which needs the
+    call's tool: only then are the waiting calls read. The store checks every
+    id again under its lock and writes all or nothing.
+    """
+    if any(d.arguments is not None for d in gate.decisions.values()):
+        waiting = {c.id: c for c in await store.pending_calls(run_id)}
+        corrected = {i: d for i, d in gate.decisions.items() if d.arguments is not None}
+        # Only the corrected ones: the store refuses the rest with its own words.
+        check = ApprovalGate(corrected)
+        check.tools = gate.tools
+        check.check_decisions("Agent.resume", waiting)
+        gate.decisions.update(check.decisions)
+    await store.decide_calls(run_id, gate.decisions)
 
 
 def _check_kept(lost: bool, run_id: str, owner: str) -> None:

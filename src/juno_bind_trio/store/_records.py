@@ -6,6 +6,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 
+from juno_bind_trio._pending import CallDecision, PendingToolCall
 from juno_bind_trio.run import ChainRef, EffectResumability, ReceiptState
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
     "Lease",
+    "PendingCallRecord",
     "ReceiptRecord",
     "RunRecord",
     "RunStatus",
@@ -138,16 +140,44 @@ class ReceiptRecord:
 
 @final
 @attrs.frozen(kw_only=True)
+class PendingCallRecord:
+    """One call a suspended run waited (or waits) on, and what was decided for it.
+
+    ``call``: the call as the run held it (its id, tool, validated arguments,
+    kind and deadline). ``iteration``: the run's turn it belongs to.
+    ``created_at``: when the run suspended on it. ``decision``: who decided
+    what and when ([CallDecision][juno_bind_trio.store.CallDecision]), or
+    ``None`` while it waits; a call whose deadline passed undecided reads as
+    a decision of kind ``"expired"`` at its deadline, by nobody.
+    """
+
+    run_id: str
+    iteration: int
+    call: PendingToolCall
+    created_at: float
+    decision: CallDecision | None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the call still waits for a decision."""
+        return self.decision is None
+
+
+@final
+@attrs.frozen(kw_only=True)
 class StoredRun:
     """A run as [RunStore.load][juno_bind_trio.store.RunStore.load] reads it.
 
     ``messages``: the transcript as of the last saved iteration.
     ``pending_turn``: the assistant message of the iteration after it, if
     its tool calls were recorded before the run stopped (else ``None``), and
-    ``receipts`` those calls' receipts, in call order.
+    ``receipts`` those calls' receipts, in call order. ``calls``: the calls of
+    that turn that waited for a decision (a suspended run's), in call order,
+    each with its decision so far.
     """
 
     record: RunRecord
     messages: list[dict[str, Any]]
     pending_turn: dict[str, Any] | None
     receipts: tuple[ReceiptRecord, ...]
+    calls: tuple[PendingCallRecord, ...] = ()

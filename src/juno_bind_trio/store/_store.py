@@ -50,11 +50,20 @@ import outcome
 import sniffio
 
 from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
+from juno_bind_trio._pending import CallDecision, PendingToolCall
 from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
-from . import _core, _guarded
-from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, RunStatus, StoredRun
+from . import _core, _guarded, _waiting
+from ._records import (
+    RUN_STATUSES,
+    Lease,
+    PendingCallRecord,
+    ReceiptRecord,
+    RunRecord,
+    RunStatus,
+    StoredRun,
+)
 
 __all__ = ["RunStore"]
 
@@ -193,6 +202,43 @@ class RunStore(Protocol):
         self, lease: Lease, messages: Sequence[Mapping[str, Any]], *, iteration: int
     ) -> None:
         """Replace the run's transcript, atomically, as of the end of *iteration*."""
+        ...
+
+    # --- calls waiting for a decision (a person's approval, a host's result) ---
+
+    async def suspend_run(
+        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
+    ) -> None:
+        """Release the run ``"suspended"`` on *calls* of its open turn *iteration*, which
+        stays open (its receipts kept), in one transaction; a call already held keeps
+        its row and any decision it has."""
+        ...
+
+    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
+        """The calls the suspended run waits on now (undecided, their deadline not
+        passed), in call order; ``[]`` for a run that waits on nothing."""
+        ...
+
+    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
+        """Suspended runs with at least one call waiting for a decision, oldest first."""
+        ...
+
+    async def decide_calls(
+        self, run_id: str, decisions: Mapping[str, CallDecision]
+    ) -> list[PendingCallRecord]:
+        """Record *decisions* by call id, stamped with the store's time: all or nothing.
+
+        A decision holds from then on, whichever worker resumes the run. An id
+        that waits for nothing (unknown, already decided, past its deadline), a
+        decision of the wrong sort (``"approved"``/``"denied"`` for an approval,
+        ``"result"``/``"error"`` for an external call), or a run cancelled while
+        it waited raises [UsageError][juno_bind_trio.UsageError] naming it, and
+        nothing is written."""
+        ...
+
+    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
+        """Every call the run waited on, with who decided what and when (the audit),
+        by iteration and call order."""
         ...
 
 
@@ -443,7 +489,7 @@ class ThreadedRunStore:
 
     async def load(self, run_id: str) -> StoredRun:
         _text(f"{type(self).__name__}.load: run_id", run_id)
-        return await self._run(_core.load, run_id, write=False)
+        return await self._run(_waiting.load, self._clock(), run_id, write=False)
 
     async def receipts(self, run_id: str) -> list[ReceiptRecord]:
         _text(f"{type(self).__name__}.receipts: run_id", run_id)
@@ -636,3 +682,65 @@ class ThreadedRunStore:
                 iteration=iteration,
             )
         )
+
+    # --- calls waiting for a decision ---
+
+    async def suspend_run(
+        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
+    ) -> None:
+        where = f"{type(self).__name__}.suspend_run"
+        _lease(where, lease)
+        _iteration(f"{where}: iteration", iteration)
+        given: object = calls
+        held: list[object] = list(given) if isinstance(given, list | tuple) else []
+        if not isinstance(given, list | tuple) or not all(
+            isinstance(c, PendingToolCall) for c in held
+        ):
+            raise TypeError(f"{where}: calls must be a list of PendingToolCall, got {calls!r:.80}")
+        await self._run(
+            _waiting.suspend,
+            self._dialect,
+            self._clock(),
+            lease,
+            iteration=iteration,
+            calls=list(calls),
+            write=True,
+        )
+
+    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
+        _text(f"{type(self).__name__}.pending_calls: run_id", run_id)
+        return await self._run(_waiting.waiting_calls, self._clock(), run_id, write=False)
+
+    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
+        where = f"{type(self).__name__}.list_waiting"
+        if _iteration(f"{where}: limit", limit) < 1:
+            raise ValueError(f"{where}: limit must be a positive integer, got {limit!r}")
+        return await self._run(_waiting.list_waiting, self._clock(), limit=limit, write=False)
+
+    async def decide_calls(
+        self, run_id: str, decisions: Mapping[str, CallDecision]
+    ) -> list[PendingCallRecord]:
+        where = f"{type(self).__name__}.decide_calls"
+        _text(f"{where}: run_id", run_id)
+        given: object = decisions
+        if not isinstance(given, Mapping) or not given:
+            raise TypeError(
+                f"{where}: decisions must be a non-empty dict of CallDecision by call id, "
+                f"got {decisions!r:.80}"
+            )
+        for call_id, each in decisions.items():
+            _text(f"{where}: a call id", call_id)
+            decision: object = each
+            if not isinstance(decision, CallDecision) or decision.kind == "expired":
+                raise TypeError(
+                    f"{where}: decisions[{call_id!r}] must be a CallDecision of kind "
+                    f"'approved', 'denied', 'result' or 'error', got {decision!r:.80}"
+                )
+            _core.dumps(f"{where}: decisions[{call_id!r}].answer", decision.answer)
+        return await self._run(
+            _waiting.decide, self._dialect, self._clock(), run_id, dict(decisions), write=True
+        )
+
+    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
+        _text(f"{type(self).__name__}.call_decisions: run_id", run_id)
+        return await self._run(_waiting.call_records, self._clock(), run_id, write=False)

@@ -31,9 +31,12 @@ from typing import Any, Final, Literal, Self, TypeAlias, TypeVar, final
 import attrs
 
 from juno_bind_trio._errors import SimulatedCrash
+from juno_bind_trio._pending import PendingToolCall
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey
 from juno_bind_trio.store import (
+    CallDecision,
     Lease,
+    PendingCallRecord,
     ReceiptRecord,
     RunRecord,
     RunStatus,
@@ -230,6 +233,25 @@ class CrashingStore:
         if self._reached("before_save"):
             raise self._crash()
         await self._store.save_transcript(lease, messages, iteration=iteration)
+
+    async def suspend_run(
+        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
+    ) -> None:
+        await self._pass(lambda: self._store.suspend_run(lease, iteration=iteration, calls=calls))
+
+    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
+        return await self._pass(lambda: self._store.pending_calls(run_id))
+
+    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
+        return await self._pass(lambda: self._store.list_waiting(limit=limit))
+
+    async def decide_calls(
+        self, run_id: str, decisions: Mapping[str, CallDecision]
+    ) -> list[PendingCallRecord]:
+        return await self._pass(lambda: self._store.decide_calls(run_id, decisions))
+
+    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
+        return await self._pass(lambda: self._store.call_decisions(run_id))
 
 
 def _only_crashes(exc: BaseException) -> bool:
