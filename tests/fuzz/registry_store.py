@@ -14,6 +14,7 @@ from typing import Any
 from fuzz_support import Call, Entry, auto
 
 from juno_bind_trio import (
+    ConversationBusy,
     LeaseLostError,
     RunExistsError,
     RunLeasedError,
@@ -25,6 +26,7 @@ from juno_bind_trio import (
 )
 from juno_bind_trio.store import (
     CallDecision,
+    ConversationRecord,
     DurableRun,
     Lease,
     OpenTurnAnswer,
@@ -59,6 +61,7 @@ def _key_is_hex(arguments: Call, key: Any) -> None:
 
 
 ENTRIES = [
+    _exception(ConversationBusy),
     _exception(LeaseLostError),
     _exception(RunExistsError),
     _exception(RunLeasedError),
@@ -72,6 +75,7 @@ ENTRIES = [
     Entry(Lease, args=auto(Lease, junk=False)),
     Entry(ReceiptRecord, args=auto(ReceiptRecord, junk=False)),
     Entry(RunRecord, args=auto(RunRecord, junk=False)),
+    Entry(ConversationRecord, args=auto(ConversationRecord, junk=False)),
     Entry(StoredRun, args=auto(StoredRun, junk=False)),
     Entry(OpenTurnAnswer, args=auto(OpenTurnAnswer, junk=False)),
     Entry(CallDecision),

@@ -7,6 +7,8 @@ is a new Agent on the same store: nothing carries over in memory.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +22,8 @@ from juno_bind_trio.store import (
     CallDecision,
     RunLeasedError,
     RunStore,
+    SqliteRunStore,
+    open_durable_run,
 )
 from juno_bind_trio.testing import CrashingStore, run_until_crash
 
@@ -300,3 +304,99 @@ async def test_a_decision_for_a_run_cancelled_meanwhile_is_refused(store: RunSto
     with pytest.raises(UsageError, match="cancelled"):
         await shop.agent(store, "w3").resume("r1", results={"c3": "tue"})
     assert await snapshot(store, "r1") == before
+
+
+async def test_a_resume_with_decisions_costs_one_write_more_than_a_plain_resume(
+    tmp_path: Path,
+) -> None:
+    # benchmarks/bench_approvals.py prints the same counts; here they are pinned.
+    async with SqliteRunStore(tmp_path / "runs.db") as store:
+        counts: list[tuple[bool, int]] = []  # (write, statements) per transaction
+        inner = store._raw_transaction
+
+        def counted(fn: Callable[[Any], Any], *, write: bool) -> Any:
+            statements = [0]
+
+            def each(ex: Any) -> Any:
+                def one(sql: str, params: Any) -> Any:
+                    statements[0] += 1
+                    return ex(sql, params)
+
+                return fn(one)
+
+            try:
+                return inner(each, write=write)
+            finally:
+                counts.append((write, statements[0]))
+
+        store._raw_transaction = counted  # type: ignore[method-assign]
+
+        async def cost(run_id: str, **decisions: Any) -> tuple[int, int, int]:
+            counts.clear()
+            done = await Shop().agent(store, "w2").resume(run_id, **decisions)
+            assert done.reason == "completed"
+            reads = sum(1 for w, _ in counts if not w)
+            return reads, len(counts) - reads, sum(n for _, n in counts)
+
+        for run_id in ("plain", "decided", "corrected"):
+            await suspended(Shop(), store, run_id)
+        await store.decide_calls(
+            "plain",
+            {"c1": CallDecision(kind="approved"), "c3": CallDecision(kind="result", answer=1)},
+        )
+        plain = await cost("plain")
+        decided = await cost("decided", approvals={"c1": True}, results={"c3": 1})
+        corrected = await cost(
+            "corrected", approvals={"c1": Approve({"amount": 1})}, results={"c3": 1}
+        )
+    assert plain == (1, 6, 17)
+    assert (decided[0] - plain[0], decided[1] - plain[1]) == (0, 1)
+    assert (corrected[0] - plain[0], corrected[1] - plain[1]) == (1, 1)
+
+
+async def test_a_durable_run_without_the_gate_refuses_to_run_calls_that_wait(
+    store: RunStore,
+) -> None:
+    shop = Shop()
+    await suspended(shop, store)
+
+    async def never(call: object) -> Any:
+        raise AssertionError("nothing runs")
+
+    async with open_durable_run(store, "r1", owner="raw") as run:
+        assert [r.call.id for r in run.waiting_calls] == ["c1", "c3"]
+        with pytest.raises(UsageError, match=r"'c1', 'c3'.*Agent.resume"):
+            await run.finish_open_turn(never)
+        await run.finish("suspended", pending=[r.call for r in run.waiting_calls])
+    assert [p.id for p in await store.pending_calls("r1")] == ["c1", "c3"]
+    assert shop.effects == [("lookup", "17")]
+
+
+async def test_a_later_call_reusing_an_id_waits_again_on_a_resumed_run(store: RunStore) -> None:
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    async def refund(amount: int) -> str:
+        """Refund."""
+        ran.append(amount)
+        return "ok"
+
+    async def reusing(turn: ModelTurn) -> ModelTurnResult:
+        asked = sum(1 for m in turn.messages if m.get("role") == "assistant")
+        if asked < 2:
+            return ModelTurnResult(tool_calls=(call("c1", "refund", amount=5 + 1000 * asked),))
+        return ModelTurnResult(content="done")
+
+    def agent() -> Agent[None, str]:
+        return Agent(reusing, tools=[refund], store=store, store_owner="w1")
+
+    assert (await agent().run("go", run_id="r1")).reason == "suspended"
+    second = await agent().resume("r1", approvals={"c1": True})
+    assert second.reason == "suspended"
+    assert ran == [5]
+    assert [(p.id, p.arguments) for p in second.pending] == [("c1", {"amount": 1005})]
+    assert (await store.get_run("r1")).pending_iteration == 2
+    done = await agent().resume("r1", approvals={"c1": Deny("no")})
+    assert done.reason == "completed"
+    assert ran == [5]
+    check_history(done.messages)

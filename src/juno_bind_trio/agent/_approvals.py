@@ -177,7 +177,9 @@ def read_decisions(
 
     def add(call_id: object, decision: Decision, keyword: str) -> None:
         if not isinstance(call_id, str) or not call_id:
-            raise TypeError(f"{owner}: {keyword} keys must be tool call ids, got {call_id!r:.80}")
+            raise error_kind(call_id, str)(
+                f"{owner}: {keyword} keys must be tool call ids, got {call_id!r:.80}"
+            )
         if call_id in decided:
             raise UsageError(f"{owner}: call {call_id!r} is decided twice ({keyword} and another)")
         decided[call_id] = decision
@@ -566,10 +568,14 @@ def check_continuation(
     waiting = trailing_waiting(history)
     gate.check_decisions("Agent.run", waiting)
     gate.adopt(tuple(waiting.values()), {})
-    if not prompted and not waiting:
+    # A history whose last turn's calls are answered (by a frontend that ran them, say)
+    # needs no prompt either: the model is asked for what comes after the answers.
+    answered = bool(history) and history[-1].get("role") == "tool"
+    if not prompted and not waiting and not answered:
         raise UsageError(
             "Agent.run: a prompt is needed, unless message_history ends with calls waiting "
-            "for a decision (AgentResult.pending) that this run continues"
+            "for a decision (AgentResult.pending) that this run continues, or with the "
+            "answers to its last turn's calls"
         )
     undecided = [i for i in waiting if i not in gate.decisions]
     if prompted and undecided:
@@ -611,5 +617,6 @@ def bind_gate(core: Any) -> None:
         )
 
     core.gate.bind(core.tools, context_for)
-    if core.settings.store is None or not core.resuming:
+    # A run on a conversation is checked once its history is read (_run.with_history).
+    if (core.settings.store is None or not core.resuming) and core.conversation is None:
         check_continuation(core.gate, core.state.messages[: core.new_start], prompted=core.prompted)

@@ -339,7 +339,7 @@ def _check_adapters(given: object) -> dict[str, ProviderAdapter]:
     adapters: dict[str, ProviderAdapter] = {}
     for provider, adapter in given.items():
         if not isinstance(provider, str) or not provider:
-            raise TypeError(
+            raise error_kind(provider, str)(
                 f"RoutedModel: adapters' keys must be provider names, got {shown(provider)}"
             )
         if not isinstance(adapter, ProviderAdapter):

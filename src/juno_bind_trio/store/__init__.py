@@ -11,6 +11,7 @@ one file and no server; [PostgresRunStore][juno_bind_trio.store.PostgresRunStore
 spreads runs over many workers.
 """
 
+from juno_bind_trio._errors import ConversationBusy as ConversationBusy
 from juno_bind_trio._errors import LeaseLostError as LeaseLostError
 from juno_bind_trio._errors import RunExistsError as RunExistsError
 from juno_bind_trio._errors import RunLeasedError as RunLeasedError
@@ -33,6 +34,7 @@ from ._postgres import PostgresRunStore as PostgresRunStore
 from ._records import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
 from ._records import RESUMABLE_STATUSES as RESUMABLE_STATUSES
 from ._records import RUN_STATUSES as RUN_STATUSES
+from ._records import ConversationRecord as ConversationRecord
 from ._records import Lease as Lease
 from ._records import PendingCallRecord as PendingCallRecord
 from ._records import ReceiptRecord as ReceiptRecord
@@ -52,6 +54,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "WORKER_STOPPED_TOOL_CALL_MESSAGE",
     "CallDecision",
+    "ConversationBusy",
+    "ConversationRecord",
     "DecisionKind",
     "DurableRun",
     "Lease",

@@ -146,6 +146,16 @@ class DurableRun:
         return self._loaded.record.chain
 
     @property
+    def conversation_id(self) -> str | None:
+        """The conversation the run answers in (``Agent.run(conversation=...)``), or ``None``."""
+        return self._loaded.record.conversation_id
+
+    @property
+    def status_before(self) -> RunStatus:
+        """The run's status as stored when it was claimed (before this hold)."""
+        return self._loaded.record.status
+
+    @property
     def lost(self) -> bool:
         """Whether the lease was lost: the run stopped softly and writes nothing more."""
         return self._lost
@@ -478,7 +488,9 @@ class DurableRun:
         with a suspend directive: the call still waits for a decision), the turn
         stays open and nothing is saved: the calls that ran have their receipts,
         and the run is to be finished ``"suspended"`` (``held`` says so); the
-        transcript in memory shows the turn with its answers so far.
+        transcript in memory shows the turn with its answers so far. A turn
+        with such calls and no *screen* is refused (``UsageError``): nothing
+        else knows which of them may run.
         """
         if isinstance(per_tool_limit, bool) or not isinstance(per_tool_limit, int):
             raise TypeError(
@@ -503,6 +515,14 @@ class DurableRun:
         turn = self._loaded.pending_turn
         if turn is None:
             return ()
+        if screen is None and self._loaded.calls:
+            # Without the gate, a call that waits for a person would simply run.
+            raise UsageError(
+                f"DurableRun.finish_open_turn: run {self.run_id!r}'s open turn has calls "
+                f"that waited for a decision ({[r.call.id for r in self._loaded.calls]}); "
+                "continue it with Agent.resume, whose approval gate answers them, or pass "
+                "screen="
+            )
         iteration = self._loaded.record.pending_iteration
         assert iteration is not None
 
@@ -561,9 +581,16 @@ class DurableRun:
             return
         try:
             if pending:
-                await self._store.suspend_run(
-                    self._lease, iteration=self._iteration, calls=list(pending)
+                # The turn that waits: the loaded one while it is still open (a resume
+                # that held a call again), else the one this loop recorded last.
+                loaded = self._loaded
+                open_turn = loaded.record.pending_iteration
+                iteration = (
+                    open_turn
+                    if loaded.pending_turn is not None and open_turn is not None
+                    else self._iteration
                 )
+                await self._store.suspend_run(self._lease, iteration=iteration, calls=list(pending))
                 return
             if status == "suspended":
                 await self.save_session()

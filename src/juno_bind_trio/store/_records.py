@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
+    "ConversationRecord",
     "Lease",
     "PendingCallRecord",
     "ReceiptRecord",
@@ -98,6 +99,9 @@ class RunRecord:
     (``"failed: KeyError was raised while it ran"``), the column a worker
     could not read, a run handed back when its worker was stopped, or a lease
     taken over from a worker that stopped without giving it back.
+
+    ``conversation_id``: the conversation the run belongs to
+    (``Agent.run(conversation=...)``), or ``None``.
     """
 
     run_id: str
@@ -114,6 +118,7 @@ class RunRecord:
     created_at: float
     updated_at: float
     detail: str | None = None
+    conversation_id: str | None = None
 
 
 @final
@@ -181,3 +186,24 @@ class StoredRun:
     pending_turn: dict[str, Any] | None
     receipts: tuple[ReceiptRecord, ...]
     calls: tuple[PendingCallRecord, ...] = ()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ConversationRecord:
+    """One stored conversation, without its messages
+    ([RunStore.list_conversations][juno_bind_trio.store.RunStore.list_conversations]).
+
+    ``turns``: how many runs have answered in it. ``last_run_id``: the run
+    whose transcript the conversation's messages are (``None`` before the
+    first answer). ``active_run_id``: the run holding it now, or ``None``:
+    a run that crashed holding it keeps the name until its lease runs out
+    and the next run takes the conversation.
+    """
+
+    conversation_id: str
+    turns: int
+    last_run_id: str | None
+    active_run_id: str | None
+    created_at: float
+    updated_at: float

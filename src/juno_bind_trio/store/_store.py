@@ -54,9 +54,10 @@ from juno_bind_trio._pending import CallDecision, PendingToolCall
 from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
-from . import _core, _guarded, _waiting
+from . import _conversations, _core, _guarded, _waiting
 from ._records import (
     RUN_STATUSES,
+    ConversationRecord,
     Lease,
     PendingCallRecord,
     ReceiptRecord,
@@ -99,8 +100,14 @@ class RunStore(Protocol):
         messages: Sequence[Mapping[str, Any]],
         chain: ChainRef | None = None,
         agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
-        """Store a new run, ``"pending"``, with its first transcript and its lineage."""
+        """Store a new run, ``"pending"``, with its first transcript and its lineage.
+
+        *conversation_id*: the conversation the run answers in, whose hold the
+        run took with [claim_conversation][juno_bind_trio.store.RunStore.claim_conversation]
+        (refused with [ConversationBusy][juno_bind_trio.ConversationBusy] if it
+        did not)."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -239,6 +246,44 @@ class RunStore(Protocol):
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
         """Every call the run waited on, with who decided what and when (the audit),
         by iteration and call order."""
+        ...
+
+    # --- conversations (Agent.run(conversation=...)) ---
+
+    async def claim_conversation(
+        self, conversation_id: str, *, run_id: str, ttl: float
+    ) -> list[dict[str, Any]]:
+        """Hold the conversation (created if new) for *run_id* and return its transcript.
+
+        The hold lasts *ttl* seconds, then as long as the run's own lease. Refused
+        with [ConversationBusy][juno_bind_trio.ConversationBusy] while another run
+        holds it, or, for a stored run of it being resumed, when the conversation
+        has moved on since that run began."""
+        ...
+
+    async def append_conversation(
+        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Make *messages* (the run's whole transcript) the conversation's, and give the
+        hold up: one transaction, under the run's *lease*."""
+        ...
+
+    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
+        """Give *run_id*'s hold on the conversation up, the conversation unchanged."""
+        ...
+
+    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
+        """The stored conversations, oldest first."""
+        ...
+
+    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's transcript so far (``[]`` for one never answered, or unknown)."""
+        ...
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Delete the conversation and every run of it (receipts included); ``False`` when
+        there was none. Refused with [ConversationBusy][juno_bind_trio.ConversationBusy]
+        while a run holds it."""
         ...
 
 
@@ -441,11 +486,14 @@ class ThreadedRunStore:
         messages: Sequence[Mapping[str, Any]],
         chain: ChainRef | None = None,
         agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
         where = f"{type(self).__name__}.create_run"
         _text(f"{where}: run_id", run_id)
         if agent is not None:
             _text(f"{where}: agent", agent)
+        if conversation_id is not None:
+            _text(f"{where}: conversation_id", conversation_id)
         if chain is None:
             chain = root_chain(run_id, agent=agent)
         elif not isinstance(chain, ChainRef):
@@ -462,6 +510,7 @@ class ThreadedRunStore:
             messages=text,
             chain=chain,
             agent=agent,
+            conversation_id=conversation_id,
             write=True,
         )
 
@@ -724,7 +773,7 @@ class ThreadedRunStore:
         _text(f"{where}: run_id", run_id)
         given: object = decisions
         if not isinstance(given, Mapping) or not given:
-            raise TypeError(
+            raise error_kind(given, Mapping)(
                 f"{where}: decisions must be a non-empty dict of CallDecision by call id, "
                 f"got {decisions!r:.80}"
             )
@@ -744,3 +793,69 @@ class ThreadedRunStore:
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
         _text(f"{type(self).__name__}.call_decisions: run_id", run_id)
         return await self._run(_waiting.call_records, self._clock(), run_id, write=False)
+
+    # --- conversations ---
+
+    async def claim_conversation(
+        self, conversation_id: str, *, run_id: str, ttl: float
+    ) -> list[dict[str, Any]]:
+        where = f"{type(self).__name__}.claim_conversation"
+        _text(f"{where}: conversation_id", conversation_id)
+        _text(f"{where}: run_id", run_id)
+        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        return await self._run(
+            _conversations.claim,
+            self._dialect,
+            self._clock(),
+            conversation_id=conversation_id,
+            run_id=run_id,
+            ttl=seconds,
+            write=True,
+        )
+
+    async def append_conversation(
+        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        where = f"{type(self).__name__}.append_conversation"
+        _lease(where, lease)
+        _text(f"{where}: conversation_id", conversation_id)
+        text = _core.dumps(
+            f"{where}: messages", _core.check_messages(where, _list(where, messages))
+        )
+        await self._run(
+            _conversations.append,
+            self._dialect,
+            self._clock(),
+            lease,
+            conversation_id=conversation_id,
+            messages=text,
+            write=True,
+        )
+
+    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
+        where = f"{type(self).__name__}.release_conversation"
+        _text(f"{where}: conversation_id", conversation_id)
+        _text(f"{where}: run_id", run_id)
+        await self._run(
+            _conversations.release,
+            self._clock(),
+            conversation_id=conversation_id,
+            run_id=run_id,
+            write=True,
+        )
+
+    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
+        where = f"{type(self).__name__}.list_conversations"
+        if _iteration(f"{where}: limit", limit) < 1:
+            raise ValueError(f"{where}: limit must be a positive integer, got {limit!r}")
+        return await self._run(_conversations.list_conversations, limit=limit, write=False)
+
+    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        _text(f"{type(self).__name__}.conversation_messages: conversation_id", conversation_id)
+        return await self._run(_conversations.messages, conversation_id, write=False)
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        _text(f"{type(self).__name__}.delete_conversation: conversation_id", conversation_id)
+        return await self._run(
+            _conversations.delete, self._dialect, self._clock(), conversation_id, write=True
+        )

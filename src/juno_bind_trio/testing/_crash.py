@@ -35,6 +35,7 @@ from juno_bind_trio._pending import PendingToolCall
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey
 from juno_bind_trio.store import (
     CallDecision,
+    ConversationRecord,
     Lease,
     PendingCallRecord,
     ReceiptRecord,
@@ -143,9 +144,16 @@ class CrashingStore:
         messages: Sequence[Mapping[str, Any]],
         chain: ChainRef | None = None,
         agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
         return await self._pass(
-            lambda: self._store.create_run(run_id, messages=messages, chain=chain, agent=agent)
+            lambda: self._store.create_run(
+                run_id,
+                messages=messages,
+                chain=chain,
+                agent=agent,
+                conversation_id=conversation_id,
+            )
         )
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -252,6 +260,34 @@ class CrashingStore:
 
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
         return await self._pass(lambda: self._store.call_decisions(run_id))
+
+    async def claim_conversation(
+        self, conversation_id: str, *, run_id: str, ttl: float
+    ) -> list[dict[str, Any]]:
+        return await self._pass(
+            lambda: self._store.claim_conversation(conversation_id, run_id=run_id, ttl=ttl)
+        )
+
+    async def append_conversation(
+        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        await self._pass(
+            lambda: self._store.append_conversation(
+                lease, conversation_id=conversation_id, messages=messages
+            )
+        )
+
+    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
+        await self._pass(lambda: self._store.release_conversation(conversation_id, run_id=run_id))
+
+    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
+        return await self._pass(lambda: self._store.list_conversations(limit=limit))
+
+    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        return await self._pass(lambda: self._store.conversation_messages(conversation_id))
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        return await self._pass(lambda: self._store.delete_conversation(conversation_id))
 
 
 def _only_crashes(exc: BaseException) -> bool:
