@@ -6,8 +6,14 @@ Each test gets a fresh clock starting at zero.
 * asyncio: :class:`virtual_asyncio.VirtualClockEventLoop`, which jumps the same way.
 
 ``--backend trio`` / ``--backend asyncio`` narrows the run (the nox sessions
-use it). Tests that want a plain synchronous body (hypothesis over whole
-scenarios) call :func:`run_on` with the ``backend`` fixture's value.
+use it). A test marked ``one_backend_by_default`` (a real-time test: a
+subprocess, a browser, a burst the SDK's parsing paces) runs in the default run
+on one backend per set of its other parameters, picked by a hash of them so
+that the sets alternate between the two; ``--backend`` runs it on the one named,
+so ``nox -s tests_trio tests_asyncio`` runs every set on both.
+
+Tests that want a plain synchronous body (hypothesis over whole scenarios)
+call :func:`run_on` with the ``backend`` fixture's value.
 
 The suite runs on pytest-xdist workers (``-n auto`` in pyproject's addopts):
 one per CPU this process may use, at most :data:`MAX_WORKERS`;
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -139,6 +146,40 @@ def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     """
     name: str = request.param
     return (name, backend_options(name))
+
+
+_BACKEND_PARAMS = ("anyio_backend", "backend", "event_loop")
+
+
+def default_backend_for(item: pytest.Item) -> str | None:
+    """The one backend the default run takes a ``one_backend_by_default`` test on."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    others = sorted((k, str(v)) for k, v in callspec.params.items() if k not in _BACKEND_PARAMS)
+    key = f"{item.module.__name__ if item.module else ''}::{item.originalname}:{others}"  # type: ignore[attr-defined]
+    return BACKENDS[zlib.crc32(key.encode()) % len(BACKENDS)]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--backend") != "all":
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = next(
+            (callspec.params[k] for k in _BACKEND_PARAMS if callspec and k in callspec.params),
+            None,
+        )
+        marked = item.get_closest_marker("one_backend_by_default") is not None
+        if marked and backend is not None and backend != default_backend_for(item):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

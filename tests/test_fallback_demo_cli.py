@@ -107,6 +107,7 @@ def test_default_is_paced_for_watching_and_fast_is_full_speed(
     assert demo.tokens("17 + 25 is") == ["17 ", "+ ", "25 ", "is"]
 
 
+@pytest.mark.one_backend_by_default
 def test_the_paced_demo_streams_about_30_tokens_a_second(backend: str) -> None:
     async def timed(pace: float) -> float:
         import anyio
@@ -158,6 +159,7 @@ def test_a_reset_takes_the_text_off_the_live_line_and_marks_it_withdrawn() -> No
     assert "withdrawn" not in quiet.getvalue()
 
 
+@pytest.mark.one_backend_by_default
 def test_the_paced_cancel_lets_the_calls_run_visibly_before_it_lands(backend: str) -> None:
     async def timed(watch: float) -> tuple[float, str, Any]:
         import anyio
@@ -178,6 +180,7 @@ def test_the_paced_cancel_lets_the_calls_run_visibly_before_it_lands(backend: st
     assert paced_report.started == ("call_0", "call_1")
 
 
+@pytest.mark.one_backend_by_default
 def test_the_route_trail_prints_as_each_attempt_is_judged(backend: str) -> None:
     out = io.StringIO()
     run_on(backend, demo.fallback_scenario, out)
@@ -284,6 +287,7 @@ def test_an_endpoint_that_answers_html(html_endpoint: str) -> None:
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
 @pytest.mark.parametrize("event_loop", ["trio", "asyncio"])
+@pytest.mark.one_backend_by_default
 def test_ctrl_c_stops_at_once_with_130_and_one_line(event_loop: str) -> None:
     child = subprocess.Popen(
         [sys.executable, "-u", str(DEMO), "--backend", event_loop],

@@ -32,6 +32,8 @@ from juno_bind_trio._errors import (
     ToolFailureKind,
 )
 
+from ._validate import error_kind
+
 __all__ = ["kind_for_error", "tool_error_text", "tool_failure_content", "tool_failure_message"]
 
 
@@ -75,12 +77,13 @@ def tool_failure_message(
 ) -> dict[str, Any]:
     """The ``tool`` message answering a failed call: ``role``, ``tool_call_id``, ``content``.
 
-    :raises TypeError: *tool_call_id* is not a non-empty string, or *error* not a string.
-    :raises ValueError: *kind* is not a [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
+    :raises TypeError: *tool_call_id* is not a string, or *error* not a string.
+    :raises ValueError: *tool_call_id* is empty, or *kind* is not a
+        [`ToolFailureKind`][juno_bind_trio.plugins.ToolFailureKind].
     """
     given: object = tool_call_id
     if not isinstance(given, str) or not given:
-        raise TypeError(
+        raise error_kind(given, str)(
             f"tool_failure_message: tool_call_id must be a non-empty string, got {tool_call_id!r}"
         )
     if not isinstance(error, str):

@@ -17,6 +17,8 @@ from typing import Any, Literal, TypeAlias, final
 
 import attrs
 
+from juno_bind_trio._validate import error_kind
+
 __all__ = [
     "DECISION_KINDS",
     "CallDecision",
@@ -38,6 +40,11 @@ def json_dict(owner: str, value: object) -> dict[str, Any]:
     return copied
 
 
+def _number_error(given: object) -> type[TypeError] | type[ValueError]:
+    """A bool or a non-number is the wrong type; a non-finite float a wrong value."""
+    return TypeError if isinstance(given, bool) else error_kind(given, (int, float))
+
+
 PendingKind: TypeAlias = Literal["approval", "external"]
 """Why a call waits: ``"approval"`` (a person decides) or ``"external"`` (the host runs it)."""
 
@@ -47,7 +54,7 @@ def _check_expiry(value: float | None) -> float | None:
     if given is None:
         return None
     if isinstance(given, bool) or not isinstance(given, int | float) or not math.isfinite(given):
-        raise TypeError(
+        raise _number_error(given)(
             f"PendingToolCall: expires_at must be a finite number or None, got {given!r}"
         )
     return float(given)
@@ -55,14 +62,18 @@ def _check_expiry(value: float | None) -> float | None:
 
 def _check_kind(value: str) -> PendingKind:
     if value not in ("approval", "external"):
-        raise ValueError(f"PendingToolCall: kind must be 'approval' or 'external', got {value!r}")
+        raise error_kind(value, str)(
+            f"PendingToolCall: kind must be 'approval' or 'external', got {value!r}"
+        )
     return value  # type: ignore[return-value]  # checked just above
 
 
 def _text(field: str, value: str) -> str:
     given: object = value
     if not isinstance(given, str) or not given:
-        raise TypeError(f"PendingToolCall: {field} must be a non-empty string, got {given!r}")
+        raise error_kind(given, str)(
+            f"PendingToolCall: {field} must be a non-empty string, got {given!r}"
+        )
     return value
 
 
@@ -127,7 +138,7 @@ DECISION_KINDS: frozenset[str] = frozenset(DecisionKind.__args__)  # type: ignor
 def _check_decision_kind(value: str) -> DecisionKind:
     given: object = value
     if not isinstance(given, str) or given not in DECISION_KINDS:
-        raise ValueError(
+        raise error_kind(given, str)(
             f"CallDecision: kind must be one of {sorted(DECISION_KINDS)}, got {value!r}"
         )
     return value  # type: ignore[return-value]  # checked just above
@@ -140,7 +151,9 @@ def _decided_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
 def _check_principal(value: str | None) -> str | None:
     given: object = value
     if given is not None and (not isinstance(given, str) or not given):
-        raise TypeError(f"CallDecision: principal must be a non-empty str or None, got {given!r}")
+        raise error_kind(given, str)(
+            f"CallDecision: principal must be a non-empty str or None, got {given!r}"
+        )
     return value
 
 
@@ -149,7 +162,9 @@ def _check_decided_at(value: float | None) -> float | None:
     if given is None:
         return None
     if isinstance(given, bool) or not isinstance(given, int | float) or not math.isfinite(given):
-        raise TypeError(f"CallDecision: decided_at must be a finite number or None, got {given!r}")
+        raise _number_error(given)(
+            f"CallDecision: decided_at must be a finite number or None, got {given!r}"
+        )
     return float(given)
 
 

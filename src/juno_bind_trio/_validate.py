@@ -45,6 +45,7 @@ __all__ = [
     "any_of",
     "async_callable",
     "count",
+    "error_kind",
     "having",
     "instance_of",
     "is_async_callable",
@@ -88,6 +89,18 @@ def shown(value: object) -> str:
         return _SHOWN.repr(value)
     except Exception:
         return f"<{type(value).__name__} object>"
+
+
+def error_kind(
+    value: object, kind: type[Any] | tuple[type[Any], ...]
+) -> type[TypeError] | type[ValueError]:
+    """The exception that refuses *value* where a *kind* was wanted, by the one rule.
+
+    ``ValueError`` when *value* is of *kind* (it has the right type and a wrong
+    value: ``""`` where a non-empty ``str`` goes), ``TypeError`` when it is not.
+    For a check written by hand: ``raise error_kind(name, str)(f"...")``.
+    """
+    return ValueError if isinstance(value, kind) else TypeError
 
 
 def real_number(value: object) -> float | None:

@@ -76,7 +76,8 @@ def test_max_resets_zero_and_positive_are_accepted() -> None:
 
 @pytest.mark.parametrize("bad", ["", None, 7, b"id"])
 def test_turn_id_must_be_a_non_empty_string(bad: object) -> None:
-    with pytest.raises(TypeError, match=r"turn_id must be a non-empty string, got " + repr(bad)):
+    error = ValueError if isinstance(bad, str) else TypeError
+    with pytest.raises(error, match=r"turn_id must be a non-empty string, got " + repr(bad)):
         TurnTextStream(sink=ListSink(), turn_id=bad)  # type: ignore[arg-type]
 
 

@@ -119,7 +119,10 @@ def test_finalize_drops_state_and_ignores_later_events() -> None:
 
 @pytest.mark.parametrize("bad", ["", None, 3])
 def test_bad_turn_id(bad: object) -> None:
-    with pytest.raises(TypeError, match=r"turn_id must be a non-empty string"):
+    with pytest.raises(
+        ValueError if isinstance(bad, str) else TypeError,
+        match=r"turn_id must be a non-empty string",
+    ):
         TurnTextView(bad)  # type: ignore[arg-type]
 
 

@@ -10,7 +10,9 @@ entry with many drawn arguments and holds each call to one contract:
   documents); or
 * it raises ``TypeError`` / ``ValueError`` whose message names the callable
   (``"heal_transcript: ..."``, ``"StreamWatchdog: ..."``) and is not
-  Python's own "unhashable type" complaint.
+  Python's own "unhashable type" complaint; and the kind follows the
+  package's one rule ([check_error_kind][]): ``TypeError`` for an argument of
+  the wrong type, ``ValueError`` for a wrong value of the right type.
 
 Anything else — ``OverflowError``, ``RecursionError``, ``AttributeError``,
 ``KeyError``, ``IndexError``, a bare ``TypeError`` from deep inside — is a
@@ -30,6 +32,7 @@ import collections.abc as abc
 import functools
 import inspect
 import math
+import re
 import sys
 import types
 import typing
@@ -387,6 +390,134 @@ def invoke(target: Callable[..., Any], arguments: Call) -> Any:
     return result
 
 
+# --- one rule: TypeError for a wrong type, ValueError for a wrong value -------------
+
+
+def _all_conform(values: abc.Iterable[Any], hint: Any) -> bool | None:
+    verdicts = [conforms(v, hint) for v in values]
+    if False in verdicts:
+        return False
+    return True if all(v is True for v in verdicts) else None
+
+
+def conforms(value: Any, hint: Any) -> bool | None:
+    """Whether *value* is of the annotated type *hint*: ``True``, ``False``, or ``None``
+    where a runtime check cannot tell (a callable's signature, a protocol, a type var).
+
+    A ``bool`` is not an ``int`` or a ``float`` here (the package refuses ``True`` as a
+    count), and a ``str`` is not a sequence of anything but characters. A value of the
+    right type that is out of range (``nan`` seconds, a negative count, a ``Literal``'s
+    stranger of the right type) conforms: refusing it is a ``ValueError``'s job.
+    """
+    if hint is Any or hint is object:
+        return None  # "anything": what the callable wants of it is in its docs, not its type
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    targs = typing.get_args(hint)
+    if origin is typing.Annotated:
+        return conforms(value, targs[0])
+    if origin is Literal:
+        kinds = {type(a) for a in targs}
+        return type(value) in kinds or (value is None and type(None) in kinds)
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [conforms(value, a) for a in targs]
+        if True in verdicts:
+            return True
+        return False if all(v is False for v in verdicts) else None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (str, bytes):
+        return isinstance(value, hint)
+    if origin in (list, abc.Sequence, abc.MutableSequence, abc.Collection, abc.Iterable):
+        container = {list: list, abc.MutableSequence: abc.MutableSequence}.get(
+            origin, abc.Sequence if origin is abc.Sequence else abc.Iterable
+        )
+        if isinstance(value, (str, bytes)) or not isinstance(value, container):
+            return False
+        if isinstance(value, abc.Mapping):
+            return None  # iterable over its keys, but never what a caller of a sequence meant
+        if isinstance(value, abc.Iterator) or not targs:
+            return None  # an iterator's items are not read here: that would change the call
+        return _all_conform(value, targs[0])
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(targs) == 2 and targs[1] is Ellipsis:
+            return _all_conform(value, targs[0])
+        if targs == ((),):
+            return len(value) == 0
+        if len(targs) != len(value):
+            return False
+        verdicts = [conforms(v, h) for v, h in zip(value, targs, strict=True)]
+        return False if False in verdicts else (True if all(verdicts) else None)
+    if origin in (dict, abc.Mapping, abc.MutableMapping):
+        if not isinstance(value, dict if origin is dict else abc.Mapping):
+            return False
+        if len(targs) != 2:
+            return None
+        # What a mapping holds is data, checked as data (a ValueError) across the
+        # package: a wrong key or value makes the verdict unsure, never "wrong type".
+        keys, values = _all_conform(value.keys(), targs[0]), _all_conform(value.values(), targs[1])
+        return True if keys and values else None
+    if origin is abc.Callable or hint is abc.Callable:
+        return None if callable(value) else False
+    if origin is type:
+        return None if isinstance(value, type) else False
+    if isinstance(hint, type) and not getattr(hint, "_is_protocol", False):
+        return isinstance(value, hint)
+    if (
+        origin is not None
+        and isinstance(origin, type)
+        and not getattr(origin, "_is_protocol", False)
+    ):
+        return None if isinstance(value, origin) else False
+    return None
+
+
+def _verdicts(target: Callable[..., Any], arguments: Call) -> dict[str, bool | None] | None:
+    """Each bound argument's [conforms][] verdict, or ``None`` where it cannot be bound."""
+    try:
+        signature = inspect.signature(target)
+        bound = signature.bind(*arguments.args, **arguments.kwargs)
+    except (TypeError, ValueError):
+        return None
+    hints = _hints(target)
+    return {
+        name: conforms(value, hints[name]) if name in hints else None
+        for name, value in bound.arguments.items()
+    }
+
+
+def check_error_kind(entry: Entry, arguments: Call, exc: BaseException) -> None:
+    """Hold a ``TypeError`` / ``ValueError`` to the package's one rule.
+
+    ``TypeError`` when every argument is of its annotated type is wrong (the value was
+    refused: that is a ``ValueError``); ``ValueError`` when the only fault is one
+    argument's type is wrong too (that is a ``TypeError``).
+    """
+    verdicts = _verdicts(entry.target, arguments)
+    if not verdicts:
+        return
+    wrong = [name for name, verdict in verdicts.items() if verdict is False]
+    unsure = [name for name, verdict in verdicts.items() if verdict is None]
+    if isinstance(exc, TypeError) and not wrong and not unsure:
+        raise AssertionError(
+            f"{entry.shown_name}{arguments!r} raised TypeError({str(exc)!r}) though every "
+            "argument has its annotated type: refusing a value is a ValueError"
+        ) from exc
+    named = len(wrong) == 1 and re.search(rf"\b{re.escape(wrong[0])}\b", str(exc)) is not None
+    if isinstance(exc, ValueError) and named and not unsure:
+        raise AssertionError(
+            f"{entry.shown_name}{arguments!r} raised ValueError({str(exc)!r}) though the only "
+            f"fault is the type of {wrong[0]!r}: a wrong type is a TypeError"
+        ) from exc
+
+
 def judge(entry: Entry, arguments: Call) -> None:
     """Call the entry once and hold the outcome to the contract (see the module docstring)."""
     try:
@@ -403,6 +534,7 @@ def judge(entry: Entry, arguments: Call) -> None:
                 f"{entry.shown_name}{arguments!r} raised {type(exc).__name__}({message!r}), "
                 f"which does not name {entry.shown_name!r} (a crash from inside?)"
             ) from exc
+        check_error_kind(entry, arguments, exc)
         return
     except JunoBindError as exc:
         raise AssertionError(

@@ -219,7 +219,7 @@ def test_the_extras_are_copies_and_the_source_turn_is_unchanged() -> None:
         ({"role": "user"}, TypeError, r"messages must be a list"),
         (None, TypeError, r"messages must be a list"),
         ([["user", "hi"]], TypeError, r"messages\[0\] must be a chat message dict"),
-        ([{"content": "hi"}], TypeError, r"messages\[0\] must have a string 'role', got None"),
+        ([{"content": "hi"}], ValueError, r"messages\[0\] must have a string 'role', got None"),
         ([{"role": "robot", "content": "hi"}], ValueError, r"messages\[0\] has role 'robot'"),
         (
             [

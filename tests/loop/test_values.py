@@ -75,8 +75,9 @@ def make(**overrides: Any) -> ToolLoop:
         ),
         ({"interrupts": []}, TypeError, r"interrupts must be None or a memory object receive"),
         ({"text_sink": 3}, TypeError, r"ToolLoop: text_sink must be None, a TurnStreamSink"),
-        ({"max_text_resets": -1}, TypeError, r"max_text_resets must be None or a non-negative"),
-        ({"run_id": ""}, TypeError, r"ToolLoop: run_id must be a non-empty string, got ''"),
+        ({"max_text_resets": -1}, ValueError, r"max_text_resets must be None or a non-negative"),
+        ({"max_text_resets": "1"}, TypeError, r"max_text_resets must be None or a non-negative"),
+        ({"run_id": ""}, ValueError, r"ToolLoop: run_id must be a non-empty string, got ''"),
         ({"per_tool_limit": 0}, ValueError, r"ToolLoop: per_tool_limit must be a positive integer"),
         ({"first_iteration": 0}, ValueError, r"first_iteration must be a positive integer, got 0"),
         ({"first_iteration": "2"}, TypeError, r"first_iteration must be a positive integer"),
@@ -176,7 +177,8 @@ def test_tool_call_outcome_refuses_bad_messages(
     ],
 )
 def test_tool_call_outcome_refuses_bad_requests(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(TypeError, match=message):
+    error = ValueError if "" in kwargs.values() else TypeError  # an empty name: a wrong value
+    with pytest.raises(error, match=message):
         ToolCallOutcome.from_content("a", "ok", **kwargs)
 
 

@@ -31,7 +31,7 @@ import anyio
 import pytest
 from reference_servers import everything_http, everything_stdio, tapped, tcp_tap
 
-pytestmark = pytest.mark.mcp_process
+pytestmark = [pytest.mark.mcp_process, pytest.mark.one_backend_by_default]
 
 CLIENT = Path(__file__).resolve().with_name("ctrl_c_client.py")
 ROUNDS = int(os.environ.get("JUNO_CTRL_C_ROUNDS", "5"))

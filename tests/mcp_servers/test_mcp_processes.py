@@ -23,7 +23,7 @@ from juno_bind_trio import MCPConnectionError, MCPToolError, ToolFailureError
 from juno_bind_trio.mcp import MCPToolset, open_mcp_http, open_mcp_stdio
 from juno_bind_trio.run import ToolBatch, ToolCallLike, tool_call_id
 
-pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process]
+pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process, pytest.mark.one_backend_by_default]
 
 SERVER = str(Path(__file__).with_name("mcp_test_server.py"))
 # Generous: the SDK's own shutdown of a server that ignores its closed stdin

@@ -195,6 +195,7 @@ test("AG-UI client-defined tools: the run ends with the call for the client, who
     description: "Ask the user for a date",
     parameters: { type: "object", properties: { month: { type: "string" } } },
   };
+  const before = (await transcripts()).length;
   const agent = new HttpAgent({
     url: `${BASE}/agui`,
     threadId: "thread-3",
@@ -218,7 +219,10 @@ test("AG-UI client-defined tools: the run ends with the call for the client, who
   const last = agent.messages.at(-1);
   assert.equal(last.role, "assistant");
   assert.equal(last.content, "You picked May 3.");
-  const all = await transcripts();
-  const second = all.at(-1);
+  // The server records a run when it ends, which may be just after the client read its
+  // RUN_FINISHED: wait for both runs' records, then read the second's.
+  const all = await waitForTranscripts(before + 2);
+  const second = all.find((t) => t.some((m) => m.role === "assistant" && m.content === "You picked May 3."));
+  assert.ok(second, "no recorded run answered with the client's date");
   assert.deepEqual(second.filter((m) => m.role === "tool").map((m) => m.content), ["May 3"]);
 });

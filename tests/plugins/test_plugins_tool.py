@@ -122,7 +122,7 @@ KIND_MESSAGE = "kind must be None or one of"
         ("tool_failure_content", (3,), TypeError, "error must be a string, got 3"),
         ("tool_failure_content", ("e", "fatal"), ValueError, KIND_MESSAGE),
         ("tool_failure_content", ("e", 1), TypeError, "kind must be None or a ToolFailureKind"),
-        ("tool_failure_message", ("", "e"), TypeError, "tool_call_id must be a non-empty string"),
+        ("tool_failure_message", ("", "e"), ValueError, "tool_call_id must be a non-empty string"),
         ("tool_failure_message", ("c", None), TypeError, "error must be a string, got None"),
         ("tool_failure_message", ("c", "e", "nope"), ValueError, KIND_MESSAGE),
     ],
@@ -267,7 +267,8 @@ def test_a_suspend_directive_names_its_open_call_and_why() -> None:
     ],
 )
 def test_a_bad_suspend_directive_is_refused(fields: dict[str, Any], message: str) -> None:
-    with pytest.raises(TypeError) as info:
+    error = ValueError if fields == {"tool_call_id": ""} else TypeError  # "" is a wrong value
+    with pytest.raises(error) as info:
         SuspendDirective(**{"tool_call_id": "c", "reason": "r", **fields})
     assert str(info.value).startswith(f"SuspendDirective: {message}")
 

@@ -366,7 +366,7 @@ async def test_bad_arguments_are_refused_by_name() -> None:
     async with attempt_env([]) as (_, client):
         with pytest.raises(ValueError, match=r"request_options must not set \['model'\]"):
             await one(client, request_options={"model": "x"})
-        with pytest.raises(TypeError, match="model must be a non-empty string"):
+        with pytest.raises(ValueError, match="model must be a non-empty string"):
             await stream_chat_completion(client, model="", messages=MESSAGES)
         with pytest.raises(TypeError, match="text_stream must be a TurnTextStream"):
             await one(client, text_stream=ListSink())

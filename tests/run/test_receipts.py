@@ -250,7 +250,7 @@ def test_distinct_keys_give_distinct_strings(one: list[str], two: list[str]) -> 
 
 
 def test_key_parts_are_checked_by_name() -> None:
-    with pytest.raises(TypeError, match=r"^ToolCallReceiptKey: tool_name must be a non-empty"):
+    with pytest.raises(ValueError, match=r"^ToolCallReceiptKey: tool_name must be a non-empty"):
         ToolCallReceiptKey(run_id="r", tool_call_id="c", tool_name="", args_hash="h")
     with pytest.raises(TypeError, match="key must be a ToolCallReceiptKey"):
         tool_call_receipt_key_string("v1:r:c:t:h")  # type: ignore[arg-type]
@@ -306,15 +306,17 @@ def test_a_refusal_says_to_check_the_effect() -> None:
 
 
 @pytest.mark.parametrize(
-    ("state", "resumability", "message"),
+    ("state", "resumability", "error", "message"),
     [
-        ("done", "repeatable", "state must be one of"),
-        (["started"], "repeatable", "state must be one of"),
-        ("started", "idempotent", "resumability must be one of"),
-        ("started", None, "got None"),
+        ("done", "repeatable", ValueError, "state must be one of"),
+        (["started"], "repeatable", TypeError, "state must be one of"),
+        ("started", "idempotent", ValueError, "resumability must be one of"),
+        ("started", None, TypeError, "got None"),
     ],
 )
-def test_unknown_values_are_refused_by_name(state: Any, resumability: Any, message: str) -> None:
-    with pytest.raises(ValueError, match=r"^decide_tool_call_receipt: ") as info:
+def test_unknown_values_are_refused_by_name(
+    state: Any, resumability: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=r"^decide_tool_call_receipt: ") as info:
         decide_tool_call_receipt(state, resumability)
     assert message in str(info.value)

@@ -343,7 +343,7 @@ async def test_conversation_wiring_mistakes_are_refused_at_the_call(tmp_path: Pa
     stored = Agent(echo, store=str(tmp_path / "x.db"))
     with pytest.raises(ValueError, match="conversation= and message_history="):
         await stored.run("hi", conversation="t", message_history=[])
-    with pytest.raises(TypeError, match="conversation must be a non-empty str"):
+    with pytest.raises(ValueError, match="conversation must be a non-empty str"):
         await stored.run("hi", conversation="")
     with pytest.raises(TypeError, match="conversation must be a non-empty str"):
         stored.open_run("hi", conversation=42)  # type: ignore[arg-type]

@@ -93,7 +93,7 @@ async def test_unknown_run(store: RunStore) -> None:
         await store.claim_run("nope", owner="w", ttl=1)
     with pytest.raises(RunNotFoundError, match="'nope'"):
         await store.load_with_receipts("nope")
-    with pytest.raises(TypeError, match=r"load_with_receipts: run_id must be a non-empty string"):
+    with pytest.raises(ValueError, match=r"load_with_receipts: run_id must be a non-empty string"):
         await store.load_with_receipts("")
 
 
@@ -355,7 +355,7 @@ async def test_a_version_1_database_is_upgraded_on_open_and_keeps_its_runs(
 
 async def test_bad_arguments_are_refused_at_the_boundary(store: RunStore) -> None:
     name = type(store).__name__
-    with pytest.raises(TypeError, match=f"{name}.create_run: run_id"):
+    with pytest.raises(ValueError, match=f"{name}.create_run: run_id"):
         await store.create_run("", messages=USER)
     with pytest.raises(TypeError, match=rf"{name}.create_run: messages\[0\]"):
         await store.create_run("r", messages=[{"content": "x"}])
@@ -441,8 +441,10 @@ async def test_postgres_connection_error_hides_the_password() -> None:
 
 
 def test_sqlite_store_refuses_a_bad_path() -> None:
-    with pytest.raises(TypeError, match="SqliteRunStore: path"):
+    with pytest.raises(ValueError, match="SqliteRunStore: path"):
         SqliteRunStore("")
+    with pytest.raises(TypeError, match="SqliteRunStore: path"):
+        SqliteRunStore(None)  # type: ignore[arg-type]
 
 
 async def test_a_full_sqlite_database_says_it_is_full(tmp_path: Any) -> None:

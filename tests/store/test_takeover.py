@@ -106,7 +106,7 @@ async def test_claim_run_takes_over_only_the_lease_it_names(store: RunStore) -> 
     # The old holder, had it lived, is fenced off: every write of its refused.
     with pytest.raises(LeaseLostError):
         await store.save_transcript(held, USER, iteration=1)
-    with pytest.raises(TypeError, match="claim_run: take_over"):
+    with pytest.raises(ValueError, match="claim_run: take_over"):
         await store.claim_run("r1", owner="w2", ttl=30, take_over="")
 
 

@@ -279,7 +279,7 @@ def test_fake_responses_env_points_the_sdk_at_the_fake() -> None:
             done = client.responses.create(model="m", input="hi")
     assert done.output_text == "from env"
     assert os.environ.get("OPENAI_BASE_URL") == before
-    with pytest.raises(TypeError, match="api_key"), fake_responses_env(api_key=""):
+    with pytest.raises(ValueError, match="api_key"), fake_responses_env(api_key=""):
         pass
     with (
         pytest.raises(TypeError, match="script"),

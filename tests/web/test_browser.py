@@ -11,6 +11,7 @@ import json
 import signal
 from typing import Any
 
+import pytest
 from browser import ARTIFACTS, example_server, launched
 
 PARTIAL_START = "Let me work those out in my head"
@@ -36,6 +37,7 @@ WATCH_TURNS = """
 """
 
 
+@pytest.mark.one_backend_by_default
 def test_the_page_shows_the_reset_and_stop_answers_every_call(backend: str) -> None:
     server = example_server("--tool-seconds", "4", "--backend", backend)
     with server as (url, process), launched() as page:

@@ -52,6 +52,7 @@ WATCH_KINDS = """
 """
 
 
+@pytest.mark.one_backend_by_default
 @pytest.mark.parametrize("window", ["replay", "resync"])
 def test_the_page_reconnects_by_itself_and_ends_with_the_final_text(
     backend: str, window: str

@@ -29,7 +29,7 @@ import sniffio
 
 from juno_bind_trio._errors import SchemaError, UsageError
 from juno_bind_trio._options import candidate_option_clashes, checked_request_options
-from juno_bind_trio._validate import is_async_callable, shown
+from juno_bind_trio._validate import error_kind, is_async_callable, shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
 from juno_bind_trio.providers import RoutedModel, StringModel
 from juno_bind_trio.providers.openai import OpenAIChatAdapter, OpenAIChatModel
@@ -237,7 +237,8 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
             "as message_history= and the new user message as the prompt"
         )
     if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence) or not prompt:
-        raise TypeError(
+        wrong_type = isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence)
+        raise (TypeError if wrong_type else ValueError)(
             f"{owner}: prompt must be a str or a non-empty list of content parts "
             f"({{'type': 'text', 'text': ...}}, {{'type': 'image_url', ...}}), got {shown(prompt)}"
         )
@@ -471,7 +472,7 @@ class Agent(Generic[DepsT, OutputT]):
         store = check_store(owner, store)
         given_owner: object = store_owner
         if given_owner is not None and (not isinstance(given_owner, str) or not given_owner):
-            raise TypeError(
+            raise error_kind(given_owner, str)(
                 f"{owner}: store_owner must be a non-empty str or None, got {store_owner!r}"
             )
         if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float):
@@ -505,7 +506,9 @@ class Agent(Generic[DepsT, OutputT]):
             )
         given_name: object = name
         if given_name is not None and (not isinstance(given_name, str) or not given_name):
-            raise TypeError(f"{owner}: name must be a non-empty str or None, got {name!r}")
+            raise error_kind(given_name, str)(
+                f"{owner}: name must be a non-empty str or None, got {name!r}"
+            )
         if text_sink is not None and not callable(getattr(text_sink, "emit", None)):
             raise TypeError(
                 f"{owner}: text_sink must be a TurnStreamSink (with emit and retractable), "
@@ -751,7 +754,9 @@ class Agent(Generic[DepsT, OutputT]):
         if run_id is None:
             run_id = new_run_id()
         elif not isinstance(run_id, str) or not run_id:
-            raise TypeError(f"{owner}: run_id must be a non-empty str or None, got {run_id!r}")
+            raise error_kind(run_id, str)(
+                f"{owner}: run_id must be a non-empty str or None, got {run_id!r}"
+            )
         if parent is not None and not isinstance(parent, RunContext):
             raise TypeError(
                 f"{owner}: parent must be the RunContext of the tool starting this run, "
@@ -791,7 +796,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _check_conversation(self, owner: str, conversation: object, history: object) -> None:
         if not isinstance(conversation, str) or not conversation:
-            raise TypeError(
+            raise error_kind(conversation, str)(
                 f"{owner}: conversation must be a non-empty str (the conversation's id) or "
                 f"None, got {conversation!r:.80}"
             )
@@ -1065,7 +1070,9 @@ class Agent(Generic[DepsT, OutputT]):
             )
         given: object = run_id
         if not isinstance(given, str) or not given:
-            raise TypeError(f"Agent.resume: run_id must be a non-empty str, got {run_id!r}")
+            raise error_kind(given, str)(
+                f"Agent.resume: run_id must be a non-empty str, got {run_id!r}"
+            )
         core = self._core(
             "Agent.resume",
             "",

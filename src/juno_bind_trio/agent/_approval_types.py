@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, final
 import attrs
 
 from juno_bind_trio._pending import PendingKind, PendingToolCall, json_dict
+from juno_bind_trio._validate import error_kind
 
 if TYPE_CHECKING:
     from ._context import RunContext
@@ -36,7 +37,7 @@ def _approve_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
 def _deny_reason(value: str) -> str:
     given: object = value
     if not isinstance(given, str) or not given.strip():
-        raise TypeError(f"Deny: reason must be a non-blank string, got {given!r:.80}")
+        raise error_kind(given, str)(f"Deny: reason must be a non-blank string, got {given!r:.80}")
     return value
 
 

@@ -39,6 +39,7 @@ import pydantic_core
 
 from juno_bind_trio._errors import ToolFailureError, UsageError
 from juno_bind_trio._pending import CallDecision
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.loop import ToolCallOutcome
 from juno_bind_trio.plugins import (
     SuspendDirective,
@@ -168,7 +169,7 @@ def read_decisions(
 ) -> dict[str, Decision]:
     """The keywords ``approvals=``, ``results=``, ``errors=`` as one decision per call id."""
     if principal is not None and (not isinstance(principal, str) or not principal):
-        raise TypeError(
+        raise error_kind(principal, str)(
             f"{owner}: principal must be a non-empty str or None, got {principal!r:.80}"
         )
     who = principal
@@ -176,7 +177,9 @@ def read_decisions(
 
     def add(call_id: object, decision: Decision, keyword: str) -> None:
         if not isinstance(call_id, str) or not call_id:
-            raise TypeError(f"{owner}: {keyword} keys must be tool call ids, got {call_id!r:.80}")
+            raise error_kind(call_id, str)(
+                f"{owner}: {keyword} keys must be tool call ids, got {call_id!r:.80}"
+            )
         if call_id in decided:
             raise UsageError(f"{owner}: call {call_id!r} is decided twice ({keyword} and another)")
         decided[call_id] = decision
@@ -209,7 +212,7 @@ def read_decisions(
         add(call_id, Decision(kind="result", answer=value, principal=who), "results")
     for call_id, value in (errors or {}).items():  # type: ignore[attr-defined]
         if not isinstance(value, str) or not value:
-            raise TypeError(
+            raise error_kind(value, str)(
                 f"{owner}: errors[{call_id!r}] must be a non-empty str, got {value!r:.80}"
             )
         add(call_id, Decision(kind="error", answer=value, principal=who), "errors")

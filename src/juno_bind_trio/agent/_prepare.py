@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from juno_bind_trio._errors import SchemaError, UsageError
-from juno_bind_trio._validate import shown
+from juno_bind_trio._validate import error_kind, shown
 from juno_bind_trio.schema import SchemaDialect, sanitize_tool_schema
 
 if TYPE_CHECKING:
@@ -65,7 +65,9 @@ def _check_bool(_self: Any, _field: Any, value: Any) -> None:
 
 def _check_name(_self: Any, _field: Any, value: Any) -> None:
     if not isinstance(value, str) or not value:
-        raise TypeError(f"ToolDefinition: name must be a non-empty str, got {shown(value)}")
+        raise error_kind(value, str)(
+            f"ToolDefinition: name must be a non-empty str, got {shown(value)}"
+        )
 
 
 @attrs.frozen(kw_only=True)

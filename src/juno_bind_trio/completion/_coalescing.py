@@ -163,7 +163,8 @@ def check_interval(where: str, value: object) -> None:
         or not math.isfinite(value)
         or value < 0
     ):
-        raise TypeError(
+        wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
+        raise (TypeError if wrong_type else ValueError)(
             f"{where}: interval must be a finite non-negative number of seconds, got {value!r}"
         )
 

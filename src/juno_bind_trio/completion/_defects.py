@@ -284,7 +284,7 @@ def _format_type(function: str, response_format: object) -> str | None:
         )
     kind = response_format.get("type")
     if not isinstance(kind, str):
-        raise TypeError(
+        raise ValueError(  # noqa: TRY004 - the dict is right; its content is not
             f"{function}: response_format must have a string 'type', got {dict(response_format)!r}"
         )
     return kind

@@ -85,6 +85,7 @@ from typing import Any, Final, Literal, final
 import attrs
 
 from juno_bind_trio._errors import TurnStreamUsageError
+from juno_bind_trio._validate import error_kind
 
 from ._coalescing import CoalescingSink
 from ._events import RESET_REASONS, ResetEvent, TextEvent, TurnResetReason, TurnStreamEvent
@@ -129,7 +130,9 @@ def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
     # Every plausible way to get here (`turn_id=msg.id or ""`) collapses every
     # turn of a run into one scope on the client, the bug the field exists to stop.
     if not isinstance(value, str) or value == "":
-        raise TypeError(f"TurnTextStream: turn_id must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(
+            f"TurnTextStream: turn_id must be a non-empty string, got {value!r}"
+        )
 
 
 def _check_sink(_self: object, _attr: object, value: Any) -> None:

@@ -38,6 +38,8 @@ from typing import Any, final
 
 import attrs
 
+from juno_bind_trio._validate import error_kind
+
 from ._events import ResetEvent, TextEvent, TurnStreamEvent
 
 __all__ = ["DEFAULT_MAX_HELD", "TurnTextView"]
@@ -56,7 +58,9 @@ def _check_max_held(_self: object, _attr: object, value: Any) -> None:
 
 def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
     if not isinstance(value, str) or value == "":
-        raise TypeError(f"TurnTextView: turn_id must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(
+            f"TurnTextView: turn_id must be a non-empty string, got {value!r}"
+        )
 
 
 # How much of the visible text a repr shows before it elides the rest.

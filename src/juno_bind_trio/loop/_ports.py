@@ -20,7 +20,7 @@ import anyio.lowlevel
 
 from juno_bind_trio._calls import ToolCall
 from juno_bind_trio._errors import ToolFailureError, UsageError
-from juno_bind_trio._validate import is_async_callable
+from juno_bind_trio._validate import error_kind, is_async_callable
 
 from ._results import ToolCallOutcome
 
@@ -151,7 +151,8 @@ def check_max_text_resets(given: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError(
+        wrong_type = isinstance(value, bool) or not isinstance(value, int)
+        raise (TypeError if wrong_type else ValueError)(
             f"ToolLoop: max_text_resets must be None or a non-negative integer, got {value!r}"
         )
     return value
@@ -160,7 +161,7 @@ def check_max_text_resets(given: int | None) -> int | None:
 def check_run_id(given: str) -> str:
     value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str) or not value:
-        raise TypeError(f"ToolLoop: run_id must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(f"ToolLoop: run_id must be a non-empty string, got {value!r}")
     return value
 
 

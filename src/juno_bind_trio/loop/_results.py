@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 import attrs
 
 from juno_bind_trio._calls import ToolCall, tool_message
-from juno_bind_trio._validate import real_number, shown
+from juno_bind_trio._validate import error_kind, real_number, shown
 from juno_bind_trio.plugins import SuspendDirective
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ def _suspend(given: SuspendDirective | None) -> SuspendDirective | None:
 
 def _name(field_name: str, value: object) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise TypeError(
+        raise error_kind(value, str)(
             f"ToolCallOutcome: {field_name} must be a non-empty str or None, got {value!r}"
         )
     return value

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from juno_bind_trio._errors import UsageError
-from juno_bind_trio._validate import shown
+from juno_bind_trio._validate import error_kind, shown
 
 from ._events import OutputProgressEvent
 
@@ -31,7 +31,7 @@ def _check_extra(owner: str, index: int, message: object) -> dict[str, Any]:
         raise TypeError(f"{where} must be a chat message dict, got {shown(message)}")
     role = message.get("role")
     if not isinstance(role, str):
-        raise TypeError(f"{where} must have a string 'role', got {shown(role)}")
+        raise ValueError(f"{where} must have a string 'role', got {shown(role)}")  # noqa: TRY004 - a dict with a wrong role
     if role not in _EXTRA_ROLES:
         if role == "tool":
             raise ValueError(
@@ -182,7 +182,7 @@ class ModelTurn:
             )
         for index, message in enumerate(given):
             if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-                raise TypeError(
+                raise error_kind(message, Mapping)(
                     f"{owner}: messages[{index}] must be a chat message dict with a string "
                     f"'role', got {shown(message)}"
                 )

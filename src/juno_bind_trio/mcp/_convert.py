@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from juno_bind_trio._errors import MCPToolError, ToolFailureError
+from juno_bind_trio._validate import error_kind
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "MCPToolInfo"]
 
@@ -89,7 +90,7 @@ def check_names(where: str, option: str, value: object) -> frozenset[str]:
     names = tuple(value)
     for name in names:
         if not isinstance(name, str) or not name:
-            raise TypeError(
+            raise error_kind(name, str)(
                 f"{where}: {option} must hold non-empty tool-name strings, got {name!r}"
             )
     return frozenset(names)

@@ -50,7 +50,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import REQUEST_TIMEOUT
 
 from juno_bind_trio._errors import MCPConnectionError, ToolFailureError, UsageError
-from juno_bind_trio._validate import shown
+from juno_bind_trio._validate import error_kind, shown
 from juno_bind_trio.agent import RunContext, Tool
 
 from ._convert import (
@@ -539,7 +539,9 @@ def _check_server_parameters(
     where: str, command: object, args: object, env: object, cwd: object
 ) -> tuple[str, list[str], dict[str, str] | None, str | None]:
     if not isinstance(command, str) or not command:
-        raise TypeError(f"{where}: command must be a non-empty string, got {command!r}")
+        raise error_kind(command, str)(
+            f"{where}: command must be a non-empty string, got {command!r}"
+        )
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
         raise TypeError(f"{where}: args must be a sequence of strings, got {args!r}")
     for arg in args:

@@ -20,20 +20,26 @@ from typing import Any
 
 import attrs
 
+from juno_bind_trio._validate import error_kind
+
 __all__ = ["SuspendDirective"]
 
 
 def _check_id(given: str) -> str:
     value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str) or not value:
-        raise TypeError(f"SuspendDirective: tool_call_id must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(
+            f"SuspendDirective: tool_call_id must be a non-empty string, got {value!r}"
+        )
     return value
 
 
 def _check_reason(given: str) -> str:
     value: object = given  # checked at run time, whatever the type says
     if not isinstance(value, str) or not value:
-        raise TypeError(f"SuspendDirective: reason must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(
+            f"SuspendDirective: reason must be a non-empty string, got {value!r}"
+        )
     return value
 
 

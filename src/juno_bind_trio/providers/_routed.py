@@ -38,7 +38,7 @@ from juno_bind_trio._options import (
     candidate_option_clashes,
     checked_request_options,
 )
-from juno_bind_trio._validate import real_number, shown
+from juno_bind_trio._validate import error_kind, real_number, shown
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -106,7 +106,9 @@ def messages_for(name: str, messages: Sequence[Mapping[str, Any]]) -> Sequence[M
         raise TypeError(f"messages_for: messages must be a sequence of dicts, got {shown(given)}")
     named: object = name
     if not isinstance(named, str) or not named:
-        raise TypeError(f"messages_for: name must be a non-empty str, got {shown(name)}")
+        raise error_kind(named, str)(
+            f"messages_for: name must be a non-empty str, got {shown(name)}"
+        )
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise TypeError(f"messages_for: messages[{index}] must be a dict, got {shown(message)}")
@@ -337,7 +339,7 @@ def _check_adapters(given: object) -> dict[str, ProviderAdapter]:
     adapters: dict[str, ProviderAdapter] = {}
     for provider, adapter in given.items():
         if not isinstance(provider, str) or not provider:
-            raise TypeError(
+            raise error_kind(provider, str)(
                 f"RoutedModel: adapters' keys must be provider names, got {shown(provider)}"
             )
         if not isinstance(adapter, ProviderAdapter):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import anyio
 
 from juno_bind_trio._options import checked_request_options
-from juno_bind_trio._validate import shown
+from juno_bind_trio._validate import error_kind, shown
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 
 from ._owned import OwnedAdapter, StringAdapterOpener
@@ -120,7 +120,9 @@ class StringModel:
     ) -> None:
         named: object = owner
         if not isinstance(named, str) or not named.strip():
-            raise TypeError(f"StringModel: owner must be a non-empty str, got {shown(named)}")
+            raise error_kind(named, str)(
+                f"StringModel: owner must be a non-empty str, got {shown(named)}"
+            )
         texts = [model] if isinstance(model, str) else model
         if not isinstance(texts, list | tuple):
             raise TypeError(

@@ -53,7 +53,7 @@ from typing import Literal, TypeAlias, TypeVar, final
 import anyio
 import attrs
 
-from juno_bind_trio._validate import real_number, shown
+from juno_bind_trio._validate import error_kind, real_number, shown
 
 __all__ = [
     "ChainLink",
@@ -73,7 +73,7 @@ T = TypeVar("T")
 
 def _id(what: str, value: object) -> str:
     if not isinstance(value, str) or value == "":
-        raise TypeError(f"{what} must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(f"{what} must be a non-empty string, got {value!r}")
     return value
 
 
@@ -156,8 +156,9 @@ class ChainRef:
 def root_chain(run_id: str, *, agent: str | None = None) -> ChainRef:
     """The lineage of a run that nothing started: depth 0.
 
-    :raises TypeError: *run_id* is not a non-empty string, or *agent* is neither that
+    :raises TypeError: *run_id* is not a string, or *agent* is neither a string
         nor ``None``.
+    :raises ValueError: *run_id* or *agent* is empty.
     """
     return ChainRef(
         (ChainLink(_id("root_chain: run_id", run_id), _agent("root_chain: agent", agent)),)

@@ -57,6 +57,7 @@ import attrs
 
 from juno_bind_trio._calls import ToolCall
 from juno_bind_trio._json import canonical, canonical_json, sha256_hex
+from juno_bind_trio._validate import error_kind
 
 __all__ = [
     "DigestFn",
@@ -125,7 +126,7 @@ def tool_call_args_hash(args: object, *, digest: DigestFn | None = None) -> str:
 
 def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
     if not isinstance(value, str) or value == "":
-        raise TypeError(
+        raise error_kind(value, str)(
             f"ToolCallReceiptKey: {attribute.name} must be a non-empty string, got {value!r}"
         )
 
@@ -152,12 +153,15 @@ def tool_call_receipt_key(run_id: str, call: object) -> ToolCallReceiptKey:
     (whose digest is then computed once for every reader) or either shape
     [`ToolCallLike`][juno_bind_trio.run.ToolCallLike] names.
 
-    :raises TypeError: *run_id* is not a non-empty string, or *call* is not a
+    :raises TypeError: *run_id* is not a string, or *call* is not a
         function tool call with an id and a tool name.
+    :raises ValueError: *run_id* is empty.
     """
     given: object = run_id
     if not isinstance(given, str) or not given:
-        raise TypeError(f"tool_call_receipt_key: run_id must be a non-empty string, got {run_id!r}")
+        raise error_kind(given, str)(
+            f"tool_call_receipt_key: run_id must be a non-empty string, got {run_id!r}"
+        )
     try:
         made = ToolCall.of(call)
     except (TypeError, ValueError) as exc:
@@ -252,10 +256,10 @@ def decide_tool_call_receipt(
         pass
     given: object = state
     if not isinstance(given, str) or given not in _STATES:
-        raise ValueError(
+        raise error_kind(given, str)(
             f"decide_tool_call_receipt: state must be one of {sorted(_STATES)}, got {state!r}"
         )
-    raise ValueError(
+    raise error_kind(resumability, str)(
         "decide_tool_call_receipt: resumability must be one of "
         f"{sorted(_RESUMABILITIES)}, got {resumability!r}"
     )

@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 import anyio
 
 from juno_bind_trio._errors import RunLeasedError, StoreDataError, TranscriptError
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.loop import LoopState
 from juno_bind_trio.run import EffectResumability, open_coalesced_heartbeat
 from juno_bind_trio.transcript import HealResult, heal_transcript
@@ -196,7 +197,9 @@ async def _open_durable_run(
     texts: tuple[tuple[str, object], ...] = (("run_id", run_id), ("owner", owner))
     for name, text in texts:
         if not isinstance(text, str) or not text:
-            raise TypeError(f"open_durable_run: {name} must be a non-empty string, got {text!r}")
+            raise error_kind(text, str)(
+                f"open_durable_run: {name} must be a non-empty string, got {text!r}"
+            )
     if lease is not None and not isinstance(lease, Lease):
         raise TypeError(f"open_durable_run: lease must be a Lease or None, got {lease!r}")
     ttl = _check_seconds("lease_ttl", lease_ttl)

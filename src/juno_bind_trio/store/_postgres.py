@@ -9,6 +9,7 @@ import outcome
 
 from juno_bind_trio._errors import StoreError
 from juno_bind_trio._extras import require
+from juno_bind_trio._validate import error_kind
 
 from . import _core
 from ._guarded import Write, guarded_statement
@@ -93,7 +94,9 @@ class PostgresRunStore(ThreadedRunStore):
         super().__init__(clock)
         given: object = dsn
         if not isinstance(given, str) or not dsn.strip():
-            raise TypeError("PostgresRunStore: dsn must be a non-empty connection string")
+            raise error_kind(given, str)(
+                "PostgresRunStore: dsn must be a non-empty connection string"
+            )
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
             raise TypeError(
                 f"PostgresRunStore: max_connections must be a positive integer, "

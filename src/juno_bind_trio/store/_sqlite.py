@@ -11,6 +11,7 @@ from typing import Any, Final, TypeVar, final
 import outcome
 
 from juno_bind_trio._errors import StoreError
+from juno_bind_trio._validate import error_kind
 
 from . import _core, _guarded
 from ._store import ThreadedRunStore
@@ -70,7 +71,9 @@ class SqliteRunStore(ThreadedRunStore):
         super().__init__(clock)
         given: object = path
         if not isinstance(given, str | os.PathLike) or os.fspath(path) == "":
-            raise TypeError(f"SqliteRunStore: path must be a non-empty path, got {path!r}")
+            raise error_kind(given, (str, os.PathLike))(
+                f"SqliteRunStore: path must be a non-empty path, got {path!r}"
+            )
         self._path = os.fspath(path)
         self._busy_timeout = _core.finite_seconds("SqliteRunStore: busy_timeout", busy_timeout)
         self._dialect = _SqliteDialect()

@@ -51,6 +51,7 @@ import sniffio
 
 from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
 from juno_bind_trio._pending import CallDecision, PendingToolCall
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
 from . import _conversations, _core, _guarded, _waiting
@@ -288,7 +289,7 @@ class RunStore(Protocol):
 
 def _text(where: str, value: object) -> str:
     if not isinstance(value, str) or value == "":
-        raise TypeError(f"{where} must be a non-empty string, got {value!r}")
+        raise error_kind(value, str)(f"{where} must be a non-empty string, got {value!r}")
     return value
 
 
@@ -772,7 +773,7 @@ class ThreadedRunStore:
         _text(f"{where}: run_id", run_id)
         given: object = decisions
         if not isinstance(given, Mapping) or not given:
-            raise TypeError(
+            raise error_kind(given, Mapping)(
                 f"{where}: decisions must be a non-empty dict of CallDecision by call id, "
                 f"got {decisions!r:.80}"
             )

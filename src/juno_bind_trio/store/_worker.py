@@ -10,6 +10,7 @@ from contextlib import suppress
 import anyio
 
 from juno_bind_trio._errors import StoreDataError
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import EffectResumability
 
 from ._durable import DurableRun
@@ -70,7 +71,9 @@ async def serve_runs(
         raise TypeError(f"serve_runs: handle must be an async callable, got {handle!r}")
     given_owner: object = owner
     if not isinstance(given_owner, str) or not given_owner:
-        raise TypeError(f"serve_runs: owner must be a non-empty string, got {owner!r}")
+        raise error_kind(given_owner, str)(
+            f"serve_runs: owner must be a non-empty string, got {owner!r}"
+        )
     for name, fn in (
         ("resumability", resumability),
         ("uses_idempotency_key", uses_idempotency_key),

@@ -20,6 +20,8 @@ from typing import Final
 import anyio.from_thread
 import sniffio
 
+from juno_bind_trio._validate import error_kind
+
 from ._server import FakeOpenAIServer, Script, _compile_script, open_fake_openai_server
 
 __all__ = ["fake_openai_env"]
@@ -50,7 +52,9 @@ def fake_openai_env(
     """
     given: object = api_key
     if not isinstance(given, str) or not given:
-        raise TypeError(f"fake_openai_env: api_key must be a non-empty str, got {api_key!r}")
+        raise error_kind(given, str)(
+            f"fake_openai_env: api_key must be a non-empty str, got {api_key!r}"
+        )
     if "\x00" in api_key:
         raise ValueError(
             "fake_openai_env: api_key cannot hold a NUL character (environment values)"

@@ -18,6 +18,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 import anyio.from_thread
 import sniffio
 
+from juno_bind_trio._validate import error_kind
+
 from ._bedrock import BedrockWire
 from ._gemini import GeminiWire
 from ._responses import ResponsesWire
@@ -94,7 +96,7 @@ async def open_fake_bedrock_server(
 
 def _check_key(where: str, name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise TypeError(f"{where}: {name} must be a non-empty str, got {value!r}")
+        raise error_kind(value, str)(f"{where}: {name} must be a non-empty str, got {value!r}")
     if "\x00" in value:
         raise ValueError(f"{where}: {name} cannot hold a NUL character (environment values)")
     return value

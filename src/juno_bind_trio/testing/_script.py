@@ -35,7 +35,7 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
-from juno_bind_trio._validate import real_number, shown
+from juno_bind_trio._validate import error_kind, real_number, shown
 
 __all__ = [
     "CloseBeforeResponse",
@@ -358,7 +358,9 @@ _ERROR_TYPES: Final = {
 def _check_status(given: int) -> int:
     value: object = given  # checked at run time, whatever the type says
     if isinstance(value, bool) or not isinstance(value, int) or not 400 <= value <= 599:
-        raise ValueError(f"ErrorResponse: status must be an int in 400..599, got {value!r}")
+        raise (TypeError if isinstance(value, bool) else error_kind(value, int))(
+            f"ErrorResponse: status must be an int in 400..599, got {value!r}"
+        )
     return value
 
 

@@ -17,6 +17,8 @@ from typing import TypeVar
 import anyio.from_thread
 import sniffio
 
+from juno_bind_trio._validate import error_kind
+
 __all__ = ["serve_in_thread"]
 
 ServerT = TypeVar("ServerT")
@@ -37,7 +39,7 @@ def serve_in_thread(
     """
     given: object = api_key
     if not isinstance(given, str) or not given:
-        raise TypeError(f"{owner}: api_key must be a non-empty str, got {api_key!r}")
+        raise error_kind(given, str)(f"{owner}: api_key must be a non-empty str, got {api_key!r}")
     if "\x00" in api_key:
         raise ValueError(f"{owner}: api_key cannot hold a NUL character (environment values)")
     try:

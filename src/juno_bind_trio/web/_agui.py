@@ -71,6 +71,7 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.agent import (
     ReasoningEvent,
     ResetEvent,
@@ -116,7 +117,9 @@ class AGUIEncoder:
         for label, value in (("thread_id", thread_id), ("run_id", run_id)):
             given: object = value
             if not isinstance(given, str) or not given:
-                raise TypeError(f"AGUIEncoder: {label} must be a non-empty str, got {value!r}")
+                raise error_kind(given, str)(
+                    f"AGUIEncoder: {label} must be a non-empty str, got {value!r}"
+                )
         self._thread_id = thread_id
         self._run_id = run_id
         self._messages: list[Message] = list(messages)

@@ -30,6 +30,7 @@ import anyio.abc
 import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.agent import Deny
 from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
@@ -689,7 +690,9 @@ class LiveRuns:
             raise ValueError(f"LiveRuns.start: prompt must be a non-empty string, got {prompt!r}")
         given_owner: object = owner
         if not isinstance(given_owner, str) or not owner:
-            raise TypeError(f"LiveRuns.start: owner must be a non-empty string, got {owner!r}")
+            raise error_kind(given_owner, str)(
+                f"LiveRuns.start: owner must be a non-empty string, got {owner!r}"
+            )
         tasks = self._tasks
         if tasks is None:
             raise UsageError("LiveRuns.start: enter `async with runs.running():` first")
@@ -726,7 +729,7 @@ class LiveRuns:
             raise UsageError(f"LiveRuns.decide: run {run.run_id!r} waits for no decision")
         asked: object = approvals
         if not isinstance(asked, Mapping) or not asked:
-            raise TypeError(
+            raise error_kind(asked, Mapping)(
                 "LiveRuns.decide: approvals must be a non-empty dict of call id -> True, False "
                 f"or a reason, got {approvals!r:.80}"
             )

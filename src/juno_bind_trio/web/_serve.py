@@ -9,6 +9,8 @@ import anyio
 import sniffio
 from anyio.abc import TaskStatus
 
+from juno_bind_trio._validate import error_kind
+
 __all__ = ["serve"]
 
 
@@ -32,7 +34,7 @@ async def serve(
         raise TypeError(f"serve: app must be an ASGI application (a callable), got {app!r}")
     given_host: object = host
     if not isinstance(given_host, str) or not given_host:
-        raise TypeError(f"serve: host must be a non-empty string, got {host!r}")
+        raise error_kind(given_host, str)(f"serve: host must be a non-empty string, got {host!r}")
     given_port: object = port
     if isinstance(given_port, bool) or not isinstance(given_port, int):
         raise TypeError(f"serve: port must be an integer in 0..65535, got {port!r}")

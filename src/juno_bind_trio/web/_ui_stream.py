@@ -33,6 +33,7 @@ import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.agent import (
     ReasoningEvent,
     ResetEvent,
@@ -139,7 +140,7 @@ class UIMessageStreamEncoder:
     def __init__(self, *, message_id: str | None = None) -> None:
         given: object = message_id
         if given is not None and (not isinstance(given, str) or not given):
-            raise TypeError(
+            raise error_kind(given, str)(
                 f"UIMessageStreamEncoder: message_id must be a non-empty str or None, "
                 f"got {message_id!r}"
             )

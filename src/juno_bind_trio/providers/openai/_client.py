@@ -172,7 +172,8 @@ async def open_openai_client(
         raise ValueError(f"open_openai_client: base_url must be an http(s) URL, got {base_url!r}")
     for name, value in limits:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(
+            wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
+            raise (TypeError if wrong_type else ValueError)(
                 f"open_openai_client: {name} must be a positive number of seconds, got {value!r}"
             )
     if "max_retries" in client_options:

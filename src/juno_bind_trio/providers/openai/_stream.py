@@ -53,6 +53,7 @@ import anyio.lowlevel
 
 from juno_bind_trio._blocking import check_model_request
 from juno_bind_trio._options import RESERVED_REQUEST_OPTIONS
+from juno_bind_trio._validate import error_kind
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
@@ -178,7 +179,9 @@ async def stream_chat_completion(
     """
     check_client("stream_chat_completion", client)
     if not isinstance(model, str) or not model:  # type: ignore[redundant-expr]
-        raise TypeError(f"stream_chat_completion: model must be a non-empty string, got {model!r}")
+        raise error_kind(model, str)(
+            f"stream_chat_completion: model must be a non-empty string, got {model!r}"
+        )
     if text_stream is not None and not isinstance(text_stream, TurnTextStream):
         raise TypeError(
             f"stream_chat_completion: text_stream must be a TurnTextStream or None, "
