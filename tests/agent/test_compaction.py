@@ -60,7 +60,8 @@ async def test_old_turns_are_summarized_and_shown_as_compacting() -> None:
     assert result is not None
     assert result.output == "done"
     compacting = [e for e in events if isinstance(e, RunStatusEvent)]
-    assert compacting and all(e.status == "compacting" for e in compacting)
+    assert compacting
+    assert all(e.status == "compacting" for e in compacting)
     assert result.stats.compactions == len(compacting)
     # The transcript: instructions, the summary, the prompt, the kept turns; pairs whole.
     messages = result.messages
