@@ -14,6 +14,7 @@ from ._errors import INTERRUPTED_TOOL_CALL_MESSAGE as INTERRUPTED_TOOL_CALL_MESS
 from ._errors import AbortedToolCallError as AbortedToolCallError
 from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
+from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import LeaseLostError as LeaseLostError
@@ -56,11 +57,14 @@ from .agent import AgentResult as AgentResult  # noqa: E402
 from .agent import Approve as Approve  # noqa: E402
 from .agent import Deny as Deny  # noqa: E402
 from .agent import ExternalTool as ExternalTool  # noqa: E402
+from .agent import GuardrailResult as GuardrailResult  # noqa: E402
 from .agent import NativeOutput as NativeOutput  # noqa: E402
 from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import PromptedOutput as PromptedOutput  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
 from .agent import ToolOutput as ToolOutput  # noqa: E402
+from .agent import input_guardrail as input_guardrail  # noqa: E402
+from .agent import output_guardrail as output_guardrail  # noqa: E402
 from .agent import tool as tool  # noqa: E402
 
 __version__ = "0.1.0.dev0"
@@ -76,6 +80,8 @@ __all__ = [
     "CompletionDefectError",
     "Deny",
     "ExternalTool",
+    "GuardrailResult",
+    "GuardrailTripped",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
@@ -112,6 +118,8 @@ __all__ = [
     "UsageLimitExceeded",
     "WireFormatError",
     "__version__",
+    "input_guardrail",
+    "output_guardrail",
     "tool",
 ]
 

@@ -9,6 +9,7 @@ schemas come from their signatures. Where a run's state lives is its
 [RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
+from juno_bind_trio._errors import GuardrailTripped as GuardrailTripped
 from juno_bind_trio._errors import ModelRetry as ModelRetry
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
@@ -30,6 +31,11 @@ from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
+from ._guardrails import GuardrailResult as GuardrailResult
+from ._guardrails import InputGuardrail as InputGuardrail
+from ._guardrails import OutputGuardrail as OutputGuardrail
+from ._guardrails import input_guardrail as input_guardrail
+from ._guardrails import output_guardrail as output_guardrail
 from ._handle import AgentRun as AgentRun
 from ._limits import UsageLimits as UsageLimits
 from ._output_modes import NativeOutput as NativeOutput
@@ -52,9 +58,13 @@ __all__ = [
     "Approve",
     "Deny",
     "ExternalTool",
+    "GuardrailResult",
+    "GuardrailTripped",
     "InMemorySession",
+    "InputGuardrail",
     "ModelRetry",
     "NativeOutput",
+    "OutputGuardrail",
     "PendingToolCall",
     "PromptedOutput",
     "ReasoningEvent",
@@ -74,6 +84,8 @@ __all__ = [
     "TurnEndedEvent",
     "UsageLimitExceeded",
     "UsageLimits",
+    "input_guardrail",
+    "output_guardrail",
     "tool",
 ]
 

@@ -41,6 +41,13 @@ from juno_bind_trio.transcript import heal_transcript
 
 from ._approvals import Approve, Deny, read_decisions
 from ._context import DepsT, RunContext
+from ._guardrails import (
+    GuardrailFunction,
+    InputGuardrail,
+    OutputGuardrail,
+    check_input_guardrails,
+    check_output_guardrails,
+)
 from ._handle import AgentRun, OpenRun
 from ._history import check_message_history
 from ._limits import UsageLimits
@@ -369,6 +376,14 @@ class Agent(Generic[DepsT, OutputT]):
       its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
+    * *input_guardrails*: checks of each run's input
+      ([input_guardrail][juno_bind_trio.agent.input_guardrail], or plain
+      functions of ``(ctx, messages)``), run beside the run's first model
+      request: the first to trip cancels it and the run raises
+      [GuardrailTripped][juno_bind_trio.GuardrailTripped].
+    * *output_guardrails*: checks of the final output
+      ([output_guardrail][juno_bind_trio.agent.output_guardrail]) before the
+      run returns it: a trip withdraws the streamed answer and raises, or asks again.
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -409,6 +424,9 @@ class Agent(Generic[DepsT, OutputT]):
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
+        # guardrails (#32): see _guardrails
+        input_guardrails: Iterable[InputGuardrail | GuardrailFunction] = (),
+        output_guardrails: Iterable[OutputGuardrail | GuardrailFunction] = (),
     ) -> None:
         owner = "Agent"
         # What override() builds its stand-in agent from.
@@ -533,6 +551,8 @@ class Agent(Generic[DepsT, OutputT]):
             store_owner=store_owner,
             lease_ttl=float(lease_ttl),
             usage_limits=usage_limits,
+            input_guardrails=check_input_guardrails(owner, input_guardrails),
+            output_guardrails=check_output_guardrails(owner, output_guardrails),
         )
 
     def __repr__(self) -> str:

@@ -31,6 +31,7 @@ import pydantic_core
 from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import cancelled_now
 from juno_bind_trio._errors import (
+    GuardrailTripped,
     ToolFailureError,
     UsageError,
     UsageLimitExceeded,
@@ -63,12 +64,13 @@ from juno_bind_trio.run import (
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
-from ._context import RunContext
+from ._context import RunChildren, RunContext
 from ._events import (
     AgentEvent,
     ToolCallStartedEvent,
     TurnEndedEvent,
 )
+from ._guardrails import checked_output, guarded_first_request, tripped_result
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
@@ -82,6 +84,7 @@ from ._tool_report import log_tool_failure, tool_ended, tool_failed
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
 
+    from ._guardrails import InputGuardrail, OutputGuardrail
     from ._output_modes import OutputPlan
     from ._tool import Toolset
 
@@ -99,16 +102,6 @@ _to_json: Final = pydantic_core.to_json
 def new_run_id() -> str:
     """A fresh run id: 32 hex digits."""
     return uuid.uuid4().hex
-
-
-@final
-class _Children:
-    """How many sub-agent runs a run has going, for admission."""
-
-    __slots__ = ("running",)
-
-    def __init__(self) -> None:
-        self.running: int = 0
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -138,6 +131,9 @@ class RunSettings:
     store_owner: str | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
+    # Agent(input_guardrails=..., output_guardrails=...): see _guardrails.
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
 
 
 @final
@@ -173,7 +169,7 @@ class _RunCore(Generic[OutputT]):
         self.own_stop: SoftStop = SoftStop()
         self.stop: StopSignal = either_stop(stop, self.own_stop)
         self.chain: ChainRef = root_chain(run_id, agent=settings.name)
-        self.children: _Children = _Children()
+        self.children: RunChildren = RunChildren()
         self.iteration: int = 0  # the run's count: a resumed run's continues its stored one
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
@@ -328,28 +324,12 @@ class _RunCore(Generic[OutputT]):
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
-        model = self.model
-        assert model is not None
-        output = self.settings.output
         meter = self.meter
         if meter is not None:
             meter.requests += 1
-        if output.text:
-            result = await model(turn)
-        else:
-            result, self.reask_owed, value = await structured_turn(
-                model,
-                turn,
-                output,
-                extra=self.extra,
-                meter=self.meter,
-                stop=self.stop,
-                max_retries=self.settings.max_output_retries,
-                context=output_tool_context(
-                    self.deps, self.run_id, turn.iteration, self.chain, self.children
-                ),
-            )
-            self.output_value = value
+        result = await self._ask(turn)
+        if self.settings.output_guardrails:
+            result = await checked_output(self, turn, result, self._ask)
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
         if not isinstance(answered, ModelTurnResult):
@@ -375,6 +355,26 @@ class _RunCore(Generic[OutputT]):
             self.emit(
                 TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
             )
+        return result
+
+    async def _ask(self, turn: ModelTurn) -> ModelTurnResult:
+        model = self.model
+        assert model is not None
+        output = self.settings.output
+        if output.text:
+            return await model(turn)
+        result, self.reask_owed, self.output_value = await structured_turn(
+            model,
+            turn,
+            output,
+            extra=self.extra,
+            meter=self.meter,
+            stop=self.stop,
+            max_retries=self.settings.max_output_retries,
+            context=output_tool_context(
+                self.deps, self.run_id, turn.iteration, self.chain, self.children
+            ),
+        )
         return result
 
     async def turn_would_end(self, result: ModelTurnResult) -> bool:
@@ -522,7 +522,7 @@ class _RunCore(Generic[OutputT]):
     async def run(self) -> AgentResult[OutputT]:
         """Run to the end and return the result; cancellation propagates."""
         parent = self.parent
-        counter: _Children | None = None
+        counter: RunChildren | None = None
         if parent is not None:
             counter = parent._children
             admission = admit_child_run(
@@ -549,8 +549,12 @@ class _RunCore(Generic[OutputT]):
             # a tool parents under that tool call's span.
             with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
                 async with self.settings.model() as model, self._open_session() as session:
-                    self.model = model
+                    guarded = bool(self.settings.input_guardrails)
+                    self.model = guarded_first_request(model, self) if guarded else model
                     result = await self._run_on(session)
+        except GuardrailTripped as tripped:
+            tripped.result = tripped_result(self)
+            raise
         finally:
             if counter is not None:
                 counter.running -= 1
