@@ -62,6 +62,7 @@ from .agent import NativeOutput as NativeOutput  # noqa: E402
 from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import PromptedOutput as PromptedOutput  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
+from .agent import ToolGuard as ToolGuard  # noqa: E402
 from .agent import ToolOutput as ToolOutput  # noqa: E402
 from .agent import input_guardrail as input_guardrail  # noqa: E402
 from .agent import output_guardrail as output_guardrail  # noqa: E402
@@ -111,6 +112,7 @@ __all__ = [
     "ToolCallError",
     "ToolCallHistoryError",
     "ToolFailureError",
+    "ToolGuard",
     "ToolOutput",
     "TranscriptError",
     "TurnStreamUsageError",

@@ -31,7 +31,6 @@ from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
-from ._guardrails import GuardrailResult as GuardrailResult
 from ._guardrails import InputGuardrail as InputGuardrail
 from ._guardrails import OutputGuardrail as OutputGuardrail
 from ._guardrails import input_guardrail as input_guardrail
@@ -48,6 +47,8 @@ from ._store_session import StoreSession as StoreSession
 from ._tool import Tool as Tool
 from ._tool import Toolset as Toolset
 from ._tool import tool as tool
+from ._tool_guards import ToolGuard as ToolGuard
+from ._verdict import GuardrailResult as GuardrailResult
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
@@ -79,6 +80,7 @@ __all__ = [
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
+    "ToolGuard",
     "ToolOutput",
     "Toolset",
     "TurnEndedEvent",

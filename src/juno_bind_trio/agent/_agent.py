@@ -64,6 +64,7 @@ from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
 from ._store_session import StoreSpec, check_store
 from ._tool import Tool, Toolset, check_tool_deps, collect_tools
+from ._tool_guards import ToolGuard, check_tool_guards
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -384,6 +385,9 @@ class Agent(Generic[DepsT, OutputT]):
     * *output_guardrails*: checks of the final output
       ([output_guardrail][juno_bind_trio.agent.output_guardrail]) before the
       run returns it: a trip withdraws the streamed answer and raises, or asks again.
+    * *tool_guards*: [ToolGuard][juno_bind_trio.agent.ToolGuard]s around every
+      tool call (before a tool's own ``guards=``): ``before`` may refuse a
+      call (kind ``"authz"``), ``after`` may replace its result.
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -427,6 +431,7 @@ class Agent(Generic[DepsT, OutputT]):
         # guardrails (#32): see _guardrails
         input_guardrails: Iterable[InputGuardrail | GuardrailFunction] = (),
         output_guardrails: Iterable[OutputGuardrail | GuardrailFunction] = (),
+        tool_guards: Iterable[ToolGuard] = (),
     ) -> None:
         owner = "Agent"
         # What override() builds its stand-in agent from.
@@ -553,6 +558,7 @@ class Agent(Generic[DepsT, OutputT]):
             usage_limits=usage_limits,
             input_guardrails=check_input_guardrails(owner, input_guardrails),
             output_guardrails=check_output_guardrails(owner, output_guardrails),
+            tool_guards=check_tool_guards(owner, tool_guards),
         )
 
     def __repr__(self) -> str:

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar, final
 
 import anyio
 import anyio.to_thread
-import attrs
 
 from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import (
@@ -45,12 +44,14 @@ from juno_bind_trio._cancel import (
     split_cancellations,
 )
 from juno_bind_trio._errors import GuardrailTripped, UsageError
-from juno_bind_trio._validate import a_bool, a_str, is_async_callable, optional, shown
+from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.loop import ModelTurnResult, RunStats
 
 from ._context import RunContext
 from ._output_modes import NO_VALUE
 from ._result import AgentResult
+from ._tool_guards import ToolGuard
+from ._verdict import GuardrailResult
 
 if TYPE_CHECKING:
     from juno_bind_trio.completion import TurnTextStream
@@ -59,9 +60,9 @@ if TYPE_CHECKING:
     from ._run import _RunCore
 
 __all__ = [
-    "GuardrailResult",
     "InputGuardrail",
     "OutputGuardrail",
+    "ToolGuard",
     "check_input_guardrails",
     "check_output_guardrails",
     "checked_output",
@@ -77,22 +78,6 @@ GuardrailFunction: TypeAlias = Callable[..., Any]
 """``(ctx, input) -> GuardrailResult``, ``async`` or not (a synchronous one runs in a thread)."""
 
 OnTrip: TypeAlias = Literal["raise", "reask"]
-
-
-@attrs.frozen
-class GuardrailResult:
-    """What a guardrail found: ``GuardrailResult(tripwire=True, info=..., message=...)``.
-
-    * *tripwire*: ``True`` ends the run (or, for an output guardrail with
-      ``on_trip="reask"``, asks the model again).
-    * *info*: anything the host wants back on
-      [GuardrailTripped][juno_bind_trio.GuardrailTripped] (a score, the rule that matched).
-    * *message*: what the error says, and what a re-ask tells the model.
-    """
-
-    tripwire: bool = attrs.field(validator=a_bool())
-    info: Any = None
-    message: str | None = attrs.field(default=None, validator=optional(a_str()), kw_only=True)
 
 
 def _named(owner: str, function: object, name: object) -> str:

@@ -79,6 +79,7 @@ from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
 from ._store_session import StoreSession
 from ._tool import Tool, check_deps_value
+from ._tool_guards import after_guards, refusing_calls
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from ._guardrails import InputGuardrail, OutputGuardrail
     from ._output_modes import OutputPlan
     from ._tool import Toolset
+    from ._tool_guards import ToolGuard
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
 
@@ -131,9 +133,9 @@ class RunSettings:
     store_owner: str | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
-    # Agent(input_guardrails=..., output_guardrails=...): see _guardrails.
     input_guardrails: tuple[InputGuardrail, ...] = ()
     output_guardrails: tuple[OutputGuardrail, ...] = ()
+    tool_guards: tuple[ToolGuard, ...] = ()
 
 
 @final
@@ -223,6 +225,8 @@ class _RunCore(Generic[OutputT]):
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
+        if settings.tool_guards or any(t.guards for t in self.tools.values()):
+            run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -250,7 +254,7 @@ class _RunCore(Generic[OutputT]):
         name = call.name
         arguments = call.arguments
         found = self.tools.get(name)
-        emit = self.emit
+        emit, settings = self.emit, self.settings
         iteration = self.iteration
         began: list[bool] = []
 
@@ -276,6 +280,8 @@ class _RunCore(Generic[OutputT]):
                 on_start=on_start,
             )
             value = await found.invoke(ctx, call)
+            if settings.tool_guards or found.guards:
+                value = await after_guards(self, ctx, found, value)
             if type(value) is str:
                 content = value
             elif isinstance(value, ToolCallOutcome):

@@ -56,6 +56,7 @@ from juno_bind_trio.schema import sanitize_tool_schema
 from ._approvals import ApprovalPredicate, check_approval_options
 from ._context import RunContext
 from ._docstrings import parse_docstring
+from ._tool_guards import ToolGuard, check_tool_guards
 
 __all__ = [
     "Tool",
@@ -441,6 +442,8 @@ class Tool:
     * *requires_approval*, *external*, *approval_timeout*: a call of it waits
       for a decision, or is run by the host
       (see [tool][juno_bind_trio.agent.tool]).
+    * *guards*: its [ToolGuard][juno_bind_trio.agent.ToolGuard]s, checks
+      before each call (which may refuse it) and after (which may replace its result).
     """
 
     name: str
@@ -460,6 +463,8 @@ class Tool:
     _validate: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(
         default=None, init=False, repr=False
     )
+    # #32: checks before (may refuse) and after (may replace) each call; see _tool_guards.
+    guards: tuple[ToolGuard, ...] = attrs.field(default=(), repr=False)
 
     async def invoke(self, ctx: RunContext[Any], arguments: str | ToolCall) -> object:
         """Validate the call's arguments, then run the tool with them.
@@ -572,6 +577,7 @@ def _function_tool(
     requires_approval: object = False,
     external: object = False,
     approval_timeout: object = None,
+    guards: object = (),
 ) -> Tool:
     if not callable(fn):
         raise TypeError(f"tool: expected a function, got {fn!r}")
@@ -671,6 +677,7 @@ def _function_tool(
         requires_approval=approval,
         external=waits_outside,
         approval_timeout=approval_timeout,
+        guards=check_tool_guards(owner, guards),
     )
     object.__setattr__(made, "_context_deps", read.context_deps)
     object.__setattr__(made, "_validate", _jsonable(arguments_of))
@@ -701,6 +708,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    guards: Iterable[ToolGuard] = (),
 ) -> Tool: ...
 
 
@@ -717,6 +725,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    guards: Iterable[ToolGuard] = (),
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -732,6 +741,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    guards: Iterable[ToolGuard] = (),
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a [Tool][juno_bind_trio.agent.Tool] from a typed function: ``@tool`` or ``@tool(...)``.
 
@@ -767,6 +777,11 @@ def tool(
     function only gives the schema. *approval_timeout*: seconds a call waits
     before it is answered as denied (timed out) on the next continuation.
 
+    *guards*: [ToolGuard][juno_bind_trio.agent.ToolGuard]s around each call:
+    ``before`` sees the validated arguments and may refuse the call (the
+    model reads a failure of kind ``"authz"``; the tool never starts),
+    ``after`` sees the result and may replace it.
+
     A synchronous function runs in a worker thread; a cancel cannot stop a
     thread, so it waits for the function to return, and the call is answered
     with what the function returned (it ran to its end). A call a cancel
@@ -790,6 +805,7 @@ def tool(
                 requires_approval=requires_approval,
                 external=external,
                 approval_timeout=approval_timeout,
+                guards=guards,
             )
 
         return decorate
@@ -803,6 +819,7 @@ def tool(
         requires_approval=requires_approval,
         external=external,
         approval_timeout=approval_timeout,
+        guards=guards,
     )
 
 
