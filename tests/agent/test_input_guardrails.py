@@ -26,8 +26,13 @@ from juno_bind_trio.agent import (
     tool,
 )
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
-from juno_bind_trio.store import SqliteRunStore
+from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
 from juno_bind_trio.testing import FunctionModel, StreamResponse, open_fake_openai_server
+from module_files import load_file
+
+store_helpers = load_file(
+    "guardrail_store_helpers", Path(__file__).resolve().parents[1] / "store" / "store_helpers.py"
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -354,20 +359,30 @@ async def test_a_cancel_from_outside_leaves_as_a_cancel() -> None:
     assert read == [1.0, 2.0]
 
 
-async def test_a_tripped_run_is_recorded_in_its_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_tripped_run_is_recorded_in_its_store(tmp_path: Path, kind: str) -> None:
+    """Real SQLite and PostgreSQL: the run ends "failed", the detail naming the trip,
+    its lease given back, its transcript without the cut-off answer."""
+    started.clear()
     read: list[float] = []
-    path = tmp_path / "runs.db"
-    agent = Agent(
-        _streaming_model(6, read), tools=[launch], store=path, input_guardrails=[_trips_at(1.5)]
-    )
-    with pytest.raises(GuardrailTripped):
-        await agent.run("go", run_id="tripped")
-    async with SqliteRunStore(path) as store:
+    if kind == "sqlite":
+        store: RunStore = SqliteRunStore(tmp_path / "runs.db")
+    else:
+        store = PostgresRunStore(store_helpers.postgres_dsn())
+    async with store:
+        agent = Agent(
+            _streaming_model(6, read), tools=[launch], store=store, input_guardrails=[_trips_at(0)]
+        )
+        with pytest.raises(GuardrailTripped):
+            await agent.run("go", run_id="tripped")
         record = await store.get_run("tripped")
+        stored = await store.load("tripped")
     assert record.status == "failed"
     assert record.detail is not None
     assert "GuardrailTripped" in record.detail
     assert record.lease_owner is None
+    assert [m["role"] for m in stored.messages] == ["user"]
+    assert started == []
 
 
 # --- construction ------------------------------------------------------------------------

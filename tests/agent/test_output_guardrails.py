@@ -7,7 +7,10 @@ from typing import Any
 import anyio
 import pydantic
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from conftest import run_on
 from juno_bind_trio import GuardrailTripped
 from juno_bind_trio.agent import (
     Agent,
@@ -217,3 +220,41 @@ def test_output_guardrails_are_checked_when_built() -> None:
     model = FunctionModel(lambda turn: ModelTurnResult(content="x"))
     with pytest.raises(TypeError, match=r"output_guardrails\[0\] is an InputGuardrail"):
         Agent(model, output_guardrails=[wrong])  # type: ignore[list-item]
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    bad=st.lists(st.booleans(), min_size=1, max_size=5),
+    retries=st.integers(min_value=0, max_value=3),
+    on_trip=st.sampled_from(["raise", "reask"]),
+)
+def test_the_readers_final_view_is_never_a_withdrawn_answer(
+    backend: str, bad: list[bool], retries: int, on_trip: str
+) -> None:
+    """Answers that trip (or not) in any order: the reader ends on the first accepted
+    answer, or on nothing when the run raised."""
+    texts = [f"{'secret' if b else 'fine'}-{i}" for i, b in enumerate(bad)] + ["fine-last"]
+    allowed = 1 + (retries if on_trip == "reask" else 0)
+    accepted = next((t for t in texts[:allowed] if "secret" not in t), None)
+
+    async def main() -> None:
+        agent = Agent(
+            _answers(*texts),
+            output_guardrails=[output_guardrail(_no_secret, on_trip=on_trip)],  # type: ignore[call-overload]
+            max_output_retries=retries,
+        )
+        events: list[object] = []
+        runs: list[AgentRun[Any]] = []
+        if accepted is None:
+            with pytest.raises(GuardrailTripped):
+                await _read(agent, "go", events, runs)
+            assert runs[0].text == ""
+        else:
+            await _read(agent, "go", events, runs)
+            assert runs[0].text == accepted + " "
+            result = runs[0].result
+            assert result is not None
+            assert result.output == accepted + " "
+            assert "secret" not in str(result.messages)
+
+    run_on(backend, main)
