@@ -19,7 +19,13 @@ from juno_bind_trio.agent import (
 )
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.store import SqliteRunStore
-from juno_bind_trio.testing import FunctionModel, StreamResponse, open_fake_openai_server
+from juno_bind_trio.testing import (
+    CrashingStore,
+    FunctionModel,
+    StreamResponse,
+    open_fake_openai_server,
+    run_until_crash,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -182,3 +188,21 @@ def test_tool_guards_are_checked_when_built() -> None:
         Agent(_batch("a"), tool_guards=ToolGuard(before=_no_b))  # type: ignore[arg-type]
     assert repr(ToolGuard(before=_no_b)) == "<ToolGuard '_no_b'>"
     assert ToolGuard(after=_no_b, name="x").name == "x"
+
+
+async def test_a_call_a_resume_runs_is_checked_as_any(tmp_path: Path) -> None:
+    """A crash after the model's answer leaves its calls unstarted: the resume runs them,
+    through the same `before` guard (a refusal leaves no receipt to answer it from)."""
+    started.clear()
+    launch = tool(_launch, name="launch", guards=[ToolGuard(before=_no_b)])
+    async with SqliteRunStore(tmp_path / "runs.db") as store:
+        crashing = CrashingStore(store, "after_model_answer", 1)
+        first = Agent(_batch("a", "b"), tools=[launch], store=crashing, store_owner="w1")
+        assert await run_until_crash(lambda: first.run("go", run_id="r1"))
+        assert started == []
+        again = Agent(_batch("a", "b"), tools=[launch], store=store, store_owner="w1")
+        result = await again.resume("r1")
+    assert [name for name, _ in started] == ["a"]
+    answers = _answers(result.messages)
+    assert answers["c_b"]["kind"] == "authz"
+    assert result.output == "done"

@@ -417,8 +417,11 @@ def guarded_first_request(
     model: Callable[[ModelTurn], Awaitable[T]], core: _RunCore[Any]
 ) -> Callable[[ModelTurn], Awaitable[T]]:
     """*model*, its first request made beside the run's input guardrails (see the module
-    docstring); every later request goes straight to *model*."""
+    docstring); every later request goes straight to *model*. *model* itself when the
+    run has no input guardrail."""
     guards = core.settings.input_guardrails
+    if not guards:
+        return model
     pending = [True]
 
     async def first_guarded(turn: ModelTurn) -> T:

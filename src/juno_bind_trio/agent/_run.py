@@ -225,8 +225,7 @@ class _RunCore(Generic[OutputT]):
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
-        if settings.tool_guards or any(t.guards for t in self.tools.values()):
-            run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
+        run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -508,13 +507,14 @@ class _RunCore(Generic[OutputT]):
             # A run in memory continuing the waiting calls its history ends with.
             held = await self.gate.settle_trailing(
                 self.state.messages,
-                self.dispatch,
+                refusing_calls(self, self.dispatch),
                 per_tool_limit=self.settings.per_tool_limit,
             )
             if held:
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
+        port = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
         ended = await session.answer_open_turn(
-            self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,
+            refusing_calls(self, port),  # a resumed call is checked as any
             per_tool_limit=self.settings.per_tool_limit,
             runs_serially=self.runs_serially if serial else None,
         )
@@ -555,8 +555,7 @@ class _RunCore(Generic[OutputT]):
             # a tool parents under that tool call's span.
             with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
                 async with self.settings.model() as model, self._open_session() as session:
-                    guarded = bool(self.settings.input_guardrails)
-                    self.model = guarded_first_request(model, self) if guarded else model
+                    self.model = guarded_first_request(model, self)
                     result = await self._run_on(session)
         except GuardrailTripped as tripped:
             tripped.result = tripped_result(self)

@@ -138,7 +138,10 @@ def _guards_of(core: _RunCore[Any], found: Tool | None) -> tuple[ToolGuard, ...]
 def refusing_calls(
     core: _RunCore[Any], run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
 ) -> Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]:
-    """*run_tool_call* (with its receipts) behind the ``before`` guards of the call's tool."""
+    """*run_tool_call* (with its receipts) behind the ``before`` guards of the call's tool;
+    *run_tool_call* itself when no tool of the run has one."""
+    if not core.settings.tool_guards and not any(t.guards for t in core.tools.values()):
+        return run_tool_call
 
     async def guarded(given: ToolCallLike) -> ToolCallOutcome:
         call = ToolCall.of(given)
