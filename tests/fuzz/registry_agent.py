@@ -25,11 +25,14 @@ from juno_bind_trio.agent import (
     ToolCallDeltaEvent,
     ToolCallEndedEvent,
     ToolCallStartedEvent,
+    ToolDefinition,
     ToolGuard,
     ToolOutput,
     TurnEndedEvent,
     UsageLimits,
+    drop_old_tool_results,
     input_guardrail,
+    keep_last_turns,
     output_guardrail,
     tool,
 )
@@ -61,5 +64,12 @@ ENTRIES = [
     Entry(ToolGuard),
     Entry(TurnEndedEvent),
     Entry(UsageLimits),
+    Entry(ToolDefinition),
+    Entry(
+        ToolDefinition(name="t", description=None, parameters_json_schema={}).replace,
+        label="agent.ToolDefinition.replace",
+    ),
+    Entry(keep_last_turns),
+    Entry(drop_old_tool_results),
     Entry(tool),
 ]

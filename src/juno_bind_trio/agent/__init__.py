@@ -9,6 +9,7 @@ schemas come from their signatures. Where a run's state lives is its
 [RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
+from juno_bind_trio._errors import ConversationBusy as ConversationBusy
 from juno_bind_trio._errors import GuardrailTripped as GuardrailTripped
 from juno_bind_trio._errors import ModelRetry as ModelRetry
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
@@ -40,6 +41,10 @@ from ._limits import UsageLimits as UsageLimits
 from ._output_modes import NativeOutput as NativeOutput
 from ._output_modes import PromptedOutput as PromptedOutput
 from ._output_modes import ToolOutput as ToolOutput
+from ._prepare import ToolDefinition as ToolDefinition
+from ._processors import DEFAULT_TOOL_RESULT_MARKER as DEFAULT_TOOL_RESULT_MARKER
+from ._processors import drop_old_tool_results as drop_old_tool_results
+from ._processors import keep_last_turns as keep_last_turns
 from ._result import AgentResult as AgentResult
 from ._session import InMemorySession as InMemorySession
 from ._session import RunSession as RunSession
@@ -52,11 +57,13 @@ from ._verdict import GuardrailResult as GuardrailResult
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
+    "DEFAULT_TOOL_RESULT_MARKER",
     "Agent",
     "AgentEvent",
     "AgentResult",
     "AgentRun",
     "Approve",
+    "ConversationBusy",
     "Deny",
     "ExternalTool",
     "GuardrailResult",
@@ -80,13 +87,16 @@ __all__ = [
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
+    "ToolDefinition",
     "ToolGuard",
     "ToolOutput",
     "Toolset",
     "TurnEndedEvent",
     "UsageLimitExceeded",
     "UsageLimits",
+    "drop_old_tool_results",
     "input_guardrail",
+    "keep_last_turns",
     "output_guardrail",
     "tool",
 ]

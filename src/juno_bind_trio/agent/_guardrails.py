@@ -49,6 +49,7 @@ from juno_bind_trio.loop import ModelTurnResult, RunStats
 
 from ._context import RunContext
 from ._output_modes import NO_VALUE
+from ._reask import answer_of
 from ._result import AgentResult
 from ._tool_guards import ToolGuard
 from ._verdict import GuardrailResult
@@ -475,12 +476,9 @@ async def _first_output_trip(
 
 
 async def checked_output(
-    core: _RunCore[Any],
-    turn: ModelTurn,
-    result: ModelTurnResult,
-    ask: Callable[[ModelTurn], Awaitable[ModelTurnResult]],
+    core: _RunCore[Any], turn: ModelTurn, result: ModelTurnResult
 ) -> ModelTurnResult:
-    """*result*, once the output guardrails passed its final output; re-asked with *ask*
+    """*result*, once the output guardrails passed its final output; re-asked
     (``on_trip="reask"``) or withdrawn and raised (``GuardrailTripped``) when one trips."""
     guards = core.settings.output_guardrails
     text = core.settings.output.text
@@ -524,7 +522,7 @@ async def checked_output(
         asked = asked.with_extra_messages(
             [{"role": "assistant", "content": result.content}, {"role": "user", "content": said}]
         )
-        result = await ask(asked)
+        result = await answer_of(core, asked)
 
 
 def tripped_result(core: _RunCore[Any]) -> AgentResult[Any]:

@@ -31,7 +31,18 @@ import json
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Final, Protocol, TypeVar, final, get_args, get_origin, overload
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    Protocol,
+    TypeVar,
+    cast,
+    final,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import anyio.from_thread
 import anyio.to_thread
@@ -56,6 +67,7 @@ from juno_bind_trio.schema import sanitize_tool_schema
 from ._approvals import ApprovalPredicate, check_approval_options
 from ._context import RunContext
 from ._docstrings import parse_docstring
+from ._prepare import PrepareFn, check_prepare
 from ._tool_guards import ToolGuard, check_tool_guards
 
 __all__ = [
@@ -444,6 +456,8 @@ class Tool:
       (see [tool][juno_bind_trio.agent.tool]).
     * *guards*: its [ToolGuard][juno_bind_trio.agent.ToolGuard]s, checks
       before each call (which may refuse it) and after (which may replace its result).
+    * *prepare*: chooses, before each model request, whether and how the
+      tool is offered (see [tool][juno_bind_trio.agent.tool]).
     """
 
     name: str
@@ -465,6 +479,12 @@ class Tool:
     )
     # #32: checks before (may refuse) and after (may replace) each call; see _tool_guards.
     guards: tuple[ToolGuard, ...] = attrs.field(default=(), repr=False)
+    # #33: what the model is shown of the tool at each step (None: always as it is).
+    prepare: PrepareFn | None = attrs.field(
+        default=None,
+        repr=False,
+        validator=lambda _t, _a, value: check_prepare("Tool", "prepare", value),
+    )
 
     async def invoke(self, ctx: RunContext[Any], arguments: str | ToolCall) -> object:
         """Validate the call's arguments, then run the tool with them.
@@ -501,6 +521,7 @@ class Tool:
         requires_approval: bool | ApprovalPredicate = False,
         external: bool = False,
         approval_timeout: float | None = None,
+        prepare: PrepareFn | None = None,
     ) -> Tool:
         """A tool whose argument schema comes from elsewhere (an MCP server, a config file).
 
@@ -510,10 +531,11 @@ class Tool:
         checked here (a malformed one raises
         [SchemaError][juno_bind_trio.SchemaError] naming the pointer) but not
         enforced on each call: this package carries no JSON Schema validator.
-        *requires_approval*, *external*, *approval_timeout*: as for
+        *requires_approval*, *external*, *approval_timeout*, *prepare*: as for
         [tool][juno_bind_trio.agent.tool].
         """
         owner = "Tool.from_schema"
+        check_prepare(owner, "prepare", prepare)
         approval, external, approval_timeout, repeatable = check_approval_options(
             owner, requires_approval, external, approval_timeout, repeatable
         )
@@ -563,6 +585,7 @@ class Tool:
             requires_approval=approval,
             external=external,
             approval_timeout=approval_timeout,
+            prepare=prepare,
         )
 
 
@@ -578,6 +601,7 @@ def _function_tool(
     external: object = False,
     approval_timeout: object = None,
     guards: object = (),
+    prepare: object = None,
 ) -> Tool:
     if not callable(fn):
         raise TypeError(f"tool: expected a function, got {fn!r}")
@@ -598,6 +622,7 @@ def _function_tool(
         ("uses_idempotency_key", uses_idempotency_key),
     ):
         _check_flag(owner, flag, value)
+    check_prepare(owner, "prepare", prepare)
     read = _read_function(fn, owner, description)
     validate_python = read.model.__pydantic_validator__.validate_python
     names = read.names
@@ -678,6 +703,7 @@ def _function_tool(
         external=waits_outside,
         approval_timeout=approval_timeout,
         guards=check_tool_guards(owner, guards),
+        prepare=cast("PrepareFn | None", prepare),
     )
     object.__setattr__(made, "_context_deps", read.context_deps)
     object.__setattr__(made, "_validate", _jsonable(arguments_of))
@@ -709,6 +735,7 @@ def tool(
     external: bool = False,
     approval_timeout: float | None = None,
     guards: Iterable[ToolGuard] = (),
+    prepare: PrepareFn | None = None,
 ) -> Tool: ...
 
 
@@ -726,6 +753,7 @@ def tool(
     external: bool = False,
     approval_timeout: float | None = None,
     guards: Iterable[ToolGuard] = (),
+    prepare: PrepareFn | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -742,6 +770,7 @@ def tool(
     external: bool = False,
     approval_timeout: float | None = None,
     guards: Iterable[ToolGuard] = (),
+    prepare: PrepareFn | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a [Tool][juno_bind_trio.agent.Tool] from a typed function: ``@tool`` or ``@tool(...)``.
 
@@ -781,6 +810,15 @@ def tool(
     ``before`` sees the validated arguments and may refuse the call (the
     model reads a failure of kind ``"authz"``; the tool never starts),
     ``after`` sees the result and may replace it.
+    *prepare*: ``(ctx, definition) -> definition | None``, sync or async,
+    called before each model request of a run with the step's
+    [RunContext][juno_bind_trio.agent.RunContext] (its ``iteration`` the
+    request's, its ``tool_name`` this tool's) and the tool's
+    [ToolDefinition][juno_bind_trio.agent.ToolDefinition]: return it to
+    offer the tool as it is, a changed copy
+    (``definition.replace(description=...)``) to offer that, or ``None`` to
+    hide the tool this step. A call the model makes to a tool not offered at
+    its step is answered ``"not_found"`` and the tool does not run.
 
     A synchronous function runs in a worker thread; a cancel cannot stop a
     thread, so it waits for the function to return, and the call is answered
@@ -806,6 +844,7 @@ def tool(
                 external=external,
                 approval_timeout=approval_timeout,
                 guards=guards,
+                prepare=prepare,
             )
 
         return decorate
@@ -820,6 +859,7 @@ def tool(
         external=external,
         approval_timeout=approval_timeout,
         guards=guards,
+        prepare=prepare,
     )
 
 
