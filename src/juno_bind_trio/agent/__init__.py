@@ -25,9 +25,13 @@ from ._approvals import Approve as Approve
 from ._approvals import Deny as Deny
 from ._approvals import ExternalTool as ExternalTool
 from ._approvals import PendingToolCall as PendingToolCall
+from ._compaction import DEFAULT_COMPACTION_INSTRUCTIONS as DEFAULT_COMPACTION_INSTRUCTIONS
+from ._compaction import Compaction as Compaction
 from ._context import RunContext as RunContext
 from ._events import AgentEvent as AgentEvent
 from ._events import RunEndedEvent as RunEndedEvent
+from ._events import RunStatus as RunStatus
+from ._events import RunStatusEvent as RunStatusEvent
 from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
@@ -56,6 +60,7 @@ from ._tool_guards import ToolGuard as ToolGuard
 from ._verdict import GuardrailResult as GuardrailResult
 
 __all__ = [
+    "DEFAULT_COMPACTION_INSTRUCTIONS",
     "DEFAULT_MAX_ITERATIONS",
     "DEFAULT_TOOL_RESULT_MARKER",
     "Agent",
@@ -63,6 +68,7 @@ __all__ = [
     "AgentResult",
     "AgentRun",
     "Approve",
+    "Compaction",
     "ConversationBusy",
     "Deny",
     "ExternalTool",
@@ -80,6 +86,8 @@ __all__ = [
     "RunContext",
     "RunEndedEvent",
     "RunSession",
+    "RunStatus",
+    "RunStatusEvent",
     "StoreSession",
     "TextEvent",
     "Tool",

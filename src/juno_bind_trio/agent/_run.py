@@ -62,6 +62,7 @@ from juno_bind_trio.run import (
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
+from ._compaction import compaction_ports
 from ._context import RunChildren, RunContext
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
 from ._guardrails import checked_output, guarded_first_request, tripped_result
@@ -72,7 +73,7 @@ from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, answer_of, reask_message
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
-from ._steps import collect_tools, offered_only, shape_turn, step_context, step_tools
+from ._steps import collect_tools, offered_only, open_turn_port, shape_turn, step_tools
 from ._store_session import StoreSession
 from ._tool import Tool
 from ._tool_guards import after_guards, refusing_calls
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
     from juno_bind_trio.schema import SchemaDialect
 
+    from ._compaction import Compaction
     from ._guardrails import InputGuardrail, OutputGuardrail
     from ._output_modes import OutputPlan
     from ._prepare import PrepareToolsFn, StepTools
@@ -139,6 +141,7 @@ class RunSettings:
     dialect: SchemaDialect = "openai"
     prepare_tools: PrepareToolsFn | None = None
     history_processors: Processors | None = None
+    compaction: Compaction | None = None
 
 
 @final
@@ -216,8 +219,7 @@ class _RunCore(Generic[OutputT]):
         # The accepted answer's value (an output function's return): the run's output.
         self.output_value: Any = NO_VALUE
         self.output_problem: str | None = None
-        # #33: the run's per-step choice of tools (None: every tool, every step), and
-        # the tools a call of the last step may run (None: any of the run's).
+        # #33: the per-step tools (None: all, always); what the last step offered (None: all).
         self.step_tools: StepTools | None = None
         self.offered: Mapping[str, Tool] | None = None
 
@@ -236,8 +238,8 @@ class _RunCore(Generic[OutputT]):
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
         run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
-        if self.step_tools is not None:  # outside everything: a hidden tool is not there
-            run_tool_call = offered_only(self, run_tool_call)
+        run_tool_call = offered_only(self, run_tool_call)  # outermost: a hidden tool is not there
+        needs, apply = compaction_ports(self, settings.compaction)
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -248,6 +250,8 @@ class _RunCore(Generic[OutputT]):
             on_turn_would_end=None if settings.output.text else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
+            needs_compaction=needs,
+            apply_compaction=apply,
             save_session=session.save_session,
             stop=either_stop(self.stop, session.stop),
             events=LoopEvents(self.emit) if self.emit is not None else None,  # type: ignore[arg-type]
@@ -496,10 +500,8 @@ class _RunCore(Generic[OutputT]):
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
         answer = refusing_calls(self, answer)  # a resumed call is checked as any
-        if open_turn is not None and self.step_tools is not None:
-            # The open turn's calls run as they would have: only its step's tools.
-            _, self.offered = await self.step_tools.offer(step_context(self, open_turn))
-            answer = offered_only(self, answer)
+        if open_turn is not None:  # its calls run as they would have: its step's tools only
+            answer = await open_turn_port(self, answer, open_turn)
         ended = await session.answer_open_turn(
             answer,
             per_tool_limit=self.settings.per_tool_limit,
