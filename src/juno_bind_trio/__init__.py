@@ -56,6 +56,7 @@ from .agent import AgentResult as AgentResult  # noqa: E402
 from .agent import Approve as Approve  # noqa: E402
 from .agent import Deny as Deny  # noqa: E402
 from .agent import ExternalTool as ExternalTool  # noqa: E402
+from .agent import Handoff as Handoff  # noqa: E402
 from .agent import NativeOutput as NativeOutput  # noqa: E402
 from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import PromptedOutput as PromptedOutput  # noqa: E402
@@ -76,6 +77,7 @@ __all__ = [
     "CompletionDefectError",
     "Deny",
     "ExternalTool",
+    "Handoff",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",

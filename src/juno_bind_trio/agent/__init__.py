@@ -25,12 +25,15 @@ from ._approvals import ExternalTool as ExternalTool
 from ._approvals import PendingToolCall as PendingToolCall
 from ._context import RunContext as RunContext
 from ._events import AgentEvent as AgentEvent
+from ._events import HandoffEvent as HandoffEvent
 from ._events import RunEndedEvent as RunEndedEvent
 from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
 from ._handle import AgentRun as AgentRun
+from ._handoff import Handoff as Handoff
+from ._handoff import HandoffInputFilter as HandoffInputFilter
 from ._limits import UsageLimits as UsageLimits
 from ._output_modes import NativeOutput as NativeOutput
 from ._output_modes import PromptedOutput as PromptedOutput
@@ -52,6 +55,9 @@ __all__ = [
     "Approve",
     "Deny",
     "ExternalTool",
+    "Handoff",
+    "HandoffEvent",
+    "HandoffInputFilter",
     "InMemorySession",
     "ModelRetry",
     "NativeOutput",

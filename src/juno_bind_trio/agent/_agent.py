@@ -42,6 +42,7 @@ from juno_bind_trio.transcript import heal_transcript
 from ._approvals import Approve, Deny, read_decisions
 from ._context import DepsT, RunContext
 from ._handle import AgentRun, OpenRun
+from ._handoff import Handoff, handoff_specs
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._output_modes import (
@@ -369,6 +370,16 @@ class Agent(Generic[DepsT, OutputT]):
       its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
+    * *handoffs*: agents (each with a *name*) or
+      [Handoff][juno_bind_trio.agent.Handoff]s this agent may hand its run
+      to: the model is offered a ``transfer_to_<name>`` tool for each, and a
+      call of it continues the *same* run under that agent (its instructions,
+      tools, output type and model; not a sub-agent run), after the rest of
+      the call's batch is answered. The run-wide settings stay this agent's:
+      *max_iterations*, *usage_limits*, *store*, *text_sink*,
+      *per_tool_limit*, counted across every agent of the run. A run resumed
+      from a store goes on under the agent in charge, found by name among the
+      agents these handoffs reach. See docs/how-to/handoffs.md.
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -409,6 +420,7 @@ class Agent(Generic[DepsT, OutputT]):
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
+        handoffs: Iterable[Agent[Any, Any] | Handoff] = (),
     ) -> None:
         owner = "Agent"
         # What override() builds its stand-in agent from.
@@ -483,6 +495,8 @@ class Agent(Generic[DepsT, OutputT]):
         )
         self._owned = owned
         collected = collect_tools(owner, tools)
+        # #32: the agents this one may hand the run to, each a transfer_to_<name> tool.
+        handing = handoff_specs(owner, handoffs, name)
         dialect: SchemaDialect = schema_dialect
 
         def tool_dict(each: Tool) -> dict[str, Any]:
@@ -508,6 +522,14 @@ class Agent(Generic[DepsT, OutputT]):
                         "(tool(fn, name=...))"
                     )
                 static[item.name] = item
+        for spec in handing:
+            if spec.tool.name in static:
+                raise ValueError(
+                    f"{owner}: the handoff to {spec.target_name!r} is a tool named "
+                    f"{spec.tool.name!r}, as a tool of the agent is; rename one "
+                    "(Handoff(agent, name=...))"
+                )
+            static[spec.tool.name] = spec.tool
         check_output_tool_names(owner, output, list(static))
         # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
         check_tool_deps(owner, static.values(), deps_type)
@@ -533,6 +555,7 @@ class Agent(Generic[DepsT, OutputT]):
             store_owner=store_owner,
             lease_ttl=float(lease_ttl),
             usage_limits=usage_limits,
+            handoffs=handing,
         )
 
     def __repr__(self) -> str:
@@ -544,6 +567,16 @@ class Agent(Generic[DepsT, OutputT]):
     def name(self) -> str | None:
         """The agent's name in run lineage, if given."""
         return self._settings.name
+
+    @property
+    def handoffs(self) -> Sequence[Handoff]:
+        """The agents this one may hand its runs to, as [Handoff][juno_bind_trio.agent.Handoff]s."""
+        return tuple(spec.handoff for spec in self._settings.handoffs)
+
+    def _settings_now(self) -> RunSettings:
+        # What a run of this agent starting now uses: an override block's, or its own.
+        replaced = self._overrides.get()
+        return self._settings if replaced is None else replaced.settings
 
     @property
     def tools(self) -> Sequence[Tool | Toolset]:
