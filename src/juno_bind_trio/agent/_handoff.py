@@ -30,7 +30,6 @@ or the transfer unrecorded.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 import pydantic
 
-from juno_bind_trio._errors import ToolFailureError, UsageError
+from juno_bind_trio._errors import ToolFailureError
 from juno_bind_trio._validate import shown
 
 from ._tool import Tool, validation_message
@@ -50,26 +49,16 @@ __all__ = [
     "Handoff",
     "HandoffInputFilter",
     "HandoffSpec",
-    "LastHandoff",
     "Transfer",
-    "all_handoffs",
-    "find_settings",
     "handoff_specs",
     "handoff_tool_name",
-    "last_handoff",
-    "spec_named",
-    "switched_content",
-    "transfer_content",
-    "winning_call",
+    "reachable",
 ]
 
 HandoffInputFilter = Callable[[list[dict[str, Any]]], Sequence[Mapping[str, Any]]]
 """``(history) -> history``: what a handoff's target inherits of the messages before it."""
 
 _NOT_NAME: Final = re.compile(r"[^a-zA-Z0-9_-]+")
-_TO: Final = "transferred_to"
-_FROM: Final = "transferred_from"
-_MADE: Final = "in_charge"
 
 
 def handoff_tool_name(agent_name: str) -> str:
@@ -257,7 +246,7 @@ def handoff_specs(
     # would resume a run under whichever was found first.
     agents: dict[str, Any] = {}
     for spec in specs:
-        for each_name, each in _reachable(spec.target):
+        for each_name, each in reachable(spec.target):
             if each_name == name:
                 continue  # a target's handoff back to an agent named like this one
             if agents.setdefault(each_name, each) is not each:
@@ -268,7 +257,8 @@ def handoff_specs(
     return specs
 
 
-def _reachable(start: Any) -> list[tuple[str, Any]]:
+def reachable(start: Any) -> list[tuple[str, Any]]:
+    """Every agent *start*'s handoffs reach (*start* first), with its name."""
     found: list[tuple[str, Any]] = []
     seen: set[int] = set()
     todo = [start]
@@ -280,114 +270,3 @@ def _reachable(start: Any) -> list[tuple[str, Any]]:
         found.append((agent.name, agent))
         todo.extend(spec.target for spec in agent._settings.handoffs)
     return found
-
-
-def find_settings(root: RunSettings, name: str | None, owner: str) -> RunSettings:
-    """The settings of the agent named *name* in *root*'s handoff graph (*root* included;
-    ``None`` is the root, unnamed)."""
-    if name is None or name == root.name:
-        return root
-    for spec in root.handoffs:
-        for each_name, each in _reachable(spec.target):
-            if each_name == name:
-                settings: RunSettings = each._settings_now()
-                return settings
-    raise UsageError(
-        f"{owner}: the stored run is in the hands of agent {name!r}, which is not in the "
-        f"handoff graph of agent {root.name!r}; resume it with an agent whose handoffs reach it"
-    )
-
-
-def spec_named(settings: RunSettings, tool_name: str) -> HandoffSpec | None:
-    """*settings*' handoff whose tool is *tool_name*, if any."""
-    for spec in settings.handoffs:
-        if spec.tool.name == tool_name:
-            return spec
-    return None
-
-
-# --- the record in the transcript ---------------------------------------------------------
-
-
-def transfer_content(from_agent: str | None, to_agent: str) -> str:
-    """The handoff call's answer: what the model reads, and the run's record of the transfer."""
-    return json.dumps({_TO: to_agent, _FROM: from_agent}, separators=(",", ":"))
-
-
-def switched_content(content: str) -> str:
-    """The answer once the switch is made (the target in charge): so a resume knows."""
-    data = json.loads(content)
-    data[_MADE] = True
-    return json.dumps(data, separators=(",", ":"))
-
-
-@attrs.frozen
-class LastHandoff:
-    """The last handoff a transcript records: who to whom, by which call, and where."""
-
-    from_agent: str | None
-    to_agent: str
-    call_id: str
-    tool_name: str
-    # Whether the switch is made: the target's instructions, tools and history in place.
-    switched: bool
-
-
-def _marker(message: Mapping[str, Any]) -> tuple[str | None, str, bool] | None:
-    if message.get("role") != "tool":
-        return None
-    content = message.get("content")
-    if not isinstance(content, str) or not content.startswith("{") or _TO not in content:
-        return None
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not {_TO, _FROM} <= set(data) <= {_TO, _FROM, _MADE}:
-        return None
-    to, frm = data[_TO], data[_FROM]
-    if not isinstance(to, str) or not (frm is None or isinstance(frm, str)):
-        return None
-    return frm, to, data.get(_MADE) is True
-
-
-def all_handoffs(messages: Sequence[Mapping[str, Any]]) -> list[LastHandoff]:
-    """Every handoff *messages* records, in order."""
-    found: list[LastHandoff] = []
-    calls: dict[str, tuple[int, str]] = {}  # call id: (its turn's index, its tool)
-    for index, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") if isinstance(call, Mapping) else None
-                name = function.get("name") if isinstance(function, Mapping) else None
-                if isinstance(call.get("id"), str) and isinstance(name, str):
-                    calls[call["id"]] = (index, name)
-            continue
-        marked = _marker(message)
-        call_id = message.get("tool_call_id")
-        if marked is None or not isinstance(call_id, str) or call_id not in calls:
-            continue
-        found.append(LastHandoff(marked[0], marked[1], call_id, calls[call_id][1], marked[2]))
-    return found
-
-
-def last_handoff(messages: Sequence[Mapping[str, Any]]) -> LastHandoff | None:
-    """The last handoff *messages* records, or ``None``."""
-    found = all_handoffs(messages)
-    return found[-1] if found else None
-
-
-def winning_call(
-    messages: Sequence[Mapping[str, Any]], call_id: str, names: Iterable[str]
-) -> str | None:
-    """The id of the first handoff call (a tool in *names*) of the turn holding *call_id*."""
-    wanted = set(names)
-    for message in reversed(messages):
-        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-        if not calls or not any(c.get("id") == call_id for c in calls):
-            continue
-        for call in calls:
-            if call.get("function", {}).get("name") in wanted:
-                return str(call.get("id"))
-        return None
-    return None

@@ -49,7 +49,6 @@ from juno_bind_trio.loop import (
 )
 from juno_bind_trio.plugins import kind_for_error
 from juno_bind_trio.run import (
-    ChainLink,
     ChainRef,
     ChainRule,
     EffectResumability,
@@ -62,27 +61,16 @@ from juno_bind_trio.run import (
     tool_message,
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
-from juno_bind_trio.transcript import heal_transcript
 
 from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
 from ._context import RunContext
 from ._events import (
     AgentEvent,
-    HandoffEvent,
     ToolCallStartedEvent,
     TurnEndedEvent,
 )
-from ._handoff import (
-    HandoffSpec,
-    Transfer,
-    all_handoffs,
-    find_settings,
-    last_handoff,
-    spec_named,
-    switched_content,
-    transfer_content,
-    winning_call,
-)
+from ._handoff import HandoffSpec, Transfer
+from ._handover import Handover
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
@@ -90,7 +78,7 @@ from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
 from ._store_session import StoreSession
-from ._tool import Tool, check_deps_value
+from ._tool import Tool, run_tools
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
@@ -157,16 +145,6 @@ class RunSettings:
 
 
 @final
-@attrs.frozen
-class _Pending:
-    """A handoff answered, its switch to be made before the iteration is saved."""
-
-    spec: HandoffSpec
-    call_id: str
-    target: RunSettings
-
-
-@final
 class _RunCore(Generic[OutputT]):
     """One run's state and the ports it gives its loop."""
 
@@ -185,13 +163,9 @@ class _RunCore(Generic[OutputT]):
         decisions: Mapping[str, Decision] | None = None,
     ) -> None:
         self.settings: RunSettings = settings
-        # The agent in charge: the run's own at first, a handoff's target after one.
-        # The run-wide settings (store, limits, iterations, sink) stay `settings`'.
+        # The agent in charge (a handoff's target after one); `settings` stay the run's.
         self.agent: RunSettings = settings
-        self.pending: _Pending | None = None
-        # Each agent's model, opened at its first turn for the rest of the run.
-        self.models: dict[ModelSource, ModelFn] = {}
-        self.exits: contextlib.AsyncExitStack | None = None
+        self.handover: Handover | None = Handover(self) if settings.handoffs else None
         # #31: the calls that wait for a decision, and the decisions given to this run.
         self.gate: ApprovalGate = ApprovalGate(decisions)
         limits = settings.usage_limits if usage_limits is None else usage_limits
@@ -237,7 +211,7 @@ class _RunCore(Generic[OutputT]):
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
         self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
-        self.model: ModelFn | None = None
+        self.model: ModelFn | None = None  # the agent's (a handoff's target's: see Handover)
         # What the loop's RunStats cannot see: the structured-output re-asks made
         # inside turns, and the usage of the answers they replaced.
         self.extra: Extra = Extra()
@@ -257,8 +231,9 @@ class _RunCore(Generic[OutputT]):
         if self.pipe is not None:
             reader: TurnStreamSink = self.pipe.sink
             sink = reader if sink is None else FanOutSink(reader, sink)
-        handoffs = bool(settings.handoffs)
-        serial = handoffs or any(t.serial for t in self.tools.values())
+        handover = self.handover
+        # With handoffs, the agent in charge may come to have serial tools or an output type.
+        serial = handover is not None or any(t.serial for t in self.tools.values())
         run_tool_call = session.wrap_tool_call(self.dispatch)
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
@@ -270,13 +245,10 @@ class _RunCore(Generic[OutputT]):
             run_tool_call=run_tool_call,
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
-            # With handoffs, the agent in charge may come to be one with an output type.
-            on_turn_would_end=None
-            if settings.output.text and not handoffs
-            else self.turn_would_end,
+            on_turn_would_end=None if settings.output.text and not serial else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
-            save_session=self._saver(session.save_session) if handoffs else session.save_session,
+            save_session=session.save_session if handover is None else handover.saver(session),
             stop=either_stop(self.stop, session.stop),
             events=LoopEvents(self.emit) if self.emit is not None else None,  # type: ignore[arg-type]
             text_sink=sink,
@@ -306,8 +278,8 @@ class _RunCore(Generic[OutputT]):
         try:
             if found is None:
                 found = self._unknown_tool(name)
-            if self.agent.handoffs:
-                self._refuse_second_handoff(call_id, name)
+            if self.handover is not None:
+                self.handover.refuse_second(call_id, name)
             ctx = RunContext(
                 deps=self.deps,
                 run_id=self.run_id,
@@ -321,8 +293,8 @@ class _RunCore(Generic[OutputT]):
                 on_start=on_start,
             )
             value = await found.invoke(ctx, call)
-            if isinstance(value, Transfer):
-                value = self._accept_handoff(value, call_id)
+            if isinstance(value, Transfer) and self.handover is not None:
+                value = self.handover.accept(value, call_id)
             if type(value) is str:
                 content = value
             elif isinstance(value, ToolCallOutcome):
@@ -355,26 +327,6 @@ class _RunCore(Generic[OutputT]):
             emit(tool_ended(iteration, call_id, name, "finished", None, outcome))
         return outcome
 
-    def _refuse_second_handoff(self, call_id: str, name: str) -> None:
-        # First in call order wins, whichever finishes first: the same turn
-        # always hands off to the same agent, on resume too.
-        names = [spec.tool.name for spec in self.agent.handoffs]
-        if name not in names:
-            return
-        winner = winning_call(self.state.messages, call_id, names)
-        if winner is not None and winner != call_id:
-            raise ToolFailureError(
-                "not_run",
-                f"not run: an earlier call in this turn ({winner}) hands the run off "
-                "already; one handoff per turn",
-            )
-
-    def _accept_handoff(self, transfer: Transfer, call_id: str) -> str:
-        """A valid handoff call: the switch is made when the target's turn is built."""
-        spec = transfer.spec
-        self.pending = _Pending(spec, call_id, spec.settings())
-        return transfer_content(self.agent.name, spec.target_name)
-
     def _unknown_tool(self, name: str) -> Tool:
         if name in self.agent.output.tool_names:
             raise ToolFailureError(
@@ -391,7 +343,8 @@ class _RunCore(Generic[OutputT]):
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
-        model = await self._model_of(self.agent)
+        model = self.model if self.handover is None else await self.handover.model()
+        assert model is not None
         output = self.agent.output
         meter = self.meter
         if meter is not None:
@@ -455,151 +408,6 @@ class _RunCore(Generic[OutputT]):
         self.state.messages.append({"role": "user", "content": reask_message(owed)})
         return True
 
-    # --- handoffs -----------------------------------------------------------------
-
-    async def _model_of(self, settings: RunSettings) -> ModelFn:
-        found = self.models.get(settings.model)
-        if found is not None:
-            return found
-        # A handoff's target: its model opened for the rest of the run.
-        exits = self.exits
-        assert exits is not None
-        opened: ModelFn = await exits.enter_async_context(settings.model())
-        self.models[settings.model] = opened
-        return opened
-
-    def _saver(self, save: Callable[[], Awaitable[None]] | None) -> Callable[[], Awaitable[None]]:
-        # The switch is made here, at the end of the handoff's iteration and before
-        # it is saved: the stored transcript never holds a handoff half made.
-        async def switch_then_save() -> None:
-            if self.pending is not None:
-                await self._switch()
-            if save is not None:
-                await save()
-
-        return switch_then_save
-
-    async def _switch(self) -> None:
-        """Make the handoff: the target's instructions, the filtered history, its tools.
-
-        The handoff turn (the assistant message with the call, and every
-        answer after it) is kept as it is; what comes before it, but the
-        system message, is what the target's *input_filter* sees.
-        """
-        pending = self.pending
-        assert pending is not None
-        target = pending.target
-        tools, tool_dicts = self._tools_of(target)
-        text = await self._instructions_of(target)
-        messages = self.state.messages
-        turn = _turn_of(messages, pending.call_id)
-        old = self.instructions_text
-        head = int(
-            old is not None
-            and turn > 0
-            and messages[0].get("role") == "system"
-            and messages[0].get("content") == old
-        )
-        history = messages[head:turn]
-        kept = [
-            # The answer now says the switch is made: a resumed run does not make it twice.
-            {**message, "content": switched_content(message["content"])}
-            if message.get("role") == "tool" and message.get("tool_call_id") == pending.call_id
-            else message
-            for message in messages[turn:]
-        ]
-        flt = pending.spec.input_filter
-        if flt is not None:
-            history = _filtered(flt, history, pending.spec.target_name)
-        rebuilt = ([{"role": "system", "content": text}] if text is not None else []) + history
-        from_end = len(messages) - self.new_start
-        messages[:] = rebuilt + kept
-        self.new_start = max(len(messages) - from_end, 1 if text is not None else 0)
-        from_agent = self.agent.name
-        self.agent = target
-        self.tools = tools
-        self.tool_dicts = tool_dicts
-        self.instructions_text = text
-        self.gate.tools = self.tools
-        links = self.chain.links
-        self.chain = ChainRef((*links[:-1], ChainLink(links[-1].run_id, target.name)))
-        self.pending = None
-        _tracing.run_event(
-            "juno.run.handoff",
-            {
-                "juno.handoff.from": from_agent or "",
-                "juno.handoff.to": target.name or "",
-                "juno.handoff.call_id": pending.call_id,
-            },
-        )
-        if self.emit is not None:
-            self.emit(HandoffEvent(from_agent, pending.spec.target_name, pending.call_id))
-
-    async def _instructions_of(self, settings: RunSettings) -> str | None:
-        instructions = settings.instructions
-        if settings.instructions_awaited:
-            assert callable(instructions)
-            text = await instructions(self._run_context())
-        elif callable(instructions):
-            text = instructions(self.deps)
-        else:
-            text = instructions
-        if text is not None and not isinstance(text, str):
-            raise TypeError(
-                f"Agent {settings.name!r}: instructions must return a str, got {text!r}"
-            )
-        return text
-
-    def _run_context(self) -> RunContext[Any]:
-        return RunContext(
-            deps=self.deps,
-            run_id=self.run_id,
-            tool_call_id="",
-            tool_name="",
-            iteration=self.iteration,
-            chain=self.chain,
-            children=self.children,
-        )
-
-    def _take_charge(self) -> None:
-        """A resumed run: the agent in charge, read from the handoffs its transcript records.
-
-        The target of the last handoff once its switch is made; before that
-        (a crash or a suspension in the handoff's batch), the agent that
-        handed off, which answers the rest of that batch first.
-        """
-        messages = self.state.messages
-        last = last_handoff(messages)
-        if last is None:
-            settings = self.settings
-        else:
-            name = last.to_agent if last.switched else last.from_agent
-            settings = find_settings(self.settings, name, "Agent.resume")
-            self.agent = settings
-            self.tools, self.tool_dicts = self._tools_of(settings)
-            self.gate.tools = self.tools
-            links = self.chain.links
-            self.chain = ChainRef((*links[:-1], ChainLink(links[-1].run_id, settings.name)))
-        first = messages[0] if messages else {}
-        content = first.get("content")
-        if settings.instructions is not None and first.get("role") == "system":
-            self.instructions_text = content if isinstance(content, str) else None
-
-    async def _finish_handoff(self) -> None:
-        """A resumed run whose open turn held a handoff: the switch, before the loop."""
-        if self.pending is None:
-            last = last_handoff(self.state.messages)
-            if last is None or last.switched:
-                return
-            spec = spec_named(self.agent, last.tool_name)
-            if spec is None:
-                raise UsageError(
-                    f"Agent.resume: the stored run was handed to {last.to_agent!r} by a call "
-                    f"to {last.tool_name!r}, which agent {self.agent.name!r} has no handoff for"
-                )
-            self.pending = _Pending(spec, last.call_id, spec.settings())
-        await self._switch()
-
     # --- the pieces -------------------------------------------------------------
 
     async def _await_instructions(self) -> None:
@@ -625,6 +433,7 @@ class _RunCore(Generic[OutputT]):
         ):
             messages.insert(0, {"role": "system", "content": text})
             self.new_start += 1
+        self.instructions_text = text
 
     def _over_limit(self) -> bool:
         # The loop asks before every model request: end the run rather than make it.
@@ -642,31 +451,7 @@ class _RunCore(Generic[OutputT]):
     # --- the whole run ------------------------------------------------------------
 
     def _collect_tools(self) -> None:
-        self.tools, self.tool_dicts = self._tools_of(self.settings)
-
-    def _tools_of(
-        self, settings: RunSettings
-    ) -> tuple[Mapping[str, Tool], tuple[dict[str, Any], ...]]:
-        """An agent's tools for this run: its static ones, or its toolsets read now."""
-        if all(not _is_toolset(t) for t in settings.tools):
-            return settings.static_tools, settings.static_tool_dicts
-        tools: dict[str, Tool] = {}
-        for item in (*settings.tools, *(spec.tool for spec in settings.handoffs)):
-            group: list[Tool] = [item] if isinstance(item, Tool) else list(item.tools)
-            for each in group:
-                if not isinstance(each, Tool):
-                    raise UsageError(
-                        f"Agent.run: a toolset's tools must be Tool objects, got {each!r}"
-                    )
-                if each.name in tools and tools[each.name] is not each:
-                    raise UsageError(
-                        f"Agent.run: two tools are named {each.name!r} (a toolset's tools are "
-                        "read at the start of each run); rename one"
-                    )
-                tools[each.name] = each
-        # A toolset's tools are known only now: their RunContext[X] checked against deps.
-        check_deps_value("Agent.run", tools.values(), self.deps)
-        return tools, tuple(settings.tool_dict(t) for t in tools.values())
+        self.tools, self.tool_dicts = run_tools(self.settings, self.deps)
 
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
@@ -708,9 +493,9 @@ class _RunCore(Generic[OutputT]):
         open_turn = session.open_turn_iteration
         if open_turn is not None:
             self.iteration = open_turn
-        handoffs = bool(self.settings.handoffs) and session.resumed
-        if handoffs:
-            self._take_charge()
+        handover = self.handover if session.resumed else None
+        if handover is not None:
+            handover.take_charge()
         serial = any(t.serial for t in self.tools.values())
         if not session.resumed and self.gate.waiting:
             # A run in memory continuing the waiting calls its history ends with.
@@ -728,15 +513,12 @@ class _RunCore(Generic[OutputT]):
         )
         if ended is not None:
             return ended
-        if handoffs:  # the open turn may have been the handoff's, answered by receipt
-            await self._finish_handoff()
+        if handover is not None:  # the open turn may have been the handoff's
+            await handover.finish_open_turn()
         loop = self.loop = self.build_loop(session)
         result = await loop.run()
-        if self.pending is not None and result.reason != "suspended":
-            # A run that stopped right after a handoff's batch: the target is in
-            # charge of what it leaves (a calls waiting in the batch keep it with
-            # the agent that made them until they are answered).
-            await self._switch()
+        if self.handover is not None:
+            await self.handover.loop_ended(result.reason)
         await session.finish(result.reason)
         return result
 
@@ -772,10 +554,11 @@ class _RunCore(Generic[OutputT]):
                 async with (
                     self.settings.model() as model,
                     self._open_session() as session,
-                    contextlib.AsyncExitStack() as self.exits,
+                    contextlib.AsyncExitStack() as exits,
                 ):
                     self.model = model
-                    self.models[self.settings.model] = model
+                    if self.handover is not None:
+                        self.handover.opened(model, exits)
                     result = await self._run_on(session)
         finally:
             if counter is not None:
@@ -800,57 +583,12 @@ class _RunCore(Generic[OutputT]):
             suspensions=result.suspensions,
             pending=result_pending(self.gate, result.reason, result.suspensions),
             agent_name=self.agent.name,
-            handoffs=tuple(
-                HandoffEvent(each.from_agent, each.to_agent, each.call_id)
-                for each in all_handoffs(self.state.messages)
-            )
-            if self.settings.handoffs
-            else (),
+            handoffs=() if self.handover is None else self.handover.record(),
         )
         exceeded = None if self.meter is None else self.meter.exceeded
         if exceeded is not None:
             raise UsageLimitExceeded(*exceeded, result=agent_result)
         return agent_result
-
-
-def _turn_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> int:
-    """The index of the assistant message holding call *call_id* (the handoff turn)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.get("role") == "assistant" and any(
-            call.get("id") == call_id for call in message.get("tool_calls") or ()
-        ):
-            return index
-    return len(messages)
-
-
-def _filtered(
-    flt: Callable[[list[dict[str, Any]]], Sequence[Mapping[str, Any]]],
-    history: list[dict[str, Any]],
-    target: str,
-) -> list[dict[str, Any]]:
-    """A handoff's input_filter applied to a copy of the history, its return checked."""
-    returned: object = flt([dict(message) for message in history])
-    if isinstance(returned, str | bytes | Mapping) or not isinstance(returned, Sequence):
-        raise UsageError(
-            f"Handoff to {target!r}: input_filter must return a list of messages, got "
-            f"{returned!r:.80}"
-        )
-    kept: list[dict[str, Any]] = []
-    for index, message in enumerate(returned):
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise UsageError(
-                f"Handoff to {target!r}: input_filter returned {message!r:.80} at [{index}], "
-                "not a chat message"
-            )
-        kept.append(dict(message))
-    # A filter that dropped a tool call's answer (or kept an answer without its call)
-    # would leave a transcript a provider refuses: healed, as any history is.
-    return heal_transcript(kept).messages
-
-
-def _is_toolset(item: object) -> bool:
-    return not isinstance(item, Tool)
 
 
 def _is_usage_error(error: BaseException) -> bool:
