@@ -197,6 +197,7 @@ NOT_RUN: dict[str, str] = {
     "how-to/use-anthropic.md": _REAL_CLOCK,
     "how-to/agent-testing.md": _AGENT_SCRIPTS,
     "how-to/agent-output-modes.md": _AGENT_SCRIPTS,
+    "how-to/handoffs.md": _AGENT_SCRIPTS,
 }
 
 

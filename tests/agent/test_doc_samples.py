@@ -30,6 +30,7 @@ PAGES = [
     "how-to/agent-usage-limits.md",
     "how-to/agent-testing.md",
     "how-to/agent-output-modes.md",
+    "how-to/handoffs.md",
 ]
 BLOCK = re.compile(r"```(python|text)\n(.*?)```", flags=re.S)
 

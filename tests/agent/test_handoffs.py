@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import pydantic
 import pytest
+from agent_scripts import Say, ScriptedModel, call, tool_answers
 
 from juno_bind_trio import Handoff, UsageError
 from juno_bind_trio.agent import (
@@ -17,8 +18,6 @@ from juno_bind_trio.agent import (
     TurnEndedEvent,
     tool,
 )
-
-from agent_scripts import Say, ScriptedModel, call, tool_answers
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +118,7 @@ async def test_events_say_when_the_run_changes_hands() -> None:
         "toAgent": "billing",
         "toolCallId": "h",
     }
+    assert run.result is not None
     assert run.result.agent_name == "billing"
 
 
@@ -376,4 +376,3 @@ async def test_an_input_filter_that_returns_no_messages_is_a_usage_error() -> No
     )
     with pytest.raises(UsageError, match="input_filter must return a list of messages"):
         await triage.run("go")
-

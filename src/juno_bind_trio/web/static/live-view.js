@@ -36,6 +36,7 @@ export class LiveView {
     this.runId = null;
     this.status = "idle";
     this.reason = null;
+    this.agent = null; // the agent speaking, once a handoff named it
     this.toolCalls = new Map(); // toolCallId -> { toolName, arguments, status, content }
     this.lastEventId = 0;
     this.history = []; // every text shown: { turnId, text, seq, at }
@@ -120,6 +121,9 @@ export class LiveView {
         break;
       case "resync":
         this._restore(event.snapshot);
+        break;
+      case "handoff":
+        this.agent = event.toAgent;
         break;
       case "run_ended":
         this.reason = event.reason;
