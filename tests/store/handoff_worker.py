@@ -121,4 +121,6 @@ async def main(db: str, run_id: str, effects: str, turns: str, hang: str) -> Non
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:], backend=os.environ.get("JUNO_WORKER_BACKEND", "asyncio"))
+    db, run_id, effects, turns, hang = sys.argv[1:]
+    backend = os.environ.get("JUNO_WORKER_BACKEND", "asyncio")
+    anyio.run(main, db, run_id, effects, turns, hang, backend=backend)

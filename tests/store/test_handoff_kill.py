@@ -88,7 +88,8 @@ def test_a_run_killed_around_a_handoff_resumes_under_the_agent_in_charge(
     assert spoken[0][0] == "triage"
     assert [agent for agent, *_ in spoken[1:]] == ["billing"] * (len(spoken) - 1)
     resumed = [agent for agent, _, pid in spoken if pid == str(second.pid)]
-    assert resumed and set(resumed) == {"billing"}
+    assert resumed
+    assert set(resumed) == {"billing"}
     # No non-repeatable effect twice; the send a kill cut off is answered interrupted.
     sends = [line for line in lines(effects) if line[1] == "send"]
     assert len(sends) <= 1
