@@ -9,11 +9,12 @@ import pydantic
 import pytest
 from agent_scripts import Say, ScriptedModel, call, tool_answers
 
-from juno_bind_trio import Handoff, UsageError
+from juno_bind_trio import Handoff, UsageError, UsageLimitExceeded
 from juno_bind_trio.agent import (
     Agent,
     HandoffEvent,
     RunContext,
+    UsageLimits,
     ToolCallEndedEvent,
     TurnEndedEvent,
     tool,
@@ -271,6 +272,30 @@ async def test_max_iterations_count_across_agents() -> None:
     result = await triage.run("go")
     assert result.reason == "max_iterations"
     assert result.iterations == 3
+    assert result.agent_name == "billing"
+
+
+async def test_usage_limits_count_across_agents() -> None:
+    billing_model = ScriptedModel([Say(None, [call(f"x{i}", "nothing")]) for i in range(5)])
+    billing = Agent(
+        billing_model,
+        name="billing",
+        tools=[tool(lambda: "ok", name="nothing")],
+        # The target's own limits are not the run's: the first agent's count.
+        usage_limits=UsageLimits(request_limit=100),
+    )
+    triage = Agent(
+        ScriptedModel([Say(None, [call("h", "transfer_to_billing")])]),
+        name="triage",
+        handoffs=[billing],
+        usage_limits=UsageLimits(request_limit=2, tool_calls_limit=10),
+    )
+    with pytest.raises(UsageLimitExceeded) as caught:
+        await triage.run("go")
+    result = caught.value.result
+    assert result is not None
+    assert result.stats.model_calls == 2  # one request of triage's, one of billing's
+    assert len(billing_model.seen) == 1
     assert result.agent_name == "billing"
 
 
