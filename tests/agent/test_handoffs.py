@@ -14,9 +14,9 @@ from juno_bind_trio.agent import (
     Agent,
     HandoffEvent,
     RunContext,
-    UsageLimits,
     ToolCallEndedEvent,
     TurnEndedEvent,
+    UsageLimits,
     tool,
 )
 
