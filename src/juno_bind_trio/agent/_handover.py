@@ -24,7 +24,7 @@ from juno_bind_trio._errors import ToolFailureError, UsageError
 from juno_bind_trio.run import ChainLink, ChainRef
 from juno_bind_trio.transcript import heal_transcript
 
-from ._context import RunContext
+from ._context import run_context
 from ._events import HandoffEvent
 from ._handoff import HandoffSpec, Transfer, reachable
 from ._tool import run_tools
@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from ._run import ModelFn, ModelSource, RunSettings
     from ._session import RunSession
 
-__all__ = ["Handover", "LastHandoff", "all_handoffs", "last_handoff", "transfer_content"]
+__all__ = [
+    "Handover",
+    "LastHandoff",
+    "all_handoffs",
+    "last_handoff",
+    "persist_port",
+    "transfer_content",
+]
 
 _TO: Final = "transferred_to"
 _FROM: Final = "transferred_from"
@@ -94,12 +101,14 @@ class Handover:
             )
 
     def accept(self, transfer: Transfer, call_id: str) -> str:
-        """A valid handoff call: its answer; the switch waits for the batch's end."""
+        """A valid handoff call: its answer, the switch waiting for the batch's end; or,
+        for a call that is not its turn's first handoff, a ``not_run`` refusal."""
         spec = transfer.spec
+        self.refuse_second(call_id, spec.tool.name)
         self.pending = _Pending(spec, call_id, spec.settings())
         return transfer_content(self.core.agent.name, spec.target_name)
 
-    def saver(self, session: RunSession) -> Callable[[], Awaitable[None]]:
+    def saver(self, session: RunSession) -> Callable[[], Awaitable[None]] | None:
         """The loop's persist port: the switch waiting, if any, then the session's save."""
         save = session.save_session
 
@@ -193,17 +202,7 @@ class Handover:
         instructions = settings.instructions
         if settings.instructions_awaited:
             assert callable(instructions)
-            text = await instructions(
-                RunContext(
-                    deps=core.deps,
-                    run_id=core.run_id,
-                    tool_call_id="",
-                    tool_name="",
-                    iteration=core.iteration,
-                    chain=core.chain,
-                    children=core.children,
-                )
-            )
+            text = await instructions(run_context(core, core.iteration))
         elif callable(instructions):
             text = instructions(core.deps)
         else:
@@ -405,3 +404,10 @@ def winning_call(
                 return str(call.get("id"))
         return None
     return None
+
+
+def persist_port(
+    handover: Handover | None, session: RunSession
+) -> Callable[[], Awaitable[None]] | None:
+    """The loop's persist port: the session's, or, with handoffs, the switch then it."""
+    return session.save_session if handover is None else handover.saver(session)

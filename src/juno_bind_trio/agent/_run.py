@@ -63,14 +63,14 @@ from juno_bind_trio.run import (
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
-from ._context import RunContext
+from ._context import RunContext, run_context
 from ._events import (
     AgentEvent,
     ToolCallStartedEvent,
     TurnEndedEvent,
 )
 from ._handoff import HandoffSpec, Transfer
-from ._handover import Handover
+from ._handover import Handover, persist_port
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
@@ -231,9 +231,8 @@ class _RunCore(Generic[OutputT]):
         if self.pipe is not None:
             reader: TurnStreamSink = self.pipe.sink
             sink = reader if sink is None else FanOutSink(reader, sink)
-        handover = self.handover
         # With handoffs, the agent in charge may come to have serial tools or an output type.
-        serial = handover is not None or any(t.serial for t in self.tools.values())
+        serial = self.handover is not None or any(t.serial for t in self.tools.values())
         run_tool_call = session.wrap_tool_call(self.dispatch)
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
@@ -248,7 +247,7 @@ class _RunCore(Generic[OutputT]):
             on_turn_would_end=None if settings.output.text and not serial else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
-            save_session=session.save_session if handover is None else handover.saver(session),
+            save_session=persist_port(self.handover, session),
             stop=either_stop(self.stop, session.stop),
             events=LoopEvents(self.emit) if self.emit is not None else None,  # type: ignore[arg-type]
             text_sink=sink,
@@ -278,8 +277,6 @@ class _RunCore(Generic[OutputT]):
         try:
             if found is None:
                 found = self._unknown_tool(name)
-            if self.handover is not None:
-                self.handover.refuse_second(call_id, name)
             ctx = RunContext(
                 deps=self.deps,
                 run_id=self.run_id,
@@ -415,16 +412,7 @@ class _RunCore(Generic[OutputT]):
         # run's own context, at no tool call yet (empty call id and name, iteration 0).
         function = self.settings.instructions
         assert callable(function)
-        ctx: RunContext[Any] = RunContext(
-            deps=self.deps,
-            run_id=self.run_id,
-            tool_call_id="",
-            tool_name="",
-            iteration=0,
-            chain=self.chain,
-            children=self.children,
-        )
-        text = await function(ctx)
+        text = await function(run_context(self, 0))
         if not isinstance(text, str):
             raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
         messages = self.state.messages
