@@ -10,7 +10,9 @@ difference between the two variants is only what the harness adds:
 * raw: ``async with`` the stream, ``async for`` the chunks, keep the text;
 * harness: ``stream_chat_completion`` (watchdog, text stream, defect check)
   with a live reader, the recommended way (``open_memory_sink`` and a task
-  rendering every event into a ``TurnTextView``).
+  rendering every event into a ``TurnTextView``), on its ``stream_path="sdk"``
+  (the path that takes the SDK's chunk objects; the lean path's cost, with the
+  event stream's splitting and parsing, is ``bench_lean_stream.py``'s).
 
 Interleaved rounds (order alternated), CPU time; printed in µs per chunk,
 best of the rounds and the paired median of the differences.
@@ -117,7 +119,9 @@ async def harness_turn(client: openai.AsyncOpenAI) -> str:
         tg.start_soon(_render, events, view)
         stream = TurnTextStream(sink=sink, turn_id="t")
         stream.begin_attempt()
-        await stream_chat_completion(client, model="m", messages=[], text_stream=stream)
+        await stream_chat_completion(
+            client, model="m", messages=[], text_stream=stream, stream_path="sdk"
+        )
         stream.finish("succeeded")
     return view.text
 

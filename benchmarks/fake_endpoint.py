@@ -2,7 +2,9 @@
 
 ``python benchmarks/fake_endpoint.py CHUNKS`` answers every request with a
 streamed text of CHUNKS chunks and prints its base URL on the first line;
-``with serving(CHUNKS) as base_url:`` runs it for a benchmark. In another
+``with serving(CHUNKS) as base_url:`` runs it for a benchmark. With
+``--stall`` (``serving(CHUNKS, stall=True)``) every answer is its first chunk
+and then silence, the connection held open: streams that are open and idle. In another
 process, the server's CPU time is not counted against the client being
 measured, and the client talks to it over real loopback sockets.
 """
@@ -22,10 +24,15 @@ def answer_text(chunks: int) -> str:
 
 
 @contextmanager
-def serving(chunks: int) -> Iterator[str]:
+def serving(chunks: int, *, stall: bool = False) -> Iterator[str]:
     """Start the server, yield its base URL, stop it."""
     process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), str(chunks)],
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            str(chunks),
+            *(["--stall"] if stall else []),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -40,14 +47,18 @@ def serving(chunks: int) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def main(chunks: int) -> None:
+def main(chunks: int, *, stall: bool = False) -> None:
+    import math
     from functools import partial
 
     import trio
 
-    from juno_bind_trio.testing import StreamResponse, serve_fake_openai
+    from juno_bind_trio.testing import Pause, StreamResponse, TextDelta, serve_fake_openai
 
-    answer = StreamResponse.of_text(*(f"tok{i} " for i in range(chunks)))
+    if stall:
+        answer = StreamResponse([TextDelta("tok0 "), Pause(math.inf)])
+    else:
+        answer = StreamResponse.of_text(*(f"tok{i} " for i in range(chunks)))
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
@@ -58,4 +69,4 @@ def main(chunks: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200, stall="--stall" in sys.argv[2:])

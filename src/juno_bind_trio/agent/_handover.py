@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
@@ -27,6 +27,7 @@ from juno_bind_trio.transcript import heal_transcript
 from ._context import run_context
 from ._events import HandoffEvent
 from ._handoff import HandoffSpec, Transfer, reachable
+from ._steps import step_tools
 from ._tool import run_tools
 
 if TYPE_CHECKING:
@@ -36,9 +37,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Handover",
     "LastHandoff",
+    "accepted",
     "all_handoffs",
     "last_handoff",
+    "loop_ended",
     "persist_port",
+    "run_models",
+    "take_charge",
     "transfer_content",
 ]
 
@@ -192,6 +197,8 @@ class Handover:
         core.tools = tools
         core.tool_dicts = tool_dicts
         core.gate.tools = tools
+        core.step_tools = step_tools(core)  # its prepares, over its tools
+        core.offered = None
         # The run's lineage names the agent speaking: a sub-agent run one of its
         # tools starts descends from it.
         links = core.chain.links
@@ -411,3 +418,37 @@ def persist_port(
 ) -> Callable[[], Awaitable[None]] | None:
     """The loop's persist port: the session's, or, with handoffs, the switch then it."""
     return session.save_session if handover is None else handover.saver(session)
+
+
+# --- the run's hooks (the run holds no Handover when its agent has no handoffs) ----------
+
+
+@contextlib.asynccontextmanager
+async def run_models(core: Any) -> AsyncIterator[ModelFn]:
+    """The run's model, open for the run; the handoff targets' are opened beside it."""
+    async with core.settings.model() as model, contextlib.AsyncExitStack() as exits:
+        if core.handover is not None:
+            core.handover.opened(model, exits)
+        yield model
+
+
+def accepted(handover: Handover | None, value: object, call_id: str) -> object:
+    """A tool's return: for a handoff's call (a Transfer), the call's answer."""
+    if isinstance(value, Transfer) and handover is not None:
+        return handover.accept(value, call_id)
+    return value
+
+
+def take_charge(handover: Handover | None, session: RunSession) -> Handover | None:
+    """A resumed run with handoffs: the agent in charge taken from the stored transcript;
+    the handover, which then finishes the open turn's handoff (``None`` otherwise)."""
+    if handover is None or not session.resumed:
+        return None
+    handover.take_charge()
+    return handover
+
+
+async def loop_ended(handover: Handover | None, reason: str) -> None:
+    """The loop's end: a switch still waiting is made (see ``Handover.loop_ended``)."""
+    if handover is not None:
+        await handover.loop_ended(reason)

@@ -35,9 +35,7 @@ from juno_bind_trio._errors import (
     UsageError,
     UsageLimitExceeded,
 )
-from juno_bind_trio.completion import (
-    TurnStreamSink,
-)
+from juno_bind_trio.completion import TurnStreamSink
 from juno_bind_trio.loop import (
     LoopResult,
     LoopState,
@@ -62,29 +60,30 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
-from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
+from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
 from ._context import RunContext, run_context
-from ._events import (
-    AgentEvent,
-    ToolCallStartedEvent,
-    TurnEndedEvent,
-)
-from ._handoff import HandoffSpec, Transfer
-from ._handover import Handover, persist_port
+from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
+from ._handoff import HandoffSpec
+from ._handover import Handover, accepted, loop_ended, persist_port, run_models, take_charge
+from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
+from ._steps import collect_tools, offered_only, shape_turn, step_context, step_tools
 from ._store_session import StoreSession
-from ._tool import Tool, run_tools
+from ._tool import Tool
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
+    from juno_bind_trio.schema import SchemaDialect
 
     from ._output_modes import OutputPlan
+    from ._prepare import PrepareToolsFn, StepTools
+    from ._processors import Processors
     from ._tool import Toolset
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
@@ -140,8 +139,11 @@ class RunSettings:
     store_owner: str | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
-    # Agent(handoffs=...): the agents this one may hand the run to (see _handoff).
-    handoffs: tuple[HandoffSpec, ...] = ()
+    handoffs: tuple[HandoffSpec, ...] = ()  # Agent(handoffs=...): see _handoff
+    # #33: the schema dialect of the tools, the tools of each step, what each request is sent.
+    dialect: SchemaDialect = "openai"
+    prepare_tools: PrepareToolsFn | None = None
+    history_processors: Processors | None = None
 
 
 @final
@@ -161,11 +163,13 @@ class _RunCore(Generic[OutputT]):
         pipe: EventPipe | None,
         usage_limits: UsageLimits | None = None,
         decisions: Mapping[str, Decision] | None = None,
+        conversation: str | None = None,
     ) -> None:
         self.settings: RunSettings = settings
-        # The agent in charge (a handoff's target after one); `settings` stay the run's.
-        self.agent: RunSettings = settings
+        self.agent: RunSettings = settings  # in charge: a handoff's target after one
         self.handover: Handover | None = Handover(self) if settings.handoffs else None
+        # Agent.run(conversation=...): the history is the store's, read when the run starts.
+        self.conversation: str | None = conversation
         # #31: the calls that wait for a decision, and the decisions given to this run.
         self.gate: ApprovalGate = ApprovalGate(decisions)
         limits = settings.usage_limits if usage_limits is None else usage_limits
@@ -194,8 +198,7 @@ class _RunCore(Generic[OutputT]):
                 raise TypeError(
                     f"Agent: instructions(deps) must return a str, got {instructions!r}"
                 )
-        # The system message the agent in charge put first (a handoff replaces it).
-        self.instructions_text: str | None = instructions
+        self.instructions_text: str | None = instructions  # first: a handoff replaces it
         if instructions is not None and not (
             messages
             and messages[0].get("role") == "system"
@@ -221,6 +224,10 @@ class _RunCore(Generic[OutputT]):
         # The accepted answer's value (an output function's return): the run's output.
         self.output_value: Any = NO_VALUE
         self.output_problem: str | None = None
+        # #33: the run's per-step choice of tools (None: every tool, every step), and
+        # the tools a call of the last step may run (None: any of the run's).
+        self.step_tools: StepTools | None = None
+        self.offered: Mapping[str, Tool] | None = None
 
     # --- the seams ----------------------------------------------------------------
 
@@ -237,6 +244,8 @@ class _RunCore(Generic[OutputT]):
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
+        if self.step_tools is not None or self.handover is not None:  # a hidden tool is not there
+            run_tool_call = offered_only(self, run_tool_call)
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -290,8 +299,7 @@ class _RunCore(Generic[OutputT]):
                 on_start=on_start,
             )
             value = await found.invoke(ctx, call)
-            if isinstance(value, Transfer) and self.handover is not None:
-                value = self.handover.accept(value, call_id)
+            value = accepted(self.handover, value, call_id)  # a handoff's call: its answer
             if type(value) is str:
                 content = value
             elif isinstance(value, ToolCallOutcome):
@@ -340,6 +348,8 @@ class _RunCore(Generic[OutputT]):
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
+        if self.step_tools is not None or self.agent.history_processors is not None:
+            turn = await shape_turn(self, turn)
         model = self.model if self.handover is None else await self.handover.model()
         assert model is not None
         output = self.agent.output
@@ -438,9 +448,6 @@ class _RunCore(Generic[OutputT]):
 
     # --- the whole run ------------------------------------------------------------
 
-    def _collect_tools(self) -> None:
-        self.tools, self.tool_dicts = run_tools(self.settings, self.deps)
-
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
         settings = self.settings
@@ -467,7 +474,17 @@ class _RunCore(Generic[OutputT]):
             lease_ttl=settings.lease_ttl,
             resumability=resumability,
             uses_idempotency_key=uses_key,
+            gate=self.gate,
+            conversation=self.conversation,
+            with_history=self.with_history,
         )
+
+    def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run's first transcript on a conversation (``_history.on_conversation``)."""
+        messages, self.new_start = on_conversation(history, self.state.messages, self.new_start)
+        self.state = LoopState(messages)
+        check_continuation(self.gate, messages[: self.new_start], prompted=self.prompted)
+        return messages
 
     async def _run_on(self, session: RunSession) -> LoopResult:
         """The run's life on *session*, plain or durable alike: start from its state,
@@ -481,9 +498,7 @@ class _RunCore(Generic[OutputT]):
         open_turn = session.open_turn_iteration
         if open_turn is not None:
             self.iteration = open_turn
-        handover = self.handover if session.resumed else None
-        if handover is not None:
-            handover.take_charge()
+        handover = take_charge(self.handover, session)  # a resumed run: who is in charge
         serial = any(t.serial for t in self.tools.values())
         if not session.resumed and self.gate.waiting:
             # A run in memory continuing the waiting calls its history ends with.
@@ -493,9 +508,15 @@ class _RunCore(Generic[OutputT]):
                 per_tool_limit=self.settings.per_tool_limit,
             )
             if held:
+                await session.finish("suspended")
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
+        answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
+        if open_turn is not None and self.step_tools is not None:
+            # The open turn's calls run as they would have: only its step's tools.
+            _, self.offered = await self.step_tools.offer(step_context(self, open_turn))
+            answer = offered_only(self, answer)
         ended = await session.answer_open_turn(
-            self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,
+            answer,
             per_tool_limit=self.settings.per_tool_limit,
             runs_serially=self.runs_serially if serial else None,
         )
@@ -505,8 +526,7 @@ class _RunCore(Generic[OutputT]):
             await handover.finish_open_turn()
         loop = self.loop = self.build_loop(session)
         result = await loop.run()
-        if self.handover is not None:
-            await self.handover.loop_ended(result.reason)
+        await loop_ended(self.handover, result.reason)
         await session.finish(result.reason)
         return result
 
@@ -532,21 +552,16 @@ class _RunCore(Generic[OutputT]):
         try:
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
-            self._collect_tools()
+            collect_tools(self)
+            self.step_tools = step_tools(self)
             bind_gate(self)
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and
             # the model's chat spans parent under it, and a sub-agent run started in
             # a tool parents under that tool call's span.
             with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
-                async with (
-                    self.settings.model() as model,
-                    self._open_session() as session,
-                    contextlib.AsyncExitStack() as exits,
-                ):
+                async with run_models(self) as model, self._open_session() as session:
                     self.model = model
-                    if self.handover is not None:
-                        self.handover.opened(model, exits)
                     result = await self._run_on(session)
         finally:
             if counter is not None:

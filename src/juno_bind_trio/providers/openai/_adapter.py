@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final, final
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
 from ._classify import classify_openai_error
-from ._stream import check_client, stream_chat_completion
+from ._stream import StreamPath, check_client, check_stream_path, stream_chat_completion
 
 if TYPE_CHECKING:
     import openai
@@ -27,24 +27,31 @@ class OpenAIChatAdapter:
     """An ``AsyncOpenAI`` client speaking chat completions, as a
     [`ProviderAdapter`][juno_bind_trio.providers.ProviderAdapter].
 
-    ``OpenAIChatAdapter(client, classify=classify_openai_error)``: *client*
+    ``OpenAIChatAdapter(client, classify=classify_openai_error, stream_path="lean")``: *client*
     created with ``max_retries=0`` (routing decides what to retry), not owned
     (close it where you opened it); *classify* the error classifier, by
-    default [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error]. Any
+    default [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error];
+    *stream_path* how the stream is read (``"lean"``, the default, or ``"sdk"``; see
+    [`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion]). Any
     OpenAI-compatible endpoint serves (a Gemini or DeepSeek compatibility endpoint, a local
     server): fields the SDK does not model, on a tool call (``extra_content``) or on the message
     (``reasoning_content``), are carried into the transcript and sent back.
     """
 
-    __slots__ = ("_classify", "_client")
+    __slots__ = ("_classify", "_client", "_stream_path")
 
     def __init__(
-        self, client: openai.AsyncOpenAI, *, classify: Classifier = classify_openai_error
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        classify: Classifier = classify_openai_error,
+        stream_path: StreamPath = "lean",
     ) -> None:
         self._client = check_client("OpenAIChatAdapter", client)
         if not callable(classify):
             raise TypeError(f"OpenAIChatAdapter: classify must be callable, got {classify!r}")
         self._classify = classify
+        self._stream_path = check_stream_path("OpenAIChatAdapter", stream_path)
 
     def __repr__(self) -> str:
         return f"<OpenAIChatAdapter {self._client.base_url}>"
@@ -58,6 +65,11 @@ class OpenAIChatAdapter:
     def client(self) -> openai.AsyncOpenAI:
         """The client it sends through."""
         return self._client
+
+    @property
+    def stream_path(self) -> StreamPath:
+        """How the stream is read: ``"lean"`` or ``"sdk"``."""
+        return self._stream_path
 
     @property
     def server(self) -> tuple[str, int] | None:
@@ -80,6 +92,7 @@ class OpenAIChatAdapter:
             time_to_first_token=request.time_to_first_token,
             inter_chunk_timeout=request.inter_chunk_timeout,
             request_options=request.options,
+            stream_path=self._stream_path,
         )
 
     def classify(

@@ -40,7 +40,7 @@ from juno_bind_trio.routing import (
 
 from ._adapter import OpenAIChatAdapter
 from ._classify import classify_openai_error
-from ._stream import check_client
+from ._stream import StreamPath, check_client, check_stream_path
 
 if TYPE_CHECKING:
     import openai
@@ -90,6 +90,10 @@ def _check_request_options(given: Mapping[str, Any]) -> Mapping[str, Any]:
     return types.MappingProxyType(checked_request_options("OpenAIChatModel", given))
 
 
+def _check_stream_path(value: StreamPath) -> StreamPath:
+    return check_stream_path("OpenAIChatModel", value)
+
+
 def _check_callable(name: str, *, optional: bool) -> Callable[[Any, Any, Any], None]:
     def check(_instance: Any, _attribute: Any, value: Any) -> None:
         if optional and value is None:
@@ -131,6 +135,8 @@ class OpenAIChatModel:
     * *on_route*: called with each turn's
         [`RouteResult`][juno_bind_trio.routing.RouteResult] (the whole attempt trail),
         synchronously, before the turn returns or raises.
+    * *stream_path*: how each stream is read, ``"lean"`` (the default) or ``"sdk"``; see
+        [`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion].
     """
 
     _plan: RoutePlan = attrs.field(alias="plan", converter=_check_plan)
@@ -159,6 +165,9 @@ class OpenAIChatModel:
     _on_route: OnRoute | None = attrs.field(
         default=None, alias="on_route", validator=_check_callable("on_route", optional=True)
     )
+    _stream_path: StreamPath = attrs.field(
+        default="lean", alias="stream_path", converter=_check_stream_path
+    )
     _router: Router = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -174,7 +183,9 @@ class OpenAIChatModel:
         self._router = Router(
             plan=self._plan,
             adapters={
-                provider: OpenAIChatAdapter(client, classify=classify)
+                provider: OpenAIChatAdapter(
+                    client, classify=classify, stream_path=self._stream_path
+                )
                 for provider, client in self._clients.items()
             },
             breaker=self._breaker,
@@ -231,6 +242,7 @@ class OpenAIChatModel:
             request_options={**self._request_options, **added},
             classify=self._classify,
             on_route=self._on_route,
+            stream_path=self._stream_path,
         )
         derived._router = self._router.derive(derived._request_options)
         return derived

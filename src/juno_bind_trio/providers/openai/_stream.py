@@ -25,6 +25,17 @@ so that routing can decide between "ask again", "ask someone else" and
   arrive; reasoning deltas to its ``reasoning()`` and tool-call fragments to its
   ``tool_call_delta()``, which reach only a sink that shows them (see the
   stream's own notes on both).
+* **Cost per chunk.** By default (``stream_path="lean"``) the SDK sends the
+  request (its client options, auth, headers, base URL, timeouts and status
+  errors) and this package reads the event stream itself, handing each chunk
+  to the reader as the ``dict`` ``json.loads`` made: the SDK's own reader
+  builds a pydantic model per chunk, about 20 times the cost of the rest.
+  The SDK's reading is kept as ``stream_path="sdk"``; both end in one chunk
+  reader (``_chunks.py``), the lean one follows the SDK's event-stream rules
+  (``_sse.py``) and raises what the SDK raises (``APIError`` for an ``error``
+  event, ``json.JSONDecodeError`` for a garbled chunk, ``APIConnectionError``
+  and ``APITimeoutError`` for a lost or silent connection), and a differential
+  test runs every fault through both.
 * **Sockets.** The stream is always used in ``async with``: under Trio the
   SDK's finaliser cannot close an abandoned connection, so one left to the
   garbage collector leaks until then. A cancellation or a stall leaves the
@@ -33,33 +44,61 @@ so that routing can decide between "ask again", "ask someone else" and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, TypeAlias, cast
 
 import anyio
+import anyio.lowlevel
 
 from juno_bind_trio._blocking import check_model_request
 from juno_bind_trio._options import RESERVED_REQUEST_OPTIONS
 from juno_bind_trio.completion import (
     DEFAULT_INTER_CHUNK_TIMEOUT,
     DEFAULT_TIME_TO_FIRST_TOKEN,
-    AssembledCompletion,
     StreamWatchdog,
-    ToolCallAccumulator,
     TurnTextStream,
-    detect_completion_defect,
 )
 from juno_bind_trio.loop import ModelTurnResult
 
+from ._chunks import REASONING_FIELDS, ChunkReader
+from ._sse import SSEDataDecoder, drain_errors, request_errors, timeout_errors
+
 if TYPE_CHECKING:
+    import httpx2
     import openai
     from openai.types.chat import ChatCompletionChunk
 
-__all__ = ["REASONING_FIELDS", "check_client", "stream_chat_completion"]
+__all__ = [
+    "REASONING_FIELDS",
+    "STREAM_PATHS",
+    "StreamPath",
+    "check_client",
+    "check_stream_path",
+    "stream_chat_completion",
+]
 
-REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
-"""Where OpenAI-compatible providers put reasoning text in a delta (the SDK keeps it in
-``model_extra``), in the order they are looked for."""
+StreamPath: TypeAlias = Literal["lean", "sdk"]
+"""How a streamed chat completion is read: ``"lean"`` (the default; the SDK sends, this
+package reads the event stream into plain dicts) or ``"sdk"`` (the SDK's own stream of
+``ChatCompletionChunk`` models)."""
+
+STREAM_PATHS: Final = ("lean", "sdk")
+
+# After [DONE] the rest of an HTTP/1.1 body (the chunked encoding's last
+# chunk, usually in the same read) is read so the connection can be reused;
+# a server that holds the body open past [DONE] is not waited for longer, as
+# the SDK does not wait.
+_DRAIN_SECONDS: Final = 0.1
+
+# A read that finds many chunks waiting (a client behind its server, many
+# streams at once) hands them over without a checkpoint: the HTTP stack
+# parses them out of its buffer, and a 200-chunk answer could be read in one
+# task step, holding the event loop for tens of milliseconds under the SDK's
+# parsing. A checkpoint every so many chunks bounds the step; when every
+# chunk comes from a read of its own (the usual case), it costs a fraction
+# of a microsecond per chunk.
+_CHUNKS_PER_CHECKPOINT: Final = 16
 
 
 def check_client(function: str, client: object) -> openai.AsyncOpenAI:
@@ -80,30 +119,13 @@ def check_client(function: str, client: object) -> openai.AsyncOpenAI:
     return client
 
 
-def _fold(held: dict[str, Any], fields: Mapping[str, Any]) -> None:
-    # As the tool-call accumulator folds a call's own fields: a string or a list
-    # continues what was held, any other value replaces it, None is absence.
-    for key, value in fields.items():
-        if value is None:
-            continue
-        before = held.get(key)
-        if isinstance(before, str) and isinstance(value, str):
-            held[key] = before + value
-        elif isinstance(before, list) and isinstance(value, list):
-            held[key] = [*before, *value]
-        else:
-            held[key] = value
-
-
-def _reasoning_of(delta: Any) -> str | None:
-    extra = delta.model_extra
-    if not extra:
-        return None
-    for field in REASONING_FIELDS:
-        value = extra.get(field)
-        if isinstance(value, str) and value:
-            return value
-    return None
+def check_stream_path(function: str, value: object) -> StreamPath:
+    """Refuse a ``stream_path`` other than ``"lean"`` or ``"sdk"``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{function}: stream_path must be 'lean' or 'sdk', got {value!r}")
+    if value not in STREAM_PATHS:
+        raise ValueError(f"{function}: stream_path must be 'lean' or 'sdk', got {value!r}")
+    return cast("StreamPath", value)
 
 
 async def stream_chat_completion(
@@ -116,6 +138,7 @@ async def stream_chat_completion(
     time_to_first_token: float = DEFAULT_TIME_TO_FIRST_TOKEN,
     inter_chunk_timeout: float = DEFAULT_INTER_CHUNK_TIMEOUT,
     request_options: Mapping[str, Any] | None = None,
+    stream_path: StreamPath = "lean",
 ) -> ModelTurnResult:
     """Stream one chat completion and return it as a
     [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult].
@@ -124,7 +147,8 @@ async def stream_chat_completion(
     [`classify_openai_error()`][juno_bind_trio.providers.openai.classify_openai_error] to judge:
     the SDK's
     own exceptions (``APIConnectionError``, ``RateLimitError``, a mid-stream
-    ``APIError``, ``json.JSONDecodeError`` for a garbled chunk, …),
+    ``APIError``, ``json.JSONDecodeError`` for a garbled chunk,
+    ``APIResponseValidationError`` for a chunk of the wrong shape, …),
     [`StreamStallError`][juno_bind_trio.StreamStallError] when a watchdog budget runs out,
     and [`CompletionDefectError`][juno_bind_trio.CompletionDefectError] (including
     [`ToolCallAssemblyError`][juno_bind_trio.ToolCallAssemblyError]) for a completion that
@@ -143,6 +167,11 @@ async def stream_chat_completion(
     :param request_options: more arguments for
         ``client.chat.completions.create`` (``temperature``,
         ``response_format``, ``extra_headers``, …).
+    :param stream_path: ``"lean"`` (the default): the SDK sends the request
+        and this function reads the event stream into plain dicts, at a
+        small fraction of the SDK's cost per chunk; ``"sdk"``: the SDK's own
+        ``AsyncStream`` of ``ChatCompletionChunk`` models. Both raise the
+        same exceptions for the same stream.
 
     A refusal with no content is returned as the content: it is the model's
     answer, and the transcript has to carry it.
@@ -155,6 +184,7 @@ async def stream_chat_completion(
             f"stream_chat_completion: text_stream must be a TurnTextStream or None, "
             f"got {text_stream!r}"
         )
+    path = check_stream_path("stream_chat_completion", stream_path)
     options: dict[str, Any] = {}
     if request_options is not None:
         if not isinstance(request_options, Mapping):
@@ -174,136 +204,143 @@ async def stream_chat_completion(
         options["tools"] = list(tools)
 
     check_model_request("openai", model)
-    observe = text_stream.observe if text_stream is not None else None
-    reason = text_stream.reasoning if text_stream is not None else None
-    # Each fragment also goes to the text stream, for a surface that shows
-    # arguments as they arrive (it is a no-op for any other).
-    accumulator = ToolCallAccumulator(
-        on_delta=text_stream.tool_call_delta if text_stream is not None else None
-    )
-    content: list[str] = []
-    refusal: list[str] = []
-    reasoning: list[str] = []
-    # Fields of the server's own on the assistant message (reasoning_content):
-    # carried into the transcript, as the server sent them.
-    fields: dict[str, Any] = {}
-    finish_reason: str | None = None
-    input_tokens = output_tokens = cached = reasoned = 0
     started = anyio.current_time()
-
+    read = _read_lean if path == "lean" else _read_sdk
     with StreamWatchdog(time_to_first_token, inter_chunk_timeout) as watchdog:
-        # **options defeats the SDK's overloads; stream=True always returns a stream.
-        stream = cast(
-            "openai.AsyncStream[ChatCompletionChunk]",
-            await client.chat.completions.create(
-                model=model,
-                messages=messages,  # type: ignore[arg-type]
-                stream=True,
-                **options,
-            ),
-        )
-        # Bound once: this loop runs per chunk, and a long answer is thousands.
-        answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning
-        add_text, add_calls = content.append, accumulator.extend
-        async with stream:
-            _refuse_a_body_that_is_not_a_stream(stream)
-            async for chunk in stream:
-                choices = chunk.choices
-                if not choices:
-                    usage = chunk.usage
-                    if usage is not None:
-                        input_tokens, output_tokens, cached, reasoned = _usage(usage)
-                    alive()
-                    continue
-                choice = choices[0]
-                delta = choice.delta
-                text = delta.content
-                answered = False
-                if text:
-                    add_text(text)
-                    if observe is not None:
-                        observe(text)
-                    answered = True
-                if delta.refusal:
-                    refusal.append(delta.refusal)
-                    answered = True
-                if delta.tool_calls:
-                    add_calls(delta.tool_calls)
-                    answered = True
-                # Providers put reasoning in fields the SDK does not model; a
-                # chunk may carry reasoning and answer together.
-                extra = delta.model_extra
-                thought = _reasoning_of(delta) if extra else None
-                if thought is not None:
-                    reasoning.append(thought)
-                    if reason is not None:
-                        reason(thought)
-                if extra:
-                    _fold(fields, extra)
-                if answered:
-                    answer()
-                elif thought is not None:
-                    thinking()
-                else:
-                    alive()
-                if choice.finish_reason is not None:
-                    finish_reason = choice.finish_reason
-                if chunk.usage is not None:
-                    input_tokens, output_tokens, cached, reasoned = _usage(chunk.usage)
+        reader = await read(client, model, messages, options, watchdog, text_stream)
+    return reader.result(started)
 
-    first_answer_at = watchdog.statistics().first_answer_at
-    text_out = "".join(content) if content else None
-    refusal_out = "".join(refusal) if refusal else None
-    assembled = accumulator.assembled()
-    # Each finished call is built once, here: the defect check parses its
-    # arguments, and the loop, the receipts and the tool read that parse.
-    calls = accumulator.tool_calls() if all(c.complete for c in assembled) else None
-    completion = AssembledCompletion(
-        content=text_out,
-        tool_calls=assembled if calls is None else calls,
-        finish_reason=finish_reason,
-        refusal=refusal_out,
+
+async def _read_sdk(
+    client: openai.AsyncOpenAI,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    options: dict[str, Any],
+    watchdog: StreamWatchdog,
+    text_stream: TurnTextStream | None,
+) -> ChunkReader:
+    import openai
+
+    # **options defeats the SDK's overloads; stream=True always returns a stream.
+    stream = cast(
+        "openai.AsyncStream[ChatCompletionChunk]",
+        await client.chat.completions.create(
+            model=model,
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            **options,
+        ),
     )
-    defect = detect_completion_defect(completion)
-    if defect is not None:
-        raise defect.as_error()
-    return ModelTurnResult(
-        content=text_out if text_out is not None else refusal_out,
-        tool_calls=accumulator.tool_calls() if calls is None else calls,
-        extra=fields,
-        reasoning="".join(reasoning) if reasoning else None,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cached_tokens=cached,
-        reasoning_tokens=reasoned,
-        time_to_first_token=None if first_answer_at is None else first_answer_at - started,
+    async with stream:
+        response = stream.response
+        _refuse_a_body_that_is_not_a_stream(response)
+        reader = ChunkReader(watchdog, text_stream, response)
+        feed, model_type = reader.feed, openai.BaseModel
+        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
+        async for chunk in stream:
+            # The fields the server sent, those the SDK does not model
+            # included; a value that is not an object the SDK leaves as it was.
+            value: object = chunk
+            feed(chunk.to_dict(warnings=False) if isinstance(value, model_type) else value)
+            unyielded += 1
+            if unyielded == _CHUNKS_PER_CHECKPOINT:
+                unyielded = 0
+                await checkpoint()
+    return reader
+
+
+async def _read_lean(
+    client: openai.AsyncOpenAI,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    options: dict[str, Any],
+    watchdog: StreamWatchdog,
+    text_stream: TurnTextStream | None,
+) -> ChunkReader:
+    import openai
+
+    # with_streaming_response: the SDK's request (and its status errors) with
+    # the body left unread for this function.
+    opened = client.chat.completions.with_streaming_response.create(
+        model=model,
+        messages=messages,  # type: ignore[arg-type]
+        stream=True,
+        **options,
     )
+    async with opened as raw:
+        response = raw.http_response
+        _refuse_a_body_that_is_not_a_stream(response)
+        reader = ChunkReader(watchdog, text_stream, response)
+        feed, loads = reader.feed, json.loads
+        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
+        decoder = SSEDataDecoder()
+        pieces = response.aiter_bytes()
+        timeouts, lost = timeout_errors(), request_errors()
+        try:
+            while True:
+                try:
+                    piece = await pieces.__anext__()
+                except StopAsyncIteration:
+                    decoder.finish()
+                    return reader
+                except timeouts as error:
+                    raise openai.APITimeoutError(request=response.request) from error
+                except lost as error:
+                    raise openai.APIConnectionError(request=response.request) from error
+                for event, data in decoder.feed(piece):
+                    if data.startswith("[DONE]"):
+                        await _drain(response, pieces)
+                        return reader
+                    chunk = loads(data)
+                    if event is not None and event.startswith("thread."):
+                        # As the SDK reads an Assistants event: wrapped, never an error.
+                        chunk = {"data": chunk, "event": event}
+                    elif chunk.__class__ is dict and chunk.get("error"):
+                        _raise_error_event(response, chunk["error"])
+                    feed(chunk)
+                    unyielded += 1
+                    if unyielded == _CHUNKS_PER_CHECKPOINT:
+                        unyielded = 0
+                        await checkpoint()
+        finally:
+            await pieces.aclose()
 
 
-def _usage(usage: Any) -> tuple[int, int, int, int]:
-    # (input, output, cached of the input, reasoning of the output); a server
-    # that leaves the details out (most compatible ones) reports none of either.
-    prompt = usage.prompt_tokens_details
-    completion = usage.completion_tokens_details
-    cached = (prompt.cached_tokens or 0) if prompt is not None else 0
-    reasoned = (completion.reasoning_tokens or 0) if completion is not None else 0
-    return usage.prompt_tokens, usage.completion_tokens, cached, reasoned
+def _raise_error_event(response: httpx2.Response, error: object) -> NoReturn:
+    # `data: {"error": ...}` mid-stream, raised as the SDK raises it.
+    import openai
+
+    message = error.get("message") if isinstance(error, Mapping) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    raise openai.APIError(message=message, request=response.request, body=error)
 
 
-def _refuse_a_body_that_is_not_a_stream(stream: openai.AsyncStream[ChatCompletionChunk]) -> None:
+async def _drain(response: httpx2.Response, pieces: Any) -> None:
+    if response.http_version != "HTTP/1.1":
+        return  # HTTP/2 ends this stream and keeps the connection without it
+    try:
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            async for _ in pieces:
+                await anyio.lowlevel.checkpoint()
+    except drain_errors():
+        pass  # the answer is complete; a fault in what follows it is no error
+
+
+def _refuse_a_body_that_is_not_a_stream(response: httpx2.Response) -> None:
     # An endpoint that is not an OpenAI-compatible API (a login page, a proxy's
     # error page) can answer 200 with HTML. The SDK would read it as an event
     # stream with no events, and the empty completion would look truncated and
     # be retried as a defect. Say what it is: the endpoint's fault, next candidate.
     import openai
 
-    content_type = stream.response.headers.get("content-type", "")
+    content_type = response.headers.get("content-type", "")
     if content_type and "event-stream" not in content_type.lower():
         raise openai.APIResponseValidationError(
-            response=stream.response,
+            response=response,
             body=None,
             message=(
-                f"the endpoint answered {stream.response.status_code} with Content-Type "
+                f"the endpoint answered {response.status_code} with Content-Type "
                 f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
                 "an OpenAI-compatible API?"
             ),
