@@ -166,3 +166,41 @@ def test_a_reset_holds_the_boxs_height_exactly_whatever_its_padding_and_box_sizi
             assert after == before, section
             assert second == before, section
             assert ended == 20 + 12 + 6, section
+
+
+def test_approve_on_the_page_runs_the_call_once_and_the_run_goes_on(backend: str) -> None:
+    """A call waiting for approval is shown with Approve / Deny; Approve runs it once."""
+    from browser import ROOT, script_server
+
+    server = script_server(ROOT / "tests" / "web" / "approval_server.py", backend)
+    with server as (url, _process), launched() as page:
+        page.goto(url)
+        page.fill("#prompt", "Refund my order, please.")
+        page.click("#start")
+        page.wait_for_selector(
+            "#pending li[data-call-id='call_refund'] button.approve", timeout=20_000
+        )
+        assert page.text_content("#reason") == "(suspended)"
+        label = page.text_content("#pending li") or ""
+        assert 'refund({"eur":50})' in label
+        effects = page.evaluate(f"fetch({url + 'effects'!r}).then(r => r.json())")
+        assert effects == []  # nothing ran before the decision
+        page.click("#pending button.approve")
+        page.wait_for_function(
+            "() => document.getElementById('status').textContent === 'ended'"
+            " && document.getElementById('reason').textContent === '(completed)'",
+            timeout=20_000,
+        )
+        assert page.is_hidden("#pending-box")
+        page.wait_for_function(
+            "() => document.querySelector('.turn')?.textContent === 'Done: refunded 50 EUR.'",
+            timeout=20_000,
+        )
+        statuses = page.eval_on_selector_all(
+            "#tools li", "items => items.map(item => item.dataset.status)"
+        )
+        assert statuses == ["finished"]
+        effects = page.evaluate(f"fetch({url + 'effects'!r}).then(r => r.json())")
+        assert effects == [50]  # once
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"live_view_approved_{backend}.png"), full_page=True)

@@ -12,6 +12,11 @@
 // snapshot, which carries each live turn's text and stream position. When the
 // server no longer keeps the events after Last-Event-ID (or reads the run back
 // from its run store), it sends a "resync" event carrying the snapshot itself.
+//
+// A run that ends "suspended" lists the calls waiting for a person's decision in
+// `pending` (from its "pending" event, or the snapshot); `decide({ id: true, other:
+// "reason" })` approves and denies them, and returns the id of the run that goes on,
+// which a new view watches (`view.watch(runId)`).
 
 import { RunText } from "./turn-view.js";
 import { TurnRenderer } from "./renderer.js";
@@ -38,6 +43,7 @@ export class LiveView {
     this.reason = null;
     this.agent = null; // the agent speaking, once a handoff named it
     this.toolCalls = new Map(); // toolCallId -> { toolName, arguments, status, content }
+    this.pending = []; // calls waiting for a decision: { id, name, arguments, kind }
     this.lastEventId = 0;
     this.history = []; // every text shown: { turnId, text, seq, at }
     this._source = null;
@@ -75,6 +81,20 @@ export class LiveView {
 
   cancel() {
     return this._control("cancel");
+  }
+
+  /** Approve (true) or deny (false, or a reason) the waiting calls; the new run's id. */
+  async decide(approvals) {
+    const response = await this._fetch(`${this.base}/runs/${encodeURIComponent(this.runId)}/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ approvals }),
+    });
+    if (response.status !== 201) throw new Error(`the decision was refused: ${response.status} ${await response.text()}`);
+    this.pending = [];
+    this.onChange(this);
+    const { runId } = await response.json();
+    return runId;
   }
 
   async _control(action) {
@@ -128,6 +148,9 @@ export class LiveView {
       case "run_ended":
         this.reason = event.reason;
         break;
+      case "pending":
+        this.pending = event.calls ?? [];
+        break;
       default:
         break; // a kind this client does not know: newer server, ignore
     }
@@ -168,6 +191,7 @@ export class LiveView {
       });
     }
     if (snapshot.reason) this.reason = snapshot.reason;
+    if (snapshot.pending) this.pending = snapshot.pending;
     this.status = snapshot.status;
     this.snapshot = snapshot;
     if (snapshot.status === "ended" || snapshot.status === "detached") this._end();
