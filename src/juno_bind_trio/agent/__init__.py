@@ -24,10 +24,14 @@ from ._approvals import Approve as Approve
 from ._approvals import Deny as Deny
 from ._approvals import ExternalTool as ExternalTool
 from ._approvals import PendingToolCall as PendingToolCall
+from ._compaction import DEFAULT_COMPACTION_INSTRUCTIONS as DEFAULT_COMPACTION_INSTRUCTIONS
+from ._compaction import Compaction as Compaction
 from ._context import RunContext as RunContext
 from ._events import AgentEvent as AgentEvent
 from ._events import HandoffEvent as HandoffEvent
 from ._events import RunEndedEvent as RunEndedEvent
+from ._events import RunStatus as RunStatus
+from ._events import RunStatusEvent as RunStatusEvent
 from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
@@ -52,6 +56,7 @@ from ._tool import Toolset as Toolset
 from ._tool import tool as tool
 
 __all__ = [
+    "DEFAULT_COMPACTION_INSTRUCTIONS",
     "DEFAULT_MAX_ITERATIONS",
     "DEFAULT_TOOL_RESULT_MARKER",
     "Agent",
@@ -59,6 +64,7 @@ __all__ = [
     "AgentResult",
     "AgentRun",
     "Approve",
+    "Compaction",
     "ConversationBusy",
     "Deny",
     "ExternalTool",
@@ -75,6 +81,8 @@ __all__ = [
     "RunContext",
     "RunEndedEvent",
     "RunSession",
+    "RunStatus",
+    "RunStatusEvent",
     "StoreSession",
     "TextEvent",
     "Tool",

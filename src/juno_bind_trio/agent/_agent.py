@@ -40,6 +40,7 @@ from juno_bind_trio.store import DEFAULT_LEASE_TTL
 from juno_bind_trio.transcript import heal_transcript
 
 from ._approvals import Approve, Deny, read_decisions
+from ._compaction import Compaction
 from ._context import DepsT, RunContext
 from ._handle import AgentRun, OpenRun
 from ._handoff import Handoff, handoff_specs
@@ -423,6 +424,11 @@ class Agent(Generic[DepsT, OutputT]):
       processor, and nothing is sent. Ready-made:
       [keep_last_turns][juno_bind_trio.agent.keep_last_turns],
       [drop_old_tool_results][juno_bind_trio.agent.drop_old_tool_results].
+    * *compaction*: a [Compaction][juno_bind_trio.agent.Compaction]: when a
+      run's context grows past its trigger, the turns before the last few
+      are summarized through a model call and replaced by the summary, in
+      the transcript the run keeps (a ``"compacting"``
+      [RunStatusEvent][juno_bind_trio.agent.RunStatusEvent] in ``open_run``).
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -468,6 +474,8 @@ class Agent(Generic[DepsT, OutputT]):
         prepare_tools: PrepareToolsFn | None = None,
         # #33: what each request is sent.
         history_processors: Sequence[HistoryProcessor] | None = None,
+        # #33: old turns summarized.
+        compaction: Compaction | None = None,
     ) -> None:
         owner = "Agent"
         # What override() builds its stand-in agent from.
@@ -527,6 +535,10 @@ class Agent(Generic[DepsT, OutputT]):
             raise TypeError(f"{owner}: chain_rule must be a ChainRule or None, got {chain_rule!r}")
         check_prepare(owner, "prepare_tools", prepare_tools)
         processors = check_processors(owner, history_processors)
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(
+                f"{owner}: compaction must be a Compaction or None, got {shown(compaction)}"
+            )
         _positive(owner, "max_iterations", max_iterations)
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
@@ -608,6 +620,7 @@ class Agent(Generic[DepsT, OutputT]):
             dialect=dialect,
             prepare_tools=prepare_tools,
             history_processors=processors,
+            compaction=compaction,
         )
 
     def __repr__(self) -> str:

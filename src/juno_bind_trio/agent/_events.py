@@ -30,6 +30,8 @@ __all__ = [
     "AgentEvent",
     "HandoffEvent",
     "RunEndedEvent",
+    "RunStatus",
+    "RunStatusEvent",
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
@@ -163,6 +165,26 @@ class RunEndedEvent:
         return {"kind": "run_ended", "runId": self.run_id, "reason": self.reason}
 
 
+RunStatus: TypeAlias = Literal["compacting"]
+"""What a run is busy with besides its model turns and tools: ``"compacting"``."""
+
+
+@attrs.frozen
+class RunStatusEvent:
+    """The run is busy with something other than a turn or a tool: *status*.
+
+    ``"compacting"``: the run's [Compaction][juno_bind_trio.agent.Compaction]
+    is summarizing its old turns, after iteration *iteration*.
+    """
+
+    iteration: int
+    status: RunStatus
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"kind": "status", "iteration", "status"}``."""
+        return {"kind": "status", "iteration": self.iteration, "status": self.status}
+
+
 AgentEvent: TypeAlias = (
     TextEvent
     | ResetEvent
@@ -173,5 +195,6 @@ AgentEvent: TypeAlias = (
     | TurnEndedEvent
     | HandoffEvent
     | RunEndedEvent
+    | RunStatusEvent
 )
 """Everything an [AgentRun][juno_bind_trio.agent.AgentRun] yields, in the order it happened."""

@@ -7,7 +7,9 @@ persist port (``saver``: the switch is made there, at the end of the
 handoff's iteration and before it is saved, so the stored transcript never
 holds a handoff half made), each model call (``model``: the agent in
 charge's), a resumed run's start (``take_charge``, ``finish_open_turn``),
-and the loop's end (``loop_ended``). See ``_handoff`` for the design.
+and the loop's end (``loop_ended``). See ``_handoff`` for the design. A run
+with handoffs always wires the loop's serial-call and would-end ports, and looks
+its tools up when asked: the agent in charge may come to need them.
 """
 
 from __future__ import annotations

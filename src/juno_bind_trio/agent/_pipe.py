@@ -15,10 +15,10 @@ from juno_bind_trio.completion import (
     TurnStreamEvent,
     TurnStreamSink,
 )
-from juno_bind_trio.loop import ToolCallRejectedEvent
+from juno_bind_trio.loop import StatusEvent, ToolCallRejectedEvent
 from juno_bind_trio.plugins import tool_failure_content
 
-from ._events import AgentEvent, ToolCallEndedEvent
+from ._events import AgentEvent, RunStatusEvent, ToolCallEndedEvent
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,6 +129,10 @@ class LoopEvents:
 
     def send_nowait(self, event: LoopEvent) -> None:
         emit = self._emit
+        if type(event) is StatusEvent:
+            if event.status == "compacting":  # the one status a reader could not infer
+                emit(RunStatusEvent(event.iteration, "compacting"))
+            return
         if type(event) is not ToolCallRejectedEvent:
             return
         # Ordinary failures were reported by the dispatcher; the loop alone

@@ -61,6 +61,7 @@ from juno_bind_trio.run import (
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
+from ._compaction import compaction_ports
 from ._context import RunContext, run_context
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
 from ._handoff import HandoffSpec
@@ -72,7 +73,7 @@ from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
-from ._steps import collect_tools, offered_only, shape_turn, step_context, step_tools
+from ._steps import collect_tools, offered_only, open_turn_port, shape_turn, step_tools
 from ._store_session import StoreSession
 from ._tool import Tool
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
     from juno_bind_trio.schema import SchemaDialect
 
+    from ._compaction import Compaction
     from ._output_modes import OutputPlan
     from ._prepare import PrepareToolsFn, StepTools
     from ._processors import Processors
@@ -144,6 +146,7 @@ class RunSettings:
     dialect: SchemaDialect = "openai"
     prepare_tools: PrepareToolsFn | None = None
     history_processors: Processors | None = None
+    compaction: Compaction | None = None
 
 
 @final
@@ -224,8 +227,7 @@ class _RunCore(Generic[OutputT]):
         # The accepted answer's value (an output function's return): the run's output.
         self.output_value: Any = NO_VALUE
         self.output_problem: str | None = None
-        # #33: the run's per-step choice of tools (None: every tool, every step), and
-        # the tools a call of the last step may run (None: any of the run's).
+        # #33: the per-step tools (None: all, always); what the last step offered (None: all).
         self.step_tools: StepTools | None = None
         self.offered: Mapping[str, Tool] | None = None
 
@@ -238,14 +240,13 @@ class _RunCore(Generic[OutputT]):
         if self.pipe is not None:
             reader: TurnStreamSink = self.pipe.sink
             sink = reader if sink is None else FanOutSink(reader, sink)
-        # With handoffs, the agent in charge may come to have serial tools or an output type.
         serial = self.handover is not None or any(t.serial for t in self.tools.values())
         run_tool_call = session.wrap_tool_call(self.dispatch)
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
-        if self.step_tools is not None or self.handover is not None:  # a hidden tool is not there
-            run_tool_call = offered_only(self, run_tool_call)
+        run_tool_call = offered_only(self, run_tool_call)  # outermost: a hidden tool is not there
+        needs, apply = compaction_ports(self, settings.compaction)
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -256,6 +257,8 @@ class _RunCore(Generic[OutputT]):
             on_turn_would_end=None if settings.output.text and not serial else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
+            needs_compaction=needs,
+            apply_compaction=apply,
             save_session=persist_port(self.handover, session),
             stop=either_stop(self.stop, session.stop),
             events=LoopEvents(self.emit) if self.emit is not None else None,  # type: ignore[arg-type]
@@ -454,7 +457,6 @@ class _RunCore(Generic[OutputT]):
         if settings.store is None:
             return contextlib.nullcontext(InMemorySession(self.state, self.chain))
 
-        # Looked up when asked: after a handoff, the tools are the target's.
         def resumability(name: str) -> EffectResumability:
             found = self.tools.get(name)
             return "repeatable" if found is not None and found.repeatable else "non_repeatable"
@@ -511,10 +513,8 @@ class _RunCore(Generic[OutputT]):
                 await session.finish("suspended")
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
-        if open_turn is not None and self.step_tools is not None:
-            # The open turn's calls run as they would have: only its step's tools.
-            _, self.offered = await self.step_tools.offer(step_context(self, open_turn))
-            answer = offered_only(self, answer)
+        if open_turn is not None:  # its calls run as they would have: its step's tools only
+            answer = await open_turn_port(self, answer, open_turn)
         ended = await session.answer_open_turn(
             answer,
             per_tool_limit=self.settings.per_tool_limit,

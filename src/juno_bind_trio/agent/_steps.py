@@ -30,7 +30,14 @@ if TYPE_CHECKING:
 
     from ._run import _RunCore
 
-__all__ = ["collect_tools", "offered_only", "shape_turn", "step_context", "step_tools"]
+__all__ = [
+    "collect_tools",
+    "offered_only",
+    "open_turn_port",
+    "shape_turn",
+    "step_context",
+    "step_tools",
+]
 
 _Port = Callable[["ToolCallLike"], Awaitable["ToolCallOutcome"]]
 
@@ -74,6 +81,8 @@ def step_context(core: _RunCore[Any], iteration: int) -> Callable[[str], RunCont
 
 def offered_only(core: _RunCore[Any], inner: _Port) -> _Port:
     """*inner*, for the calls of tools offered at their step; the rest are not found."""
+    if core.step_tools is None:
+        return inner
 
     async def run_tool_call(given: ToolCallLike) -> ToolCallOutcome:
         offered = core.offered
@@ -91,6 +100,15 @@ def offered_only(core: _RunCore[Any], inner: _Port) -> _Port:
         raise error
 
     return run_tool_call
+
+
+async def open_turn_port(core: _RunCore[Any], inner: _Port, iteration: int) -> _Port:
+    """*inner* for the calls of a turn left open (a resume): only what its step offered runs."""
+    step = core.step_tools
+    if step is None:
+        return inner
+    _, core.offered = await step.offer(step_context(core, iteration))
+    return offered_only(core, inner)
 
 
 async def shape_turn(core: _RunCore[Any], turn: ModelTurn) -> ModelTurn:
