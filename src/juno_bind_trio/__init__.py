@@ -15,6 +15,7 @@ from ._errors import AbortedToolCallError as AbortedToolCallError
 from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
 from ._errors import ConversationBusy as ConversationBusy
+from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import LeaseLostError as LeaseLostError
@@ -57,12 +58,16 @@ from .agent import AgentResult as AgentResult  # noqa: E402
 from .agent import Approve as Approve  # noqa: E402
 from .agent import Deny as Deny  # noqa: E402
 from .agent import ExternalTool as ExternalTool  # noqa: E402
+from .agent import GuardrailResult as GuardrailResult  # noqa: E402
 from .agent import Handoff as Handoff  # noqa: E402
 from .agent import NativeOutput as NativeOutput  # noqa: E402
 from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import PromptedOutput as PromptedOutput  # noqa: E402
 from .agent import RunContext as RunContext  # noqa: E402
+from .agent import ToolGuard as ToolGuard  # noqa: E402
 from .agent import ToolOutput as ToolOutput  # noqa: E402
+from .agent import input_guardrail as input_guardrail  # noqa: E402
+from .agent import output_guardrail as output_guardrail  # noqa: E402
 from .agent import tool as tool  # noqa: E402
 
 __version__ = "0.1.0.dev0"
@@ -79,6 +84,8 @@ __all__ = [
     "ConversationBusy",
     "Deny",
     "ExternalTool",
+    "GuardrailResult",
+    "GuardrailTripped",
     "Handoff",
     "InterruptedToolCallError",
     "JunoBindError",
@@ -109,6 +116,7 @@ __all__ = [
     "ToolCallError",
     "ToolCallHistoryError",
     "ToolFailureError",
+    "ToolGuard",
     "ToolOutput",
     "TranscriptError",
     "TurnStreamUsageError",
@@ -116,6 +124,8 @@ __all__ = [
     "UsageLimitExceeded",
     "WireFormatError",
     "__version__",
+    "input_guardrail",
+    "output_guardrail",
     "tool",
 ]
 

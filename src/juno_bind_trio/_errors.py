@@ -32,6 +32,8 @@ Whose fault an error is shows in where it hangs:
     ├── RunTimeoutError (TimeoutError) the run's own deadline expired
     ├── UsageLimitExceeded             an agent run reached one of its UsageLimits and
     │                                  stopped softly (carries the result so far)
+    ├── GuardrailTripped               an agent's guardrail tripped: the run ended there
+    │                                  (carries the guardrail's name, info and the result so far)
     ├── StoreError                     a run store refused or could not do what was asked
     │   ├── RunNotFoundError (KeyError)    no run with that id
     │   ├── RunExistsError                 create_run with an id already stored
@@ -75,6 +77,7 @@ __all__ = [
     "AllRoutesFailedError",
     "CompletionDefectError",
     "ConversationBusy",
+    "GuardrailTripped",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
@@ -582,6 +585,49 @@ class UsageLimitExceeded(JunoBindError):
 
     def __reduce__(self) -> tuple[type[UsageLimitExceeded], tuple[str, int, int, Any]]:
         return (type(self), (self.limit, self.value, self.used, self.result))
+
+
+class GuardrailTripped(JunoBindError):
+    """An agent's guardrail tripped, and the run ended there.
+
+    Raised as itself (never inside an exception group) by ``Agent.run``,
+    ``run_sync`` and ``open_run``. An input guardrail that trips cancels the
+    first model request at once, and no tool starts; an output guardrail that
+    trips withdraws the streamed answer (a reset, reason ``"guardrail"``)
+    before this leaves ``open_run``. *guardrail* is the guardrail's name,
+    *kind* ``"input"`` or ``"output"``, *info* what its
+    ``GuardrailResult.info`` held, *message* its ``GuardrailResult.message``.
+    *result* is the [AgentResult][juno_bind_trio.agent.AgentResult] so far
+    (reason ``"stopped"``; its transcript holds no withdrawn answer and
+    answers every call); ``None`` only when the error was made by hand.
+    """
+
+    guardrail: str
+    kind: str
+    info: Any
+    message: str | None
+    result: Any
+
+    def __init__(
+        self,
+        guardrail: str,
+        kind: str = "input",
+        info: Any = None,
+        message: str | None = None,
+        result: Any = None,
+    ) -> None:
+        said = f": {message}" if message else ""
+        super().__init__(f"the {kind} guardrail {guardrail!r} tripped{said}")
+        self.guardrail = guardrail
+        self.kind = kind
+        self.info = info
+        self.message = message
+        self.result = result
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[GuardrailTripped], tuple[str, str, Any, str | None, Any]]:
+        return (type(self), (self.guardrail, self.kind, self.info, self.message, self.result))
 
 
 # --- transcripts and tool schemas (juno_bind_trio.transcript / .schema) -------

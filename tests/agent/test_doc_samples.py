@@ -31,6 +31,7 @@ PAGES = [
     "how-to/agent-testing.md",
     "how-to/agent-output-modes.md",
     "how-to/handoffs.md",
+    "how-to/guardrails.md",
     "how-to/tools-per-step.md",
     "how-to/history-processors.md",
 ]

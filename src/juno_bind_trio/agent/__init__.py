@@ -10,6 +10,7 @@ schemas come from their signatures. Where a run's state lives is its
 """
 
 from juno_bind_trio._errors import ConversationBusy as ConversationBusy
+from juno_bind_trio._errors import GuardrailTripped as GuardrailTripped
 from juno_bind_trio._errors import ModelRetry as ModelRetry
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
@@ -36,6 +37,10 @@ from ._events import ToolCallEndedEvent as ToolCallEndedEvent
 from ._events import ToolCallEndStatus as ToolCallEndStatus
 from ._events import ToolCallStartedEvent as ToolCallStartedEvent
 from ._events import TurnEndedEvent as TurnEndedEvent
+from ._guardrails import InputGuardrail as InputGuardrail
+from ._guardrails import OutputGuardrail as OutputGuardrail
+from ._guardrails import input_guardrail as input_guardrail
+from ._guardrails import output_guardrail as output_guardrail
 from ._handle import AgentRun as AgentRun
 from ._handoff import Handoff as Handoff
 from ._handoff import HandoffInputFilter as HandoffInputFilter
@@ -54,6 +59,8 @@ from ._store_session import StoreSession as StoreSession
 from ._tool import Tool as Tool
 from ._tool import Toolset as Toolset
 from ._tool import tool as tool
+from ._tool_guards import ToolGuard as ToolGuard
+from ._verdict import GuardrailResult as GuardrailResult
 
 __all__ = [
     "DEFAULT_COMPACTION_INSTRUCTIONS",
@@ -68,12 +75,16 @@ __all__ = [
     "ConversationBusy",
     "Deny",
     "ExternalTool",
+    "GuardrailResult",
+    "GuardrailTripped",
     "Handoff",
     "HandoffEvent",
     "HandoffInputFilter",
     "InMemorySession",
+    "InputGuardrail",
     "ModelRetry",
     "NativeOutput",
+    "OutputGuardrail",
     "PendingToolCall",
     "PromptedOutput",
     "ReasoningEvent",
@@ -91,13 +102,16 @@ __all__ = [
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
     "ToolDefinition",
+    "ToolGuard",
     "ToolOutput",
     "Toolset",
     "TurnEndedEvent",
     "UsageLimitExceeded",
     "UsageLimits",
     "drop_old_tool_results",
+    "input_guardrail",
     "keep_last_turns",
+    "output_guardrail",
     "tool",
 ]
 

@@ -42,6 +42,13 @@ from juno_bind_trio.transcript import heal_transcript
 from ._approvals import Approve, Deny, read_decisions
 from ._compaction import Compaction
 from ._context import DepsT, RunContext
+from ._guardrails import (
+    GuardrailFunction,
+    InputGuardrail,
+    OutputGuardrail,
+    check_input_guardrails,
+    check_output_guardrails,
+)
 from ._handle import AgentRun, OpenRun
 from ._handoff import Handoff, handoff_specs
 from ._history import check_message_history
@@ -61,6 +68,7 @@ from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
 from ._store_session import StoreSpec, check_store
 from ._tool import Tool, Toolset, check_tool_deps, collect_tools
+from ._tool_guards import ToolGuard, check_tool_guards
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -408,6 +416,17 @@ class Agent(Generic[DepsT, OutputT]):
       *per_tool_limit*, counted across every agent of the run. A run resumed
       from a store goes on under the agent in charge, found by name among the
       agents these handoffs reach. See docs/how-to/handoffs.md.
+    * *input_guardrails*: checks of each run's input
+      ([input_guardrail][juno_bind_trio.agent.input_guardrail], or plain
+      functions of ``(ctx, messages)``), run beside the run's first model
+      request: the first to trip cancels it and the run raises
+      [GuardrailTripped][juno_bind_trio.GuardrailTripped].
+    * *output_guardrails*: checks of the final output
+      ([output_guardrail][juno_bind_trio.agent.output_guardrail]) before the
+      run returns it: a trip withdraws the streamed answer and raises, or asks again.
+    * *tool_guards*: [ToolGuard][juno_bind_trio.agent.ToolGuard]s around every
+      tool call (before a tool's own ``guards=``): ``before`` may refuse a
+      call (kind ``"authz"``), ``after`` may replace its result.
     * *prepare_tools*: ``(ctx, definitions) -> definitions``, sync or async:
       before each model request, after each tool's own *prepare* (see
       [tool][juno_bind_trio.agent.tool]), the
@@ -470,6 +489,10 @@ class Agent(Generic[DepsT, OutputT]):
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
         handoffs: Iterable[Agent[Any, Any] | Handoff] = (),
+        # guardrails (#32): see _guardrails
+        input_guardrails: Iterable[InputGuardrail | GuardrailFunction] = (),
+        output_guardrails: Iterable[OutputGuardrail | GuardrailFunction] = (),
+        tool_guards: Iterable[ToolGuard] = (),
         # #33: the tools of each step.
         prepare_tools: PrepareToolsFn | None = None,
         # #33: what each request is sent.
@@ -617,6 +640,9 @@ class Agent(Generic[DepsT, OutputT]):
             lease_ttl=float(lease_ttl),
             usage_limits=usage_limits,
             handoffs=handing,
+            input_guardrails=check_input_guardrails(owner, input_guardrails),
+            output_guardrails=check_output_guardrails(owner, output_guardrails),
+            tool_guards=check_tool_guards(owner, tool_guards),
             dialect=dialect,
             prepare_tools=prepare_tools,
             history_processors=processors,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Generic
+from typing import Any, Generic, final
 
 import attrs
 from typing_extensions import TypeVar
@@ -16,9 +16,19 @@ from juno_bind_trio.run import (
     tool_call_receipt_key,
 )
 
-__all__ = ["DepsT", "RunContext", "run_context"]
+__all__ = ["DepsT", "RunChildren", "RunContext", "run_context"]
 
 DepsT = TypeVar("DepsT", default=None)
+
+
+@final
+class RunChildren:
+    """How many sub-agent runs a run has going, for admission."""
+
+    __slots__ = ("running",)
+
+    def __init__(self) -> None:
+        self.running: int = 0
 
 
 @attrs.frozen(kw_only=True, slots=False)

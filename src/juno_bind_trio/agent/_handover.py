@@ -83,6 +83,9 @@ class Handover:
     async def model(self) -> ModelFn:
         """The model of the agent in charge (a target's opened at its first turn)."""
         settings: RunSettings = self.core.agent
+        own: ModelFn | None = self.core.model
+        if settings is self.core.settings and own is not None:
+            return own  # the run's own (its first request beside the guardrails)
         found = self.models.get(settings.model)
         if found is not None:
             return found

@@ -13,16 +13,17 @@ from juno_bind_trio._errors import StructuredOutputError
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult, RunStats
 
 from ._limits import UsageMeter
-from ._output_modes import NO_VALUE
+from ._output_modes import NO_VALUE, output_tool_context
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal
 
     from ._context import RunContext
     from ._output_modes import OutputPlan, Verdict
+    from ._run import _RunCore
     from ._session import ModelPort
 
-__all__ = ["Extra", "reask_message", "structured_turn"]
+__all__ = ["Extra", "answer_of", "reask_message", "structured_turn"]
 
 
 @final
@@ -147,3 +148,27 @@ async def structured_turn(
         verdict = await output.judge(result, context)
         if verdict.problem is None:
             return verdict.result, None, verdict.value
+
+
+async def answer_of(core: _RunCore[Any], turn: ModelTurn) -> ModelTurnResult:
+    """*turn*'s answer from the run's model: as it came for text, else re-asked until it
+    matches the output type (the re-ask owed and the value go on *core*)."""
+    # The agent in charge's model and output type (a handoff's target's, after one).
+    model = core.model if core.handover is None else await core.handover.model()
+    assert model is not None
+    output = core.agent.output
+    if output.text:
+        return await model(turn)
+    result, core.reask_owed, core.output_value = await structured_turn(
+        model,
+        turn,
+        output,
+        extra=core.extra,
+        meter=core.meter,
+        stop=core.stop,
+        max_retries=core.agent.max_output_retries,
+        context=output_tool_context(
+            core.deps, core.run_id, turn.iteration, core.chain, core.children
+        ),
+    )
+    return result

@@ -31,6 +31,7 @@ import pydantic_core
 from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import cancelled_now
 from juno_bind_trio._errors import (
+    GuardrailTripped,
     ToolFailureError,
     UsageError,
     UsageLimitExceeded,
@@ -62,20 +63,22 @@ from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
 from ._compaction import compaction_ports
-from ._context import RunContext, run_context
+from ._context import RunChildren, RunContext, run_context
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
+from ._guardrails import checked_output, guarded_first_request, tripped_result
 from ._handoff import HandoffSpec
 from ._handover import Handover, accepted, loop_ended, persist_port, run_models, take_charge
 from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
-from ._output_modes import NO_VALUE, output_tool_context
+from ._output_modes import NO_VALUE
 from ._pipe import EventPipe, FanOutSink, LoopEvents
-from ._reask import Extra, reask_message, structured_turn
+from ._reask import Extra, answer_of, reask_message
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
 from ._steps import collect_tools, offered_only, open_turn_port, shape_turn, step_tools
 from ._store_session import StoreSession
 from ._tool import Tool
+from ._tool_guards import after_guards, refusing_calls
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
@@ -83,10 +86,12 @@ if TYPE_CHECKING:
     from juno_bind_trio.schema import SchemaDialect
 
     from ._compaction import Compaction
+    from ._guardrails import InputGuardrail, OutputGuardrail
     from ._output_modes import OutputPlan
     from ._prepare import PrepareToolsFn, StepTools
     from ._processors import Processors
     from ._tool import Toolset
+    from ._tool_guards import ToolGuard
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
 
@@ -102,16 +107,6 @@ _to_json: Final = pydantic_core.to_json
 def new_run_id() -> str:
     """A fresh run id: 32 hex digits."""
     return uuid.uuid4().hex
-
-
-@final
-class _Children:
-    """How many sub-agent runs a run has going, for admission."""
-
-    __slots__ = ("running",)
-
-    def __init__(self) -> None:
-        self.running: int = 0
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -142,6 +137,9 @@ class RunSettings:
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
     handoffs: tuple[HandoffSpec, ...] = ()  # Agent(handoffs=...): see _handoff
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    tool_guards: tuple[ToolGuard, ...] = ()
     # #33: the schema dialect of the tools, the tools of each step, what each request is sent.
     dialect: SchemaDialect = "openai"
     prepare_tools: PrepareToolsFn | None = None
@@ -187,7 +185,7 @@ class _RunCore(Generic[OutputT]):
         self.own_stop: SoftStop = SoftStop()
         self.stop: StopSignal = either_stop(stop, self.own_stop)
         self.chain: ChainRef = root_chain(run_id, agent=settings.name)
-        self.children: _Children = _Children()
+        self.children: RunChildren = RunChildren()
         self.iteration: int = 0  # the run's count: a resumed run's continues its stored one
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
@@ -245,6 +243,7 @@ class _RunCore(Generic[OutputT]):
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
+        run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
         run_tool_call = offered_only(self, run_tool_call)  # outermost: a hidden tool is not there
         needs, apply = compaction_ports(self, settings.compaction)
         return ToolLoop(
@@ -276,7 +275,7 @@ class _RunCore(Generic[OutputT]):
         name = call.name
         arguments = call.arguments
         found = self.tools.get(name)
-        emit = self.emit
+        emit, settings = self.emit, self.settings
         iteration = self.iteration
         began: list[bool] = []
 
@@ -303,6 +302,8 @@ class _RunCore(Generic[OutputT]):
             )
             value = await found.invoke(ctx, call)
             value = accepted(self.handover, value, call_id)  # a handoff's call: its answer
+            if settings.tool_guards or found.guards:
+                value = await after_guards(self, ctx, found, value)
             if type(value) is str:
                 content = value
             elif isinstance(value, ToolCallOutcome):
@@ -353,28 +354,12 @@ class _RunCore(Generic[OutputT]):
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
         if self.step_tools is not None or self.agent.history_processors is not None:
             turn = await shape_turn(self, turn)
-        model = self.model if self.handover is None else await self.handover.model()
-        assert model is not None
-        output = self.agent.output
         meter = self.meter
         if meter is not None:
             meter.requests += 1
-        if output.text:
-            result = await model(turn)
-        else:
-            result, self.reask_owed, value = await structured_turn(
-                model,
-                turn,
-                output,
-                extra=self.extra,
-                meter=self.meter,
-                stop=self.stop,
-                max_retries=self.agent.max_output_retries,
-                context=output_tool_context(
-                    self.deps, self.run_id, turn.iteration, self.chain, self.children
-                ),
-            )
-            self.output_value = value
+        result = await answer_of(self, turn)
+        if self.settings.output_guardrails:
+            result = await checked_output(self, turn, result)
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
         if not isinstance(answered, ModelTurnResult):
@@ -506,13 +491,14 @@ class _RunCore(Generic[OutputT]):
             # A run in memory continuing the waiting calls its history ends with.
             held = await self.gate.settle_trailing(
                 self.state.messages,
-                self.dispatch,
+                refusing_calls(self, self.dispatch),
                 per_tool_limit=self.settings.per_tool_limit,
             )
             if held:
                 await session.finish("suspended")
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
+        answer = refusing_calls(self, answer)  # a resumed call is checked as any
         if open_turn is not None:  # its calls run as they would have: its step's tools only
             answer = await open_turn_port(self, answer, open_turn)
         ended = await session.answer_open_turn(
@@ -533,7 +519,7 @@ class _RunCore(Generic[OutputT]):
     async def run(self) -> AgentResult[OutputT]:
         """Run to the end and return the result; cancellation propagates."""
         parent = self.parent
-        counter: _Children | None = None
+        counter: RunChildren | None = None
         if parent is not None:
             counter = parent._children
             admission = admit_child_run(
@@ -561,8 +547,11 @@ class _RunCore(Generic[OutputT]):
             # a tool parents under that tool call's span.
             with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
                 async with run_models(self) as model, self._open_session() as session:
-                    self.model = model
+                    self.model = guarded_first_request(model, self)
                     result = await self._run_on(session)
+        except GuardrailTripped as tripped:
+            tripped.result = tripped_result(self)
+            raise
         finally:
             if counter is not None:
                 counter.running -= 1

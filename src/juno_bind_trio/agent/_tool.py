@@ -68,6 +68,7 @@ from ._approvals import ApprovalPredicate, check_approval_options
 from ._context import RunContext
 from ._docstrings import parse_docstring
 from ._prepare import PrepareFn, check_prepare
+from ._tool_guards import ToolGuard, check_tool_guards
 
 __all__ = [
     "Tool",
@@ -454,6 +455,8 @@ class Tool:
     * *requires_approval*, *external*, *approval_timeout*: a call of it waits
       for a decision, or is run by the host
       (see [tool][juno_bind_trio.agent.tool]).
+    * *guards*: its [ToolGuard][juno_bind_trio.agent.ToolGuard]s, checks
+      before each call (which may refuse it) and after (which may replace its result).
     * *prepare*: chooses, before each model request, whether and how the
       tool is offered (see [tool][juno_bind_trio.agent.tool]).
     """
@@ -475,6 +478,8 @@ class Tool:
     _validate: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(
         default=None, init=False, repr=False
     )
+    # #32: checks before (may refuse) and after (may replace) each call; see _tool_guards.
+    guards: tuple[ToolGuard, ...] = attrs.field(default=(), repr=False)
     # #33: what the model is shown of the tool at each step (None: always as it is).
     prepare: PrepareFn | None = attrs.field(
         default=None,
@@ -596,6 +601,7 @@ def _function_tool(
     requires_approval: object = False,
     external: object = False,
     approval_timeout: object = None,
+    guards: object = (),
     prepare: object = None,
 ) -> Tool:
     if not callable(fn):
@@ -697,6 +703,7 @@ def _function_tool(
         requires_approval=approval,
         external=waits_outside,
         approval_timeout=approval_timeout,
+        guards=check_tool_guards(owner, guards),
         prepare=cast("PrepareFn | None", prepare),
     )
     object.__setattr__(made, "_context_deps", read.context_deps)
@@ -728,6 +735,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    guards: Iterable[ToolGuard] = (),
     prepare: PrepareFn | None = None,
 ) -> Tool: ...
 
@@ -745,6 +753,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    guards: Iterable[ToolGuard] = (),
     prepare: PrepareFn | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
@@ -761,6 +770,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    guards: Iterable[ToolGuard] = (),
     prepare: PrepareFn | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a [Tool][juno_bind_trio.agent.Tool] from a typed function: ``@tool`` or ``@tool(...)``.
@@ -797,6 +807,10 @@ def tool(
     function only gives the schema. *approval_timeout*: seconds a call waits
     before it is answered as denied (timed out) on the next continuation.
 
+    *guards*: [ToolGuard][juno_bind_trio.agent.ToolGuard]s around each call:
+    ``before`` sees the validated arguments and may refuse the call (the
+    model reads a failure of kind ``"authz"``; the tool never starts),
+    ``after`` sees the result and may replace it.
     *prepare*: ``(ctx, definition) -> definition | None``, sync or async,
     called before each model request of a run with the step's
     [RunContext][juno_bind_trio.agent.RunContext] (its ``iteration`` the
@@ -830,6 +844,7 @@ def tool(
                 requires_approval=requires_approval,
                 external=external,
                 approval_timeout=approval_timeout,
+                guards=guards,
                 prepare=prepare,
             )
 
@@ -844,6 +859,7 @@ def tool(
         requires_approval=requires_approval,
         external=external,
         approval_timeout=approval_timeout,
+        guards=guards,
         prepare=prepare,
     )
 

@@ -27,15 +27,19 @@ __all__ = [
     "event_from_wire",
 ]
 
-TurnResetReason: TypeAlias = Literal["attempt_failed", "structured_output_retry"]
+TurnResetReason: TypeAlias = Literal["attempt_failed", "structured_output_retry", "guardrail"]
 """Why the surface is told to discard what it rendered.
 
 ``"attempt_failed"``: the previous attempt failed and routing moved on (same
 endpoint, next provider, fallback model). ``"structured_output_retry"``: the
 previous attempt succeeded but its output was rejected and re-asked.
+``"guardrail"``: an agent's guardrail tripped and withdrew the text (the
+run raises ``GuardrailTripped``, or the model is asked again).
 """
 
-RESET_REASONS: Final[frozenset[str]] = frozenset({"attempt_failed", "structured_output_retry"})
+RESET_REASONS: Final[frozenset[str]] = frozenset(
+    {"attempt_failed", "structured_output_retry", "guardrail"}
+)
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@
 /** How many early events one turn holds before it asks for a resync. */
 export const DEFAULT_MAX_HELD = 256;
 
-const RESET_REASONS = new Set(["attempt_failed", "structured_output_retry"]);
+const RESET_REASONS = new Set(["attempt_failed", "structured_output_retry", "guardrail"]);
 
 function isCounter(value) {
   return Number.isSafeInteger(value) && value >= 0;
@@ -51,7 +51,7 @@ export function checkEvent(event, where = "checkEvent") {
     throw new TypeError(`${where}: 'text' must be a string, got ${JSON.stringify(event.text)}`);
   }
   if (kind === "reset" && !RESET_REASONS.has(event.reason)) {
-    throw new TypeError(`${where}: 'reason' must be one of attempt_failed, structured_output_retry, got ${JSON.stringify(event.reason)}`);
+    throw new TypeError(`${where}: 'reason' must be one of attempt_failed, structured_output_retry, guardrail, got ${JSON.stringify(event.reason)}`);
   }
   return event;
 }
