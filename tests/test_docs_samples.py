@@ -200,6 +200,7 @@ NOT_RUN: dict[str, str] = {
     "how-to/use-bedrock.md": _REAL_CLOCK,
     "how-to/agent-testing.md": _AGENT_SCRIPTS,
     "how-to/agent-output-modes.md": _AGENT_SCRIPTS,
+    "how-to/handoffs.md": _AGENT_SCRIPTS,
     "how-to/guardrails.md": _AGENT_SCRIPTS,
     "how-to/tools-per-step.md": _AGENT_SCRIPTS,
     "how-to/history-processors.md": _AGENT_SCRIPTS,

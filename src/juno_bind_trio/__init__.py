@@ -59,6 +59,7 @@ from .agent import Approve as Approve  # noqa: E402
 from .agent import Deny as Deny  # noqa: E402
 from .agent import ExternalTool as ExternalTool  # noqa: E402
 from .agent import GuardrailResult as GuardrailResult  # noqa: E402
+from .agent import Handoff as Handoff  # noqa: E402
 from .agent import NativeOutput as NativeOutput  # noqa: E402
 from .agent import PendingToolCall as PendingToolCall  # noqa: E402
 from .agent import PromptedOutput as PromptedOutput  # noqa: E402
@@ -85,6 +86,7 @@ __all__ = [
     "ExternalTool",
     "GuardrailResult",
     "GuardrailTripped",
+    "Handoff",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",

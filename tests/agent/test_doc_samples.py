@@ -30,6 +30,7 @@ PAGES = [
     "how-to/agent-usage-limits.md",
     "how-to/agent-testing.md",
     "how-to/agent-output-modes.md",
+    "how-to/handoffs.md",
     "how-to/guardrails.md",
     "how-to/tools-per-step.md",
     "how-to/history-processors.md",

@@ -29,6 +29,7 @@ from ._compaction import DEFAULT_COMPACTION_INSTRUCTIONS as DEFAULT_COMPACTION_I
 from ._compaction import Compaction as Compaction
 from ._context import RunContext as RunContext
 from ._events import AgentEvent as AgentEvent
+from ._events import HandoffEvent as HandoffEvent
 from ._events import RunEndedEvent as RunEndedEvent
 from ._events import RunStatus as RunStatus
 from ._events import RunStatusEvent as RunStatusEvent
@@ -41,6 +42,8 @@ from ._guardrails import OutputGuardrail as OutputGuardrail
 from ._guardrails import input_guardrail as input_guardrail
 from ._guardrails import output_guardrail as output_guardrail
 from ._handle import AgentRun as AgentRun
+from ._handoff import Handoff as Handoff
+from ._handoff import HandoffInputFilter as HandoffInputFilter
 from ._limits import UsageLimits as UsageLimits
 from ._output_modes import NativeOutput as NativeOutput
 from ._output_modes import PromptedOutput as PromptedOutput
@@ -74,6 +77,9 @@ __all__ = [
     "ExternalTool",
     "GuardrailResult",
     "GuardrailTripped",
+    "Handoff",
+    "HandoffEvent",
+    "HandoffInputFilter",
     "InMemorySession",
     "InputGuardrail",
     "ModelRetry",

@@ -50,6 +50,7 @@ from ._guardrails import (
     check_output_guardrails,
 )
 from ._handle import AgentRun, OpenRun
+from ._handoff import Handoff, handoff_specs
 from ._history import check_message_history
 from ._limits import UsageLimits
 from ._output_modes import (
@@ -406,6 +407,16 @@ class Agent(Generic[DepsT, OutputT]):
       its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
+    * *handoffs*: agents (each with a *name*) or
+      [Handoff][juno_bind_trio.agent.Handoff]s this agent may hand its run
+      to: the model is offered a ``transfer_to_<name>`` tool for each, and a
+      call of it continues the *same* run under that agent (its instructions,
+      tools, output type and model; not a sub-agent run), after the rest of
+      the call's batch is answered. The run-wide settings stay this agent's:
+      *max_iterations*, *usage_limits*, *store*, *text_sink*,
+      *per_tool_limit*, counted across every agent of the run. A run resumed
+      from a store goes on under the agent in charge, found by name among the
+      agents these handoffs reach. See docs/how-to/handoffs.md.
     * *input_guardrails*: checks of each run's input
       ([input_guardrail][juno_bind_trio.agent.input_guardrail], or plain
       functions of ``(ctx, messages)``), run beside the run's first model
@@ -478,6 +489,7 @@ class Agent(Generic[DepsT, OutputT]):
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
+        handoffs: Iterable[Agent[Any, Any] | Handoff] = (),
         # guardrails (#32): see _guardrails
         input_guardrails: Iterable[InputGuardrail | GuardrailFunction] = (),
         output_guardrails: Iterable[OutputGuardrail | GuardrailFunction] = (),
@@ -570,6 +582,8 @@ class Agent(Generic[DepsT, OutputT]):
         )
         self._owned = owned
         collected = collect_tools(owner, tools)
+        # #32: the agents this one may hand the run to, each a transfer_to_<name> tool.
+        handing = handoff_specs(owner, handoffs, name)
         dialect: SchemaDialect = schema_dialect
 
         def tool_dict(each: Tool) -> dict[str, Any]:
@@ -595,6 +609,14 @@ class Agent(Generic[DepsT, OutputT]):
                         "(tool(fn, name=...))"
                     )
                 static[item.name] = item
+        for spec in handing:
+            if spec.tool.name in static:
+                raise ValueError(
+                    f"{owner}: the handoff to {spec.target_name!r} is a tool named "
+                    f"{spec.tool.name!r}, as a tool of the agent is; rename one "
+                    "(Handoff(agent, name=...))"
+                )
+            static[spec.tool.name] = spec.tool
         check_output_tool_names(owner, output, list(static))
         # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
         check_tool_deps(owner, static.values(), deps_type)
@@ -620,6 +642,7 @@ class Agent(Generic[DepsT, OutputT]):
             store_owner=store_owner,
             lease_ttl=float(lease_ttl),
             usage_limits=usage_limits,
+            handoffs=handing,
             input_guardrails=check_input_guardrails(owner, input_guardrails),
             output_guardrails=check_output_guardrails(owner, output_guardrails),
             tool_guards=check_tool_guards(owner, tool_guards),
@@ -638,6 +661,16 @@ class Agent(Generic[DepsT, OutputT]):
     def name(self) -> str | None:
         """The agent's name in run lineage, if given."""
         return self._settings.name
+
+    @property
+    def handoffs(self) -> Sequence[Handoff]:
+        """The agents this one may hand its runs to, as [Handoff][juno_bind_trio.agent.Handoff]s."""
+        return tuple(spec.handoff for spec in self._settings.handoffs)
+
+    def _settings_now(self) -> RunSettings:
+        # What a run of this agent starting now uses: an override block's, or its own.
+        replaced = self._overrides.get()
+        return self._settings if replaced is None else replaced.settings
 
     @property
     def tools(self) -> Sequence[Tool | Toolset]:

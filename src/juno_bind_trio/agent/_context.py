@@ -16,7 +16,7 @@ from juno_bind_trio.run import (
     tool_call_receipt_key,
 )
 
-__all__ = ["DepsT", "RunChildren", "RunContext"]
+__all__ = ["DepsT", "RunChildren", "RunContext", "run_context"]
 
 DepsT = TypeVar("DepsT", default=None)
 
@@ -96,3 +96,17 @@ class RunContext(Generic[DepsT]):
                 )
             call = ToolCall(self.tool_call_id, self.tool_name, self._arguments)
         return tool_call_idempotency_key(tool_call_receipt_key(self.run_id, call))
+
+
+def run_context(core: Any, iteration: int) -> RunContext[Any]:
+    """The context of run *core* (``_run._RunCore``) itself, at no tool call: what its
+    instructions function is given."""
+    return RunContext(
+        deps=core.deps,
+        run_id=core.run_id,
+        tool_call_id="",
+        tool_name="",
+        iteration=iteration,
+        chain=core.chain,
+        children=core.children,
+    )

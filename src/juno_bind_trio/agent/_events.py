@@ -28,6 +28,7 @@ from juno_bind_trio.plugins import ToolFailureKind
 
 __all__ = [
     "AgentEvent",
+    "HandoffEvent",
     "RunEndedEvent",
     "RunStatus",
     "RunStatusEvent",
@@ -126,6 +127,32 @@ class TurnEndedEvent:
 
 
 @attrs.frozen
+class HandoffEvent:
+    """The run changed hands: *to_agent* speaks from the next turn on.
+
+    Sent once the handoff's batch is answered, when the target's first turn
+    is built (its instructions in place, its tools offered). *from_agent* is
+    the agent that called the handoff tool (``None`` for an unnamed agent),
+    *call_id* that call's id: every assistant message after the call's answer
+    in the transcript is *to_agent*'s, until the next handoff. Also the record
+    kept in ``AgentResult.handoffs``.
+    """
+
+    from_agent: str | None
+    to_agent: str
+    call_id: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"kind": "handoff", "fromAgent", "toAgent", "toolCallId"}``."""
+        return {
+            "kind": "handoff",
+            "fromAgent": self.from_agent,
+            "toAgent": self.to_agent,
+            "toolCallId": self.call_id,
+        }
+
+
+@attrs.frozen
 class RunEndedEvent:
     """The run ended. *reason*: a [LoopEndReason][juno_bind_trio.loop.LoopEndReason],
     ``"cancelled"`` or ``"failed"``."""
@@ -166,6 +193,7 @@ AgentEvent: TypeAlias = (
     | ToolCallStartedEvent
     | ToolCallEndedEvent
     | TurnEndedEvent
+    | HandoffEvent
     | RunEndedEvent
     | RunStatusEvent
 )

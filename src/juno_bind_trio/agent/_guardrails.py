@@ -481,8 +481,8 @@ async def checked_output(
     """*result*, once the output guardrails passed its final output; re-asked
     (``on_trip="reask"``) or withdrawn and raised (``GuardrailTripped``) when one trips."""
     guards = core.settings.output_guardrails
-    text = core.settings.output.text
-    retries = core.settings.max_output_retries
+    text = core.agent.output.text  # the agent in charge's (a handoff's target's)
+    retries = core.agent.max_output_retries
     asked = turn
     while True:
         answered: object = result
@@ -531,7 +531,7 @@ def tripped_result(core: _RunCore[Any]) -> AgentResult[Any]:
     stats = RunStats() if loop is None else loop.stats
     messages = core.state.messages
     return AgentResult(
-        output="" if core.settings.output.text else None,
+        output="" if core.agent.output.text else None,
         messages=messages,
         new_start=min(core.new_start, len(messages)),
         reason="stopped",

@@ -135,7 +135,7 @@ class AgentRun(Generic[OutputT]):
             streaming = answer.current()
             if streaming is not None:
                 with contextlib.suppress(Exception):
-                    self._partial_value = self._core.settings.output.partial_tool(*streaming)
+                    self._partial_value = self._core.agent.output.partial_tool(*streaming)
                 return self._partial_value
         if view is None:
             return None
@@ -154,7 +154,7 @@ class AgentRun(Generic[OutputT]):
         value: OutputT | None = self._partial_value if same_attempt else None
         # Any prefix, and whatever a user's validator raises on one: never raise here.
         with contextlib.suppress(Exception):
-            value = self._core.settings.output.partial(text, complete=view.final)
+            value = self._core.agent.output.partial(text, complete=view.final)
         self._partial_view = key
         self._partial_text = text
         self._partial_value = value

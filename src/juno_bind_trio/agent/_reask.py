@@ -153,9 +153,10 @@ async def structured_turn(
 async def answer_of(core: _RunCore[Any], turn: ModelTurn) -> ModelTurnResult:
     """*turn*'s answer from the run's model: as it came for text, else re-asked until it
     matches the output type (the re-ask owed and the value go on *core*)."""
-    model = core.model
+    # The agent in charge's model and output type (a handoff's target's, after one).
+    model = core.model if core.handover is None else await core.handover.model()
     assert model is not None
-    output = core.settings.output
+    output = core.agent.output
     if output.text:
         return await model(turn)
     result, core.reask_owed, core.output_value = await structured_turn(
@@ -165,7 +166,7 @@ async def answer_of(core: _RunCore[Any], turn: ModelTurn) -> ModelTurnResult:
         extra=core.extra,
         meter=core.meter,
         stop=core.stop,
-        max_retries=core.settings.max_output_retries,
+        max_retries=core.agent.max_output_retries,
         context=output_tool_context(
             core.deps, core.run_id, turn.iteration, core.chain, core.children
         ),

@@ -11,6 +11,7 @@ from juno_bind_trio.loop import LoopEndReason, RunStats
 from juno_bind_trio.plugins import SuspendDirective
 
 from ._approvals import PendingToolCall
+from ._events import HandoffEvent
 
 __all__ = ["AgentResult", "OutputT"]
 
@@ -36,6 +37,13 @@ class AgentResult(Generic[OutputT]):
     * *pending*: for a ``"suspended"`` run, the calls waiting for a decision
       or for the host's result ([PendingToolCall][juno_bind_trio.agent.PendingToolCall]);
       continue with ``approvals=``, ``results=``, ``errors=``.
+    * *agent_name*: the agent in charge when the run ended: the one that
+      spoke last, or the target of a handoff the run stopped right after
+      (``None`` for an unnamed agent with no handoff). Continue a
+      conversation with that agent.
+    * *handoffs*: the handoffs *messages* records, in order
+      ([HandoffEvent][juno_bind_trio.agent.HandoffEvent]: from, to, the
+      call): the run's chain of speakers.
 
     [new_messages][juno_bind_trio.agent.AgentResult.new_messages] gives the
     part of *messages* this run added, without the history it was given.
@@ -51,6 +59,8 @@ class AgentResult(Generic[OutputT]):
     # Where this run's own messages start in *messages* (see new_messages).
     _new_start: int = attrs.field(default=0, repr=False)
     pending: tuple[PendingToolCall, ...] = ()
+    agent_name: str | None = None
+    handoffs: tuple[HandoffEvent, ...] = ()
 
     def new_messages(self) -> list[dict[str, Any]]:
         """The messages this run added: from its prompt on, a new list.

@@ -63,9 +63,11 @@ from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
 from ._compaction import compaction_ports
-from ._context import RunChildren, RunContext
+from ._context import RunChildren, RunContext, run_context
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
 from ._guardrails import checked_output, guarded_first_request, tripped_result
+from ._handoff import HandoffSpec
+from ._handover import Handover, accepted, loop_ended, persist_port, run_models, take_charge
 from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE
@@ -134,6 +136,7 @@ class RunSettings:
     store_owner: str | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
+    handoffs: tuple[HandoffSpec, ...] = ()  # Agent(handoffs=...): see _handoff
     input_guardrails: tuple[InputGuardrail, ...] = ()
     output_guardrails: tuple[OutputGuardrail, ...] = ()
     tool_guards: tuple[ToolGuard, ...] = ()
@@ -164,6 +167,8 @@ class _RunCore(Generic[OutputT]):
         conversation: str | None = None,
     ) -> None:
         self.settings: RunSettings = settings
+        self.agent: RunSettings = settings  # in charge: a handoff's target after one
+        self.handover: Handover | None = Handover(self) if settings.handoffs else None
         # Agent.run(conversation=...): the history is the store's, read when the run starts.
         self.conversation: str | None = conversation
         # #31: the calls that wait for a decision, and the decisions given to this run.
@@ -194,6 +199,7 @@ class _RunCore(Generic[OutputT]):
                 raise TypeError(
                     f"Agent: instructions(deps) must return a str, got {instructions!r}"
                 )
+        self.instructions_text: str | None = instructions  # first: a handoff replaces it
         if instructions is not None and not (
             messages
             and messages[0].get("role") == "system"
@@ -209,7 +215,7 @@ class _RunCore(Generic[OutputT]):
         self.state: LoopState = LoopState(messages)
         self.tools: Mapping[str, Tool] = settings.static_tools
         self.tool_dicts: tuple[dict[str, Any], ...] = settings.static_tool_dicts
-        self.model: ModelFn | None = None
+        self.model: ModelFn | None = None  # the agent's (a handoff's target's: see Handover)
         # What the loop's RunStats cannot see: the structured-output re-asks made
         # inside turns, and the usage of the answers they replaced.
         self.extra: Extra = Extra()
@@ -232,7 +238,7 @@ class _RunCore(Generic[OutputT]):
         if self.pipe is not None:
             reader: TurnStreamSink = self.pipe.sink
             sink = reader if sink is None else FanOutSink(reader, sink)
-        serial = any(t.serial for t in self.tools.values())
+        serial = self.handover is not None or any(t.serial for t in self.tools.values())
         run_tool_call = session.wrap_tool_call(self.dispatch)
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
@@ -247,12 +253,12 @@ class _RunCore(Generic[OutputT]):
             run_tool_call=run_tool_call,
             build_tools=self.build_tools,
             runs_serially=self.runs_serially if serial else None,
-            on_turn_would_end=None if settings.output.text else self.turn_would_end,
+            on_turn_would_end=None if settings.output.text and not serial else self.turn_would_end,
             should_stop=None if self.meter is None else self._over_limit,
             is_fatal_tool_error=_is_usage_error,
             needs_compaction=needs,
             apply_compaction=apply,
-            save_session=session.save_session,
+            save_session=persist_port(self.handover, session),
             stop=either_stop(self.stop, session.stop),
             events=LoopEvents(self.emit) if self.emit is not None else None,  # type: ignore[arg-type]
             text_sink=sink,
@@ -295,6 +301,7 @@ class _RunCore(Generic[OutputT]):
                 on_start=on_start,
             )
             value = await found.invoke(ctx, call)
+            value = accepted(self.handover, value, call_id)  # a handoff's call: its answer
             if settings.tool_guards or found.guards:
                 value = await after_guards(self, ctx, found, value)
             if type(value) is str:
@@ -330,7 +337,7 @@ class _RunCore(Generic[OutputT]):
         return outcome
 
     def _unknown_tool(self, name: str) -> Tool:
-        if name in self.settings.output.tool_names:
+        if name in self.agent.output.tool_names:
             raise ToolFailureError(
                 "validation",
                 f"invalid arguments for {name}: {self.output_problem or 'not accepted'}; "
@@ -345,7 +352,7 @@ class _RunCore(Generic[OutputT]):
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
-        if self.step_tools is not None or self.settings.history_processors is not None:
+        if self.step_tools is not None or self.agent.history_processors is not None:
             turn = await shape_turn(self, turn)
         meter = self.meter
         if meter is not None:
@@ -403,16 +410,7 @@ class _RunCore(Generic[OutputT]):
         # run's own context, at no tool call yet (empty call id and name, iteration 0).
         function = self.settings.instructions
         assert callable(function)
-        ctx: RunContext[Any] = RunContext(
-            deps=self.deps,
-            run_id=self.run_id,
-            tool_call_id="",
-            tool_name="",
-            iteration=0,
-            chain=self.chain,
-            children=self.children,
-        )
-        text = await function(ctx)
+        text = await function(run_context(self, 0))
         if not isinstance(text, str):
             raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
         messages = self.state.messages
@@ -421,6 +419,7 @@ class _RunCore(Generic[OutputT]):
         ):
             messages.insert(0, {"role": "system", "content": text})
             self.new_start += 1
+        self.instructions_text = text
 
     def _over_limit(self) -> bool:
         # The loop asks before every model request: end the run rather than make it.
@@ -428,7 +427,7 @@ class _RunCore(Generic[OutputT]):
         return meter is not None and not meter.may_request()
 
     def build_tools(self) -> Sequence[dict[str, Any]]:
-        answer = self.settings.output.tool_definitions
+        answer = self.agent.output.tool_definitions
         return (*self.tool_dicts, *answer) if answer else self.tool_dicts
 
     def runs_serially(self, call: ToolCallLike) -> bool:
@@ -442,14 +441,13 @@ class _RunCore(Generic[OutputT]):
         settings = self.settings
         if settings.store is None:
             return contextlib.nullcontext(InMemorySession(self.state, self.chain))
-        tools = self.tools
 
         def resumability(name: str) -> EffectResumability:
-            found = tools.get(name)
+            found = self.tools.get(name)
             return "repeatable" if found is not None and found.repeatable else "non_repeatable"
 
         def uses_key(name: str) -> bool:
-            found = tools.get(name)
+            found = self.tools.get(name)
             return found is not None and found.uses_idempotency_key
 
         return StoreSession.open(
@@ -487,6 +485,7 @@ class _RunCore(Generic[OutputT]):
         open_turn = session.open_turn_iteration
         if open_turn is not None:
             self.iteration = open_turn
+        handover = take_charge(self.handover, session)  # a resumed run: who is in charge
         serial = any(t.serial for t in self.tools.values())
         if not session.resumed and self.gate.waiting:
             # A run in memory continuing the waiting calls its history ends with.
@@ -509,8 +508,11 @@ class _RunCore(Generic[OutputT]):
         )
         if ended is not None:
             return ended
+        if handover is not None:  # the open turn may have been the handoff's
+            await handover.finish_open_turn()
         loop = self.loop = self.build_loop(session)
         result = await loop.run()
+        await loop_ended(self.handover, result.reason)
         await session.finish(result.reason)
         return result
 
@@ -544,7 +546,7 @@ class _RunCore(Generic[OutputT]):
             # the model's chat spans parent under it, and a sub-agent run started in
             # a tool parents under that tool call's span.
             with _tracing.run_span(self.run_id, agent=self.settings.name or "agent"):
-                async with self.settings.model() as model, self._open_session() as session:
+                async with run_models(self) as model, self._open_session() as session:
                     self.model = guarded_first_request(model, self)
                     result = await self._run_on(session)
         except GuardrailTripped as tripped:
@@ -557,8 +559,8 @@ class _RunCore(Generic[OutputT]):
         if result.reason == "completed":
             output = self.output_value
             if output is NO_VALUE:
-                output = self.settings.output.read(result.content)
-        elif self.settings.output.text:
+                output = self.agent.output.read(result.content)
+        elif self.agent.output.text:
             output = result.content or ""
         else:
             output = None
@@ -572,15 +574,13 @@ class _RunCore(Generic[OutputT]):
             iterations=result.iterations,
             suspensions=result.suspensions,
             pending=result_pending(self.gate, result.reason, result.suspensions),
+            agent_name=self.agent.name,
+            handoffs=() if self.handover is None else self.handover.record(),
         )
         exceeded = None if self.meter is None else self.meter.exceeded
         if exceeded is not None:
             raise UsageLimitExceeded(*exceeded, result=agent_result)
         return agent_result
-
-
-def _is_toolset(item: object) -> bool:
-    return not isinstance(item, Tool)
 
 
 def _is_usage_error(error: BaseException) -> bool:

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from juno_bind_trio._errors import ToolFailureError, UsageError
+from juno_bind_trio._errors import ToolFailureError
 from juno_bind_trio.run import ToolCall, tool_call_name
 
 from ._context import RunContext
 from ._prepare import StepTools
 from ._processors import run_processors
-from ._tool import Tool, check_deps_value
+from ._tool import run_tools
 from ._tool_report import tool_failed
 
 if TYPE_CHECKING:
@@ -43,31 +43,14 @@ _Port = Callable[["ToolCallLike"], Awaitable["ToolCallOutcome"]]
 
 
 def collect_tools(core: _RunCore[Any]) -> None:
-    """Read the run's tools, a toolset's at this run's start, into *core*."""
-    settings = core.settings
-    if all(isinstance(t, Tool) for t in settings.tools):
-        return
-    tools: dict[str, Tool] = {}
-    for item in settings.tools:
-        group: list[Tool] = [item] if isinstance(item, Tool) else list(item.tools)
-        for each in group:
-            if not isinstance(each, Tool):
-                raise UsageError(f"Agent.run: a toolset's tools must be Tool objects, got {each!r}")
-            if each.name in tools and tools[each.name] is not each:
-                raise UsageError(
-                    f"Agent.run: two tools are named {each.name!r} (a toolset's tools are "
-                    "read at the start of each run); rename one"
-                )
-            tools[each.name] = each
-    # A toolset's tools are known only now: their RunContext[X] checked against deps.
-    check_deps_value("Agent.run", tools.values(), core.deps)
-    core.tools = tools
-    core.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
+    """Read the run's tools, a toolset's at this run's start (its handoffs' too), into *core*."""
+    core.tools, core.tool_dicts = run_tools(core.settings, core.deps)
 
 
 def step_tools(core: _RunCore[Any]) -> StepTools | None:
-    """The run's per-step choice of tools, or ``None`` when nothing chooses them."""
-    settings = core.settings
+    """The per-step choice of the tools of the agent in charge (a handoff's target, after
+    one), or ``None`` when nothing chooses them."""
+    settings = core.agent
     tools = core.tools
     if settings.prepare_tools is None and all(t.prepare is None for t in tools.values()):
         return None
@@ -104,7 +87,7 @@ def offered_only(core: _RunCore[Any], inner: _Port) -> _Port:
     async def run_tool_call(given: ToolCallLike) -> ToolCallOutcome:
         offered = core.offered
         name = tool_call_name(given)
-        if offered is None or name in offered or name in core.settings.output.tool_names:
+        if offered is None or name in offered or name in core.agent.output.tool_names:
             return await inner(given)
         error = ToolFailureError(
             "not_found",
@@ -134,9 +117,9 @@ async def shape_turn(core: _RunCore[Any], turn: ModelTurn) -> ModelTurn:
     step = core.step_tools
     if step is not None:
         dicts, core.offered = await step.offer(context)
-        answer = core.settings.output.tool_definitions
+        answer = core.agent.output.tool_definitions
         turn = turn.with_tools([*dicts, *answer] if answer else dicts)
-    processors = core.settings.history_processors
+    processors = core.agent.history_processors
     if processors is not None:
         sent = await run_processors(processors, turn.messages, lambda: context(""))
         turn = turn.with_messages(sent)

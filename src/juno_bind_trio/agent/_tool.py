@@ -77,6 +77,7 @@ __all__ = [
     "announce_start",
     "check_deps_value",
     "check_tool_deps",
+    "run_tools",
     "tool",
     "validation_message",
 ]
@@ -946,3 +947,26 @@ def collect_tools(owner: str, given: Iterable[object]) -> list[Tool | Toolset]:
                 f"{owner}: a tool must be a Tool, a function or a Toolset, got {item!r}"
             )
     return collected
+
+
+def run_tools(settings: Any, deps: object) -> tuple[Mapping[str, Tool], tuple[dict[str, Any], ...]]:
+    """An agent's tools for one run (its ``RunSettings``), and their request entries: the
+    static ones, or, with toolsets, every tool read now (its handoffs' tools included)."""
+    given: tuple[Tool | Toolset, ...] = settings.tools
+    if all(isinstance(t, Tool) for t in given):
+        return settings.static_tools, settings.static_tool_dicts
+    tools: dict[str, Tool] = {}
+    for item in (*given, *(spec.tool for spec in settings.handoffs)):
+        group: list[Tool] = [item] if isinstance(item, Tool) else list(item.tools)
+        for each in group:
+            if not isinstance(each, Tool):
+                raise UsageError(f"Agent.run: a toolset's tools must be Tool objects, got {each!r}")
+            if each.name in tools and tools[each.name] is not each:
+                raise UsageError(
+                    f"Agent.run: two tools are named {each.name!r} (a toolset's tools are "
+                    "read at the start of each run); rename one"
+                )
+            tools[each.name] = each
+    # A toolset's tools are known only now: their RunContext[X] checked against deps.
+    check_deps_value("Agent.run", tools.values(), deps)
+    return tools, tuple(settings.tool_dict(t) for t in tools.values())

@@ -92,6 +92,14 @@ test("tool calls and run status are tracked; the end closes the stream and fetch
   deepStrictEqual(view.snapshot.transcript, transcript);
 });
 
+test("a handoff names the agent speaking from then on", async () => {
+  const { view } = setup({ current: { transcript: [] } });
+  view.watch("r1");
+  equal(view.agent, null);
+  FakeEventSource.last.push(1, { kind: "handoff", fromAgent: "triage", toAgent: "billing", toolCallId: "h1" });
+  equal(view.agent, "billing");
+});
+
 test("a hold-buffer overflow resyncs the turn from the snapshot and streaming continues", async () => {
   const snapshot = { current: { turns: [{ turnId: "r1:1", text: "The answer is", final: false, epoch: 1, lastSeq: 5 }] } };
   const { view, turns, calls } = setup(snapshot, 2);

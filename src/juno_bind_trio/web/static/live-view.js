@@ -41,6 +41,7 @@ export class LiveView {
     this.runId = null;
     this.status = "idle";
     this.reason = null;
+    this.agent = null; // the agent speaking, once a handoff named it
     this.toolCalls = new Map(); // toolCallId -> { toolName, arguments, status, content }
     this.pending = []; // calls waiting for a decision: { id, name, arguments, kind }
     this.lastEventId = 0;
@@ -140,6 +141,9 @@ export class LiveView {
         break;
       case "resync":
         this._restore(event.snapshot);
+        break;
+      case "handoff":
+        this.agent = event.toAgent;
         break;
       case "run_ended":
         this.reason = event.reason;

@@ -1,0 +1,54 @@
+"""The live view says which agent is speaking: a handoff goes out as its own frame (#32)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgi_driver import Client
+
+from juno_bind_trio.agent import Agent
+from juno_bind_trio.loop import ModelTurn, ModelTurnResult
+from juno_bind_trio.web import LiveRuns, create_app
+
+pytestmark = pytest.mark.anyio
+
+
+async def triage_model(turn: ModelTurn) -> ModelTurnResult:
+    call = {
+        "id": "h1",
+        "type": "function",
+        "function": {"name": "transfer_to_billing", "arguments": "{}"},
+    }
+    return ModelTurnResult(content="One moment.", tool_calls=[call])
+
+
+async def billing_model(turn: ModelTurn) -> ModelTurnResult:
+    return ModelTurnResult(content="Billing here.")
+
+
+async def test_a_served_run_sends_the_handoff_between_the_two_agents_turns() -> None:
+    billing = Agent(billing_model, name="billing")
+    triage = Agent(triage_model, name="triage", handoffs=[billing])
+    runs = LiveRuns(triage)
+    app = create_app(runs)
+    async with runs.running():
+        client = Client(app)
+        response = await client.request("POST", "/runs", json_body={"prompt": "refund"})
+        assert response.status == 201, response.body
+        run_id = response.json()["runId"]
+        async with client.stream(f"/runs/{run_id}/events") as stream:
+            frames = [json.loads(frame["data"]) async for frame in stream.frames()]
+        snapshot = (await client.request("GET", f"/runs/{run_id}")).json()
+    kinds = [frame["kind"] for frame in frames]
+    handoff = kinds.index("handoff")
+    assert frames[handoff] == {
+        "kind": "handoff",
+        "fromAgent": "triage",
+        "toAgent": "billing",
+        "toolCallId": "h1",
+    }
+    ended = [i for i, kind in enumerate(kinds) if kind == "turn_ended"]
+    assert ended[0] < handoff < ended[1]
+    assert frames[ended[1]]["content"] == "Billing here."
+    assert snapshot["status"] in ("ended", "completed")
