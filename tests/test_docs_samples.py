@@ -195,8 +195,13 @@ NOT_RUN: dict[str, str] = {
     "how-to/agent-cancel.md": _AGENT_SCRIPTS,
     "how-to/agent-usage-limits.md": _AGENT_SCRIPTS,
     "how-to/use-anthropic.md": _REAL_CLOCK,
+    "how-to/use-google.md": _REAL_CLOCK,
+    "how-to/use-openai-responses.md": _REAL_CLOCK,
+    "how-to/use-bedrock.md": _REAL_CLOCK,
     "how-to/agent-testing.md": _AGENT_SCRIPTS,
     "how-to/agent-output-modes.md": _AGENT_SCRIPTS,
+    "how-to/tools-per-step.md": _AGENT_SCRIPTS,
+    "how-to/history-processors.md": _AGENT_SCRIPTS,
 }
 
 

@@ -55,6 +55,7 @@ def run_blocked(blocked: set[str], code: str) -> subprocess.CompletedProcess[str
         ("mcp", {"mcp", "mcp_types"}, "import juno_bind_trio.mcp"),
         # The SDK installed without the validator the adapter imports itself.
         ("mcp", {"jsonschema"}, "from juno_bind_trio.mcp import open_mcp_stdio"),
+        ("google", {"google"}, "import juno_bind_trio.providers.google"),
         (
             "postgres",
             {"psycopg", "psycopg_pool"},

@@ -20,6 +20,7 @@ SUBPACKAGES = [
     "juno_bind_trio.providers",
     "juno_bind_trio.providers.openai",
     "juno_bind_trio.providers.anthropic",
+    "juno_bind_trio.providers.google",
     "juno_bind_trio.testing",
     "juno_bind_trio.store",
     "juno_bind_trio.agent",
@@ -104,6 +105,7 @@ PINNED_MEMBERS = {
         "turn_id",
         "with_extra_messages",
         "with_messages",
+        "with_tools",
     },
     ("juno_bind_trio.providers.openai", "OpenAIChatModel"): {
         "attempt_function",

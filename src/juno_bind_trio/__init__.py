@@ -14,6 +14,7 @@ from ._errors import INTERRUPTED_TOOL_CALL_MESSAGE as INTERRUPTED_TOOL_CALL_MESS
 from ._errors import AbortedToolCallError as AbortedToolCallError
 from ._errors import AllRoutesFailedError as AllRoutesFailedError
 from ._errors import CompletionDefectError as CompletionDefectError
+from ._errors import ConversationBusy as ConversationBusy
 from ._errors import InterruptedToolCallError as InterruptedToolCallError
 from ._errors import JunoBindError as JunoBindError
 from ._errors import LeaseLostError as LeaseLostError
@@ -74,6 +75,7 @@ __all__ = [
     "AllRoutesFailedError",
     "Approve",
     "CompletionDefectError",
+    "ConversationBusy",
     "Deny",
     "ExternalTool",
     "InterruptedToolCallError",

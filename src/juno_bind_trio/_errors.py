@@ -6,7 +6,9 @@ Whose fault an error is shows in where it hangs:
     ├── UsageError (RuntimeError)      you: the caller broke a lifetime or call-order rule
     │   ├── RunLimitError              LiveRuns.start with max_active_runs runs going
     │   │                              (juno_bind_trio.web; the app answers 429)
-    │   └── TurnStreamUsageError       observe() before begin_attempt()
+    │   ├── TurnStreamUsageError       observe() before begin_attempt()
+    │   └── ConversationBusy           a run on a conversation another run holds
+    │                                  (Agent.run(conversation=...); names both)
     ├── WireFormatError (ValueError)   them: a peer sent an event this protocol cannot parse
     ├── TranscriptError (ValueError)   you: a message heal_transcript cannot read (names its index)
     ├── ToolCallHistoryError (ValueError)  a transcript the Chat Completions API would refuse
@@ -72,6 +74,7 @@ __all__ = [
     "AbortedToolCallError",
     "AllRoutesFailedError",
     "CompletionDefectError",
+    "ConversationBusy",
     "InterruptedToolCallError",
     "JunoBindError",
     "LeaseLostError",
@@ -161,6 +164,32 @@ class RunLimitError(UsageError):
 
 class TurnStreamUsageError(UsageError):
     """A [`TurnTextStream`][juno_bind_trio.completion.TurnTextStream] was driven out of order."""
+
+
+class ConversationBusy(UsageError):
+    """A run on a conversation that another run holds, or that moved on without this run.
+
+    ``Agent.run(prompt, conversation=...)`` refuses, before anything is
+    stored or asked of the model, to start while another run of that
+    conversation is going (they would both answer the same history, and one
+    answer would be lost); ``conversation_id`` names the conversation and
+    ``holder`` the run holding it (or ``None``). Retry when it ended, or
+    send the message after its answer. A resume of a conversation's run
+    that the conversation has moved on from since (another run answered
+    after it) is refused the same way. ``delete_conversation`` refuses a
+    conversation a run holds.
+    """
+
+    conversation_id: str
+    holder: str | None
+
+    def __init__(self, message: str, conversation_id: str, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.conversation_id = conversation_id
+        self.holder = holder
+
+    def __reduce__(self) -> tuple[type[ConversationBusy], tuple[str, str, str | None]]:
+        return (type(self), (str(self), self.conversation_id, self.holder))
 
 
 class WireFormatError(JunoBindError, ValueError):

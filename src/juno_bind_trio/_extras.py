@@ -20,6 +20,7 @@ __all__ = ["EXTRAS", "install_line", "require"]
 EXTRAS: Final = {
     "anthropic": ("anthropic",),
     "bedrock": ("aiobotocore", "botocore"),
+    "google": ("google.genai",),
     "web": ("starlette", "hypercorn", "ag_ui"),
     "mcp": ("mcp", "mcp_types", "jsonschema"),
     "otel": ("opentelemetry",),

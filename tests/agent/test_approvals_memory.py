@@ -187,3 +187,28 @@ def test_bad_options_are_refused_at_construction() -> None:
         tool(f, requires_approval=True, external=True)
     assert tool(f, requires_approval=True, repeatable=True).repeatable is True
     assert tool(f).repeatable is True
+
+
+async def test_a_later_call_reusing_an_id_does_not_inherit_its_approval() -> None:
+    # Some models number their calls per turn: turn 2's "c1" is a new call.
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    async def refund(amount: int) -> str:
+        """Refund."""
+        ran.append(amount)
+        return "ok"
+
+    async def model(turn: ModelTurn) -> ModelTurnResult:
+        asked = sum(1 for m in turn.messages if m.get("role") == "assistant")
+        if asked < 2:
+            amount = 5 if asked == 0 else 9000
+            return ModelTurnResult(tool_calls=[ToolCall("c1", "refund", f'{{"amount": {amount}}}')])
+        return ModelTurnResult(content="done")
+
+    agent = Agent(FunctionModel(model), tools=[refund])
+    first = await agent.run("go")
+    second = await agent.run(message_history=first.messages, approvals={"c1": True})
+    assert second.reason == "suspended"
+    assert ran == [5]
+    assert second.pending == (PendingToolCall("c1", "refund", {"amount": 9000}, "approval"),)

@@ -30,6 +30,8 @@ PAGES = [
     "how-to/agent-usage-limits.md",
     "how-to/agent-testing.md",
     "how-to/agent-output-modes.md",
+    "how-to/tools-per-step.md",
+    "how-to/history-processors.md",
 ]
 BLOCK = re.compile(r"```(python|text)\n(.*?)```", flags=re.S)
 

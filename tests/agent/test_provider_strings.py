@@ -154,3 +154,48 @@ async def test_the_agent_owns_one_client_for_its_runs_and_closes_it() -> None:
         assert not owned.is_open()
     # Both runs went over the one client's one kept-alive connection.
     assert [r.connection for r in server.requests] == [0, 0]
+
+
+def test_a_google_string_talks_to_the_gemini_api() -> None:
+    from juno_bind_trio.testing import fake_gemini_env
+
+    script = [StreamResponse.of_text("Hello ", "there.", usage=Usage(20, 5, cached_tokens=8))]
+    with fake_gemini_env(script) as server:
+        result = Agent("google:gemini-test", instructions="Be brief.").run_sync("Hi")
+    assert result.output == "Hello there."
+    request = server.requests[0]
+    assert request.model == "gemini-test"
+    assert request.header("x-goog-api-key") == "fake-key"
+    assert request.json["systemInstruction"]["parts"] == [{"text": "Be brief."}]
+    assert (result.stats.input_tokens, result.stats.output_tokens) == (20, 5)
+    assert result.stats.cached_tokens == 8
+    assert result.messages[-1][PROVIDER_STATE_KEY]["provider"] == "google"
+
+
+def test_a_google_string_without_a_key_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    agent = Agent("google:gemini-test")
+    with pytest.raises(UsageError, match="GEMINI_API_KEY"):
+        agent.run_sync("Hi")
+
+
+@pytest.mark.anyio
+async def test_gemini_thoughts_reach_the_run_reader_as_reasoning_events() -> None:
+    from juno_bind_trio.agent import AgentEvent, ReasoningEvent, TextEvent
+    from juno_bind_trio.testing import open_fake_gemini_server
+
+    script = [StreamResponse([ReasoningDelta("Hmm, "), ReasoningDelta("easy."), TextDelta("4")])]
+    script[0] = StreamResponse([*script[0].events, *StreamResponse.of_text().events])
+    async with open_fake_gemini_server(script) as server:
+        agent = Agent("google:gemini-test", base_url=server.base_url, api_key="k")
+        events: list[AgentEvent] = []
+        async with agent.open_run("2+2?") as run:
+            events.extend([event async for event in run])
+        await agent.aclose()
+    assert "".join(e.text for e in events if isinstance(e, ReasoningEvent)) == "Hmm, easy."
+    assert "".join(e.text for e in events if isinstance(e, TextEvent)) == "4"
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextEvent))
+    assert all(events.index(e) < first_text for e in events if isinstance(e, ReasoningEvent))

@@ -22,9 +22,12 @@ from juno_bind_trio.agent import (
     ToolCallDeltaEvent,
     ToolCallEndedEvent,
     ToolCallStartedEvent,
+    ToolDefinition,
     ToolOutput,
     TurnEndedEvent,
     UsageLimits,
+    drop_old_tool_results,
+    keep_last_turns,
     tool,
 )
 
@@ -49,5 +52,12 @@ ENTRIES = [
     Entry(ToolCallStartedEvent),
     Entry(TurnEndedEvent),
     Entry(UsageLimits),
+    Entry(ToolDefinition),
+    Entry(
+        ToolDefinition(name="t", description=None, parameters_json_schema={}).replace,
+        label="agent.ToolDefinition.replace",
+    ),
+    Entry(keep_last_turns),
+    Entry(drop_old_tool_results),
     Entry(tool),
 ]

@@ -68,6 +68,13 @@ ENTRIES = [
         args=(st.lists(_message, max_size=3) | JUNK).map(lambda messages: call(messages)),
         label="loop.ModelTurn.with_messages",
     ),
+    Entry(
+        _a_turn().with_tools,
+        args=(
+            st.lists(st.dictionaries(st.text(max_size=3), JUNK, max_size=2), max_size=3) | JUNK
+        ).map(lambda tools: call(tools)),
+        label="loop.ModelTurn.with_tools",
+    ),
     Entry(AssistantMessageEvent),
     Entry(Interrupt),
     Entry(InterruptReceivedEvent),

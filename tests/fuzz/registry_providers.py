@@ -32,6 +32,11 @@ from juno_bind_trio.providers.bedrock import (
     open_bedrock_client,
     resolve_credentials,
 )
+from juno_bind_trio.providers.google import (
+    GeminiAdapter,
+    classify_gemini_error,
+    open_gemini_client,
+)
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
@@ -94,6 +99,9 @@ ENTRIES = [
     Entry(classify_responses_error),
     Entry(classify_anthropic_error),
     Entry(open_anthropic_client, raises=(anthropic.AnthropicError,)),
+    Entry(GeminiAdapter),
+    Entry(classify_gemini_error),
+    Entry(open_gemini_client),
     Entry(ProviderRequest),
     Entry(messages_for),
     Entry(provider_state_of),

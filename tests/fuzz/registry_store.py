@@ -14,6 +14,7 @@ from typing import Any
 from fuzz_support import Call, Entry, auto
 
 from juno_bind_trio import (
+    ConversationBusy,
     LeaseLostError,
     RunExistsError,
     RunLeasedError,
@@ -24,9 +25,12 @@ from juno_bind_trio import (
     StoreError,
 )
 from juno_bind_trio.store import (
+    CallDecision,
+    ConversationRecord,
     DurableRun,
     Lease,
     OpenTurnAnswer,
+    PendingCallRecord,
     PostgresRunStore,
     ReceiptRecord,
     RunRecord,
@@ -57,6 +61,7 @@ def _key_is_hex(arguments: Call, key: Any) -> None:
 
 
 ENTRIES = [
+    _exception(ConversationBusy),
     _exception(LeaseLostError),
     _exception(RunExistsError),
     _exception(RunLeasedError),
@@ -70,8 +75,11 @@ ENTRIES = [
     Entry(Lease, args=auto(Lease, junk=False)),
     Entry(ReceiptRecord, args=auto(ReceiptRecord, junk=False)),
     Entry(RunRecord, args=auto(RunRecord, junk=False)),
+    Entry(ConversationRecord, args=auto(ConversationRecord, junk=False)),
     Entry(StoredRun, args=auto(StoredRun, junk=False)),
     Entry(OpenTurnAnswer, args=auto(OpenTurnAnswer, junk=False)),
+    Entry(CallDecision),
+    Entry(PendingCallRecord, args=auto(PendingCallRecord, junk=False)),
     Entry(DurableRun),
     Entry(default_owner),
     Entry(open_durable_run),

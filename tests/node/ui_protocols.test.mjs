@@ -188,3 +188,37 @@ test("AG-UI abortRun(): the run is cancelled and the server's transcript answers
   const answers = everyCallAnswered(all.at(-1));
   assert.match(answers[0].content, /interrupted|not_run/);
 });
+
+test("AG-UI client-defined tools: the run ends with the call for the client, whose answer goes on", async () => {
+  const pickDate = {
+    name: "pick_date",
+    description: "Ask the user for a date",
+    parameters: { type: "object", properties: { month: { type: "string" } } },
+  };
+  const agent = new HttpAgent({
+    url: `${BASE}/agui`,
+    threadId: "thread-3",
+    initialMessages: [{ id: "u1", role: "user", content: "Book me a day in May." }],
+  });
+  const kinds = [];
+  await agent.runAgent(
+    { runId: "run-3", tools: [pickDate] },
+    { onEvent: ({ event }) => { kinds.push(event.type); } },
+  );
+  assert.equal(kinds.at(-1), "RUN_FINISHED");
+  assert.ok(!kinds.includes("TOOL_CALL_RESULT"), `the server answered the client's call: ${kinds}`);
+  const calls = agent.messages.flatMap((m) => (m.role === "assistant" ? m.toolCalls ?? [] : []));
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].function.name, "pick_date");
+  assert.deepEqual(JSON.parse(calls[0].function.arguments), { month: "May" });
+  assert.ok(!agent.messages.some((m) => m.role === "tool"), "a tool message before the client ran it");
+  // The client runs its tool and sends the answer; the run goes on from it.
+  agent.addMessage({ id: "t1", role: "tool", toolCallId: calls[0].id, content: "May 3" });
+  await agent.runAgent({ runId: "run-4", tools: [pickDate] });
+  const last = agent.messages.at(-1);
+  assert.equal(last.role, "assistant");
+  assert.equal(last.content, "You picked May 3.");
+  const all = await transcripts();
+  const second = all.at(-1);
+  assert.deepEqual(second.filter((m) => m.role === "tool").map((m) => m.content), ["May 3"]);
+});

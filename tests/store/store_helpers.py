@@ -27,7 +27,7 @@ from conftest import worker_schema
 from juno_bind_trio.store import SCHEMA_VERSION, RunStore, SqliteRunStore
 
 DSN_ENV = "JUNO_TEST_POSTGRES_DSN"
-TABLES = ("juno_receipts", "juno_runs", "juno_schema")
+TABLES = ("juno_pending", "juno_receipts", "juno_runs", "juno_conversations", "juno_schema")
 
 
 class FakeClock:
@@ -71,8 +71,10 @@ def _empty_tables(dsn: str) -> None:
         _housekeeper.append(conn)
     conn = _housekeeper[0]
     try:
+        conn.execute("DELETE FROM juno_pending")
         conn.execute("DELETE FROM juno_receipts")
         conn.execute("DELETE FROM juno_runs")
+        conn.execute("DELETE FROM juno_conversations")
         conn.execute("DELETE FROM juno_schema WHERE version > %s", (SCHEMA_VERSION,))
     except psycopg.OperationalError:
         conn.close()  # the connection itself failed: the next call makes a new one

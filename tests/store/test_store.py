@@ -320,7 +320,13 @@ async def test_a_version_1_database_is_upgraded_on_open_and_keeps_its_runs(
     store_factory: Any, store: RunStore, store_kind: str
 ) -> None:
     # A database as version 1 of the package left it: no detail column.
-    for table in ("juno_receipts", "juno_runs", "juno_schema"):
+    for table in (
+        "juno_pending",
+        "juno_receipts",
+        "juno_runs",
+        "juno_conversations",
+        "juno_schema",
+    ):
         raw_execute(store, f"DROP TABLE {table}")
     raw_execute(store, "CREATE TABLE juno_schema (version INTEGER NOT NULL)")
     dialect = "sqlite" if store_kind == "sqlite" else "postgresql"
@@ -340,8 +346,11 @@ async def test_a_version_1_database_is_upgraded_on_open_and_keeps_its_runs(
         lease = await upgraded.claim_run("old", owner="w1", ttl=30)
         await upgraded.release(lease, status="cancelled", detail="cancelled: by a test")
         assert (await upgraded.get_run("old")).detail == "cancelled: by a test"
+        assert await upgraded.call_decisions("old") == []  # version 3's table, empty
+        assert (await upgraded.get_run("old")).conversation_id is None
+        assert await upgraded.list_conversations() == []
     versions = raw_query(store, "SELECT version FROM juno_schema ORDER BY version")
-    assert versions == [(1,), (2,)]
+    assert versions == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
 
 
 async def test_bad_arguments_are_refused_at_the_boundary(store: RunStore) -> None:

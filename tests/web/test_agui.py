@@ -17,11 +17,13 @@ from ui_stream_fixture import EVENTS, TRANSCRIPT
 
 from juno_bind_trio.agent import Agent, RunEndedEvent, TurnEndedEvent
 from juno_bind_trio.completion import TurnTextStream
+from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.web import (
     AGUIEncoder,
     AGUIInputError,
     agui_events,
     chat_from_run_input,
+    client_tools,
     create_agui_app,
     read_run_input,
 )
@@ -259,13 +261,6 @@ def test_run_agent_input_becomes_a_prompt_and_a_transcript() -> None:
         (run_input(), "must end with the user's"),
         (run_input({"id": "1", "role": "assistant", "content": "x"}), "must be the user's"),
         (run_input({"id": "1", "role": "user", "content": " "}), "no text"),
-        (
-            run_input(
-                {"id": "1", "role": "user", "content": "x"},
-                tools=[{"name": "confirm", "description": "Ask the user", "parameters": {}}],
-            ),
-            "client-defined tools",
-        ),
     ],
 )
 def test_input_that_cannot_be_run_is_refused_naming_it(body: dict[str, Any], named: str) -> None:
@@ -367,3 +362,102 @@ async def test_the_agui_endpoint_asks_the_authorization_hook() -> None:
         "POST", "/agui", json_body=body, headers={"origin": "https://app.example"}
     )
     assert response.status == 200
+
+
+CONFIRM = {
+    "name": "confirm",
+    "description": "Ask the user to confirm",
+    "parameters": {"type": "object", "properties": {"question": {"type": "string"}}},
+}
+
+
+async def confirming_model(turn: ModelTurn) -> ModelTurnResult:
+    """Asks the client's ``confirm`` tool (which it must have been offered), then says
+    what the answer was."""
+    assert [t["function"]["name"] for t in turn.tools] == ["weather", "confirm"]
+    last = turn.messages[-1]
+    if last["role"] == "tool":
+        return ModelTurnResult(content=f"The user said: {last['content']}")
+    call = {
+        "id": "c9",
+        "type": "function",
+        "function": {"name": "confirm", "arguments": '{"question": "Go?"}'},
+    }
+    return ModelTurnResult(content="Asking.", tool_calls=(call,))
+
+
+def events_of(body: bytes) -> list[dict[str, Any]]:
+    frames = [f for f in body.decode().split("\n\n") if f]
+    events = [json.loads(f.removeprefix("data: ")) for f in frames]
+    for data in events:
+        EVENT.validate_python(data)
+    return events
+
+
+async def test_client_defined_tools_end_the_run_for_the_client_and_its_answer_goes_on() -> None:
+    app = create_agui_app(Agent(confirming_model, tools=[weather]))
+    user = {"id": "u1", "role": "user", "content": "Do it"}
+    first = await Client(app).request("POST", "/agui", json_body=run_input(user, tools=[CONFIRM]))
+    assert first.status == 200
+    events = events_of(first.body)
+    kinds = [e["type"] for e in events]
+    assert kinds[-4:] == ["TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"]
+    assert "TOOL_CALL_RESULT" not in kinds  # the client runs it, not the server
+    held = apply(events, [user])[-1]
+    assert [m["role"] for m in held] == ["user", "assistant"]
+    (call,) = held[1]["toolCalls"]
+    assert call["id"] == "c9"
+    assert json.loads(call["function"]["arguments"]) == {"question": "Go?"}
+    # The client ran it; its next input carries the answer, and the run goes on.
+    answer = {"id": "t1", "role": "tool", "toolCallId": "c9", "content": "yes"}
+    second = await Client(app).request(
+        "POST", "/agui", json_body=run_input(*held, answer, tools=[CONFIRM])
+    )
+    assert second.status == 200
+    final = apply(events_of(second.body), [*held, answer])[-1]
+    assert final[-1]["role"] == "assistant"
+    assert final[-1]["content"] == "The user said: yes"
+
+
+def test_the_input_s_tools_are_external_tools_and_its_answers_need_no_prompt() -> None:
+    held = {
+        "id": "a1",
+        "role": "assistant",
+        "content": "",
+        "toolCalls": [
+            {"id": "c9", "type": "function", "function": {"name": "confirm", "arguments": "{}"}}
+        ],
+    }
+    answer = {"id": "t1", "role": "tool", "toolCallId": "c9", "content": "yes"}
+    body = run_input({"id": "u1", "role": "user", "content": "Do it"}, held, answer)
+    body["tools"] = [CONFIRM, {"name": "bare", "description": "", "parameters": None}]
+    parsed = read_run_input(body)
+    prompt, history = chat_from_run_input(parsed)
+    assert prompt is None
+    assert history[-1] == {"role": "tool", "tool_call_id": "c9", "content": "yes"}
+    tools = client_tools(parsed)
+    assert [(t.name, t.external, t.description) for t in tools] == [
+        ("confirm", True, "Ask the user to confirm"),
+        ("bare", True, None),
+    ]
+    assert tools[1].parameters == {"type": "object", "properties": {}}
+    with pytest.raises(AGUIInputError, match=r"tools\[0\] \('bad'\)"):
+        client_tools(
+            read_run_input(
+                run_input(
+                    {"id": "u1", "role": "user", "content": "x"},
+                    tools=[{"name": "bad", "description": "", "parameters": {"type": "array"}}],
+                )
+            )
+        )
+    with pytest.raises(TypeError, match="client_tools: run_input"):
+        client_tools(body)  # type: ignore[arg-type]
+
+
+async def test_a_client_tool_named_as_a_server_tool_is_refused() -> None:
+    app = create_agui_app(Agent(confirming_model, tools=[weather]))
+    clash = {**CONFIRM, "name": "weather"}
+    body = run_input({"id": "u1", "role": "user", "content": "x"}, tools=[clash])
+    response = await Client(app).request("POST", "/agui", json_body=body)
+    assert response.status == 400
+    assert "'weather' is already one of the agent's tools" in response.json()["error"]

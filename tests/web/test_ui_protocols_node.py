@@ -53,7 +53,7 @@ def test_the_npm_clients_read_both_protocols(tmp_path: Path) -> None:
         server.communicate(timeout=10)  # and close its pipes
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout
-    assert "# pass 5" in done.stdout
+    assert "# pass 6" in done.stdout
 
 
 def test_the_example_says_how_to_use_it() -> None:

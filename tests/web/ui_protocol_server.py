@@ -6,7 +6,9 @@ The example's agent and endpoints (``examples/ui_protocols.py``), with one
 more scripted case: a prompt naming "Slowtown" gets a tool call whose tool
 takes a minute, so a client can abort during it; and reasoning (thinking) is
 streamed before the dying attempt's text ("Recalling Lisbon.", withdrawn with
-it) and before the final answer ("The tool says 21 °C."). Each run's transcript is
+it) and before the final answer ("The tool says 21 °C."). A request offering the
+client-defined tool ``pick_date`` (AG-UI's ``RunAgentInput.tools``) gets a call of it,
+and, once the client answers it, "You picked <the answer>.". Each run's transcript is
 recorded when the run ends (however it ends) and served as JSON.
 """
 
@@ -44,6 +46,12 @@ _spec.loader.exec_module(demo)
 def script(request: RecordedRequest) -> FakeResponse:
     body = json.loads(request.body)
     messages = body["messages"]
+    offered = {t["function"]["name"] for t in body.get("tools") or ()}
+    if "pick_date" in offered:
+        last = messages[-1]
+        if last["role"] == "tool" and last["tool_call_id"] == "call_pick":
+            return StreamResponse.of_text(f"You picked {last['content']}.")
+        return StreamResponse.of_tool_calls(("call_pick", "pick_date", '{"month": "May"}'))
     asks_slow = any("Slowtown" in str(m.get("content")) for m in messages if m["role"] == "user")
     if asks_slow and body["model"] == "juno-small" and messages[-1]["role"] != "tool":
         return StreamResponse.of_tool_calls(("call_slow", "weather", '{"city": "Slowtown"}'))
@@ -77,11 +85,17 @@ class Recording:
 
     @asynccontextmanager
     async def open_run(
-        self, prompt: str, *, message_history: Sequence[Mapping[str, Any]] | None = None
+        self,
+        prompt: str | None,
+        *,
+        message_history: Sequence[Mapping[str, Any]] | None = None,
+        extra_tools: Sequence[Any] | None = None,
     ) -> AsyncIterator[Any]:
         run = None
         try:
-            async with self.agent.open_run(prompt, message_history=message_history) as run:
+            async with self.agent.open_run(
+                prompt, message_history=message_history, extra_tools=extra_tools
+            ) as run:
                 yield run
         finally:
             if run is not None:

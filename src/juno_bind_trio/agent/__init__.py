@@ -9,6 +9,7 @@ schemas come from their signatures. Where a run's state lives is its
 [RunSession][juno_bind_trio.agent.RunSession]: in memory, or in a run store.
 """
 
+from juno_bind_trio._errors import ConversationBusy as ConversationBusy
 from juno_bind_trio._errors import ModelRetry as ModelRetry
 from juno_bind_trio._errors import UsageLimitExceeded as UsageLimitExceeded
 from juno_bind_trio._public import publish as _publish
@@ -35,6 +36,10 @@ from ._limits import UsageLimits as UsageLimits
 from ._output_modes import NativeOutput as NativeOutput
 from ._output_modes import PromptedOutput as PromptedOutput
 from ._output_modes import ToolOutput as ToolOutput
+from ._prepare import ToolDefinition as ToolDefinition
+from ._processors import DEFAULT_TOOL_RESULT_MARKER as DEFAULT_TOOL_RESULT_MARKER
+from ._processors import drop_old_tool_results as drop_old_tool_results
+from ._processors import keep_last_turns as keep_last_turns
 from ._result import AgentResult as AgentResult
 from ._session import InMemorySession as InMemorySession
 from ._session import RunSession as RunSession
@@ -45,11 +50,13 @@ from ._tool import tool as tool
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
+    "DEFAULT_TOOL_RESULT_MARKER",
     "Agent",
     "AgentEvent",
     "AgentResult",
     "AgentRun",
     "Approve",
+    "ConversationBusy",
     "Deny",
     "ExternalTool",
     "InMemorySession",
@@ -69,11 +76,14 @@ __all__ = [
     "ToolCallEndStatus",
     "ToolCallEndedEvent",
     "ToolCallStartedEvent",
+    "ToolDefinition",
     "ToolOutput",
     "Toolset",
     "TurnEndedEvent",
     "UsageLimitExceeded",
     "UsageLimits",
+    "drop_old_tool_results",
+    "keep_last_turns",
     "tool",
 ]
 

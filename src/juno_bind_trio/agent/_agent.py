@@ -53,6 +53,8 @@ from ._output_modes import (
     output_plan,
 )
 from ._pipe import EventPipe
+from ._prepare import PrepareToolsFn, check_prepare
+from ._processors import HistoryProcessor, check_processors
 from ._result import AgentResult, OutputT
 from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
 from ._store_session import StoreSpec, check_store
@@ -256,6 +258,31 @@ def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
     return parts
 
 
+def _with_extra_tools(owner: str, settings: RunSettings, given: object) -> RunSettings:
+    """*settings* with one run's own tools added (``extra_tools=``): a frontend's tools, say.
+
+    Checked as the constructor checks ``tools=``: a name the agent's tools (or
+    its output tools) already use is refused, naming it."""
+    added = collect_tools(f"{owner}: extra_tools", cast("Iterable[object]", given))
+    static = dict(settings.static_tools)
+    new: list[Tool] = []
+    for item in added:
+        if isinstance(item, Tool):
+            if item.name in static or item.name in settings.output.tool_names:
+                raise ValueError(
+                    f"{owner}: extra_tools: a tool named {item.name!r} is already one of the "
+                    "agent's tools; rename one"
+                )
+            static[item.name] = item
+            new.append(item)
+    return attrs.evolve(
+        settings,
+        tools=(*settings.tools, *added),
+        static_tools=static,
+        static_tool_dicts=(*settings.static_tool_dicts, *(settings.tool_dict(t) for t in new)),
+    )
+
+
 @final
 class _Unset:
     """The value of an argument left out of ``Agent.override``."""
@@ -369,6 +396,22 @@ class Agent(Generic[DepsT, OutputT]):
       its runs at once);
       *lease_ttl*: seconds before another worker may take over a run whose
       worker stopped renewing its lease.
+    * *prepare_tools*: ``(ctx, definitions) -> definitions``, sync or async:
+      before each model request, after each tool's own *prepare* (see
+      [tool][juno_bind_trio.agent.tool]), the
+      [ToolDefinition][juno_bind_trio.agent.ToolDefinition]s of the step;
+      what it returns (some of them, changed or not, in any order) is what
+      the model is offered. A call to a tool not offered at its step is
+      answered ``"not_found"``.
+    * *history_processors*: functions of ``(messages)`` or
+      ``(ctx, messages)``, sync or async, applied in order to the messages
+      of every model request; the request is sent what the last returns
+      (``AgentResult.messages`` keeps the whole transcript). Each result is
+      checked: one that parts a tool call from its answer, or drops the last
+      user message, raises [UsageError][juno_bind_trio.UsageError] naming the
+      processor, and nothing is sent. Ready-made:
+      [keep_last_turns][juno_bind_trio.agent.keep_last_turns],
+      [drop_old_tool_results][juno_bind_trio.agent.drop_old_tool_results].
 
     :raises TypeError: a wrong type anywhere above, or a tool function that
         cannot be a tool.
@@ -409,6 +452,10 @@ class Agent(Generic[DepsT, OutputT]):
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
+        # #33: the tools of each step.
+        prepare_tools: PrepareToolsFn | None = None,
+        # #33: what each request is sent.
+        history_processors: Sequence[HistoryProcessor] | None = None,
     ) -> None:
         owner = "Agent"
         # What override() builds its stand-in agent from.
@@ -466,6 +513,8 @@ class Agent(Generic[DepsT, OutputT]):
             )
         if chain_rule is not None and not isinstance(chain_rule, ChainRule):
             raise TypeError(f"{owner}: chain_rule must be a ChainRule or None, got {chain_rule!r}")
+        check_prepare(owner, "prepare_tools", prepare_tools)
+        processors = check_processors(owner, history_processors)
         _positive(owner, "max_iterations", max_iterations)
         _positive(owner, "per_tool_limit", per_tool_limit)
         _positive(owner, "max_output_retries", max_output_retries, minimum=0)
@@ -533,6 +582,9 @@ class Agent(Generic[DepsT, OutputT]):
             store_owner=store_owner,
             lease_ttl=float(lease_ttl),
             usage_limits=usage_limits,
+            dialect=dialect,
+            prepare_tools=prepare_tools,
+            history_processors=processors,
         )
 
     def __repr__(self) -> str:
@@ -675,10 +727,15 @@ class Agent(Generic[DepsT, OutputT]):
         pipe: EventPipe | None,
         usage_limits: object = None,
         decisions: object = None,
+        conversation: object = None,
+        extra_tools: object = None,
     ) -> _RunCore[OutputT]:
         decided = read_decisions(owner, *decisions) if isinstance(decisions, tuple) else None
-        # No prompt: a run continuing the waiting calls its message_history ends with.
-        if prompt is not None or message_history is None:
+        if conversation is not None:
+            self._check_conversation(owner, conversation, message_history)
+        # No prompt: a run continuing the waiting calls its message_history (or its
+        # conversation) ends with.
+        if prompt is not None or (message_history is None and not (conversation and decided)):
             prompt = _check_prompt(owner, prompt)
         _check_limits(owner, usage_limits)
         history: list[dict[str, Any]] = []
@@ -716,6 +773,8 @@ class Agent(Generic[DepsT, OutputT]):
         settings = self._settings
         if replaced is not None:
             settings = replaced.settings
+        if extra_tools is not None:
+            settings = _with_extra_tools(owner, settings, extra_tools)
         return _RunCore(
             settings,
             prompt=prompt,
@@ -727,7 +786,26 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=pipe,
             usage_limits=cast("UsageLimits | None", usage_limits),
             decisions=decided,
+            conversation=cast("str | None", conversation),
         )
+
+    def _check_conversation(self, owner: str, conversation: object, history: object) -> None:
+        if not isinstance(conversation, str) or not conversation:
+            raise TypeError(
+                f"{owner}: conversation must be a non-empty str (the conversation's id) or "
+                f"None, got {conversation!r:.80}"
+            )
+        if self._settings.store is None:
+            raise UsageError(
+                f"{owner}: conversation={conversation!r} keeps its history in the agent's "
+                "store, and this agent has none; build it with Agent(store=...), or keep "
+                "the history yourself and pass it as message_history="
+            )
+        if history is not None:
+            raise ValueError(
+                f"{owner}: conversation= and message_history= both give the run its "
+                "history; pass one (the conversation's history is the store's)"
+            )
 
     async def run(
         self,
@@ -742,6 +820,8 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Mapping[str, bool | Approve | Deny] | None = None,
         results: Mapping[str, object] | None = None,
         errors: Mapping[str, str] | None = None,
+        conversation: str | None = None,
+        extra_tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None,
     ) -> AgentResult[OutputT]:
         """Run to the end: the model, the tools it asks for, again, until it answers.
 
@@ -773,6 +853,18 @@ class Agent(Generic[DepsT, OutputT]):
           calls. No *prompt* is needed then; a call left undecided stays
           waiting. (With a store, continue with
           [resume][juno_bind_trio.agent.Agent.resume].)
+        * *conversation*: a conversation's id (``"thread-42"``), with a
+          *store*: the run starts from that conversation's history (a new id
+          starts a new one), and its messages are added to it when it ends,
+          so a chat keeps going without the host keeping ``message_history``.
+          One run at a time per conversation: a second is refused with
+          [ConversationBusy][juno_bind_trio.ConversationBusy] while the first
+          goes. A run that fails or is cancelled leaves the conversation as it
+          was. With *approvals* / *results* / *errors* and no *prompt*, the run
+          continues the calls the conversation's last run left waiting.
+        * *extra_tools*: tools for this run only, next to the agent's (an
+          [ExternalTool][juno_bind_trio.agent.ExternalTool] a frontend runs,
+          say); a name the agent's tools already use is a ``ValueError``.
 
         :raises UsageLimitExceeded: the run reached a usage limit and stopped
             softly; the error carries the result so far.
@@ -793,6 +885,8 @@ class Agent(Generic[DepsT, OutputT]):
             pipe=None,
             usage_limits=usage_limits,
             decisions=(approvals, results, errors, None),
+            conversation=conversation,
+            extra_tools=extra_tools,
         )
         return await core.run()
 
@@ -805,6 +899,7 @@ class Agent(Generic[DepsT, OutputT]):
         message_history: Sequence[Mapping[str, Any]] | None = None,
         run_id: str | None = None,
         usage_limits: UsageLimits | None = None,
+        conversation: str | None = None,
     ) -> AgentResult[OutputT]:
         """[run][juno_bind_trio.agent.Agent.run] for scripts and notebooks: a loop of its own.
 
@@ -844,6 +939,7 @@ class Agent(Generic[DepsT, OutputT]):
             parent=None,
             pipe=None,
             usage_limits=usage_limits,
+            conversation=conversation,
         )
         owned = self._owned
         if owned is None:
@@ -859,7 +955,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def open_run(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         deps: DepsT | None = None,
         message_history: Sequence[Mapping[str, Any]] | None = None,
@@ -867,6 +963,11 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         parent: RunContext[Any] | None = None,
         usage_limits: UsageLimits | None = None,
+        conversation: str | None = None,
+        extra_tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None,
+        approvals: Mapping[str, bool | Approve | Deny] | None = None,
+        results: Mapping[str, object] | None = None,
+        errors: Mapping[str, str] | None = None,
     ) -> AbstractAsyncContextManager[AgentRun[OutputT]]:
         """Start a run in the background and stream what happens: ``async with ... as run``.
 
@@ -899,6 +1000,9 @@ class Agent(Generic[DepsT, OutputT]):
             parent=parent,
             pipe=pipe,
             usage_limits=usage_limits,
+            decisions=(approvals, results, errors, None),
+            conversation=conversation,
+            extra_tools=extra_tools,
         )
         return OpenRun(core, pipe)
 
@@ -936,9 +1040,16 @@ class Agent(Generic[DepsT, OutputT]):
           [run][juno_bind_trio.agent.Agent.run]. They are written to the store
           (with *principal*, who decided, and the time) before the run is
           claimed, so they hold from then on: a later plain ``resume`` never
-          needs them again. An id that waits for nothing (unknown, or already
-          decided) raises [UsageError][juno_bind_trio.UsageError] naming it,
-          and nothing is written.
+          needs them again (after a crash while an approved call ran, it
+          answers that call ``"interrupted"`` rather than run it again,
+          unless the tool is repeatable). An id that waits for nothing
+          (unknown, already decided, past its deadline), a decision of the
+          wrong sort, or a run cancelled while it waited raises
+          [UsageError][juno_bind_trio.UsageError] naming it, and nothing is
+          written. A call left undecided keeps waiting: the run ends
+          ``"suspended"`` again, its ``pending`` listing what still waits
+          (``RunStore.list_waiting`` and ``python -m juno_bind_trio.store DB
+          waiting`` list such runs).
 
         :raises UsageLimitExceeded: the resumed run reached a usage limit and
             stopped softly; the error carries the result so far.

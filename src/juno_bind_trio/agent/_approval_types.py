@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import attrs
+
+from juno_bind_trio._pending import PendingKind, PendingToolCall, json_dict
 
 if TYPE_CHECKING:
     from ._context import RunContext
@@ -24,25 +25,12 @@ __all__ = [
     "check_approval_options",
 ]
 
-PendingKind: TypeAlias = Literal["approval", "external"]
-"""Why a call waits: ``"approval"`` (a person decides) or ``"external"`` (the host runs it)."""
-
 ApprovalPredicate: TypeAlias = Callable[["RunContext[Any]", dict[str, Any]], bool | Awaitable[bool]]
 """``(ctx, arguments) -> bool`` (sync or async): whether this call needs an approval."""
 
 
-def _json_dict(owner: str, value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{owner}: arguments must be a dict, got {value!r:.80}")
-    try:
-        copied: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{owner}: arguments must be JSON-serialisable ({exc})") from None
-    return copied
-
-
 def _approve_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else _json_dict("Approve", value)
+    return None if value is None else json_dict("Approve", value)
 
 
 def _deny_reason(value: str) -> str:
@@ -75,81 +63,6 @@ class Deny:
     """
 
     reason: str = attrs.field(default="denied", converter=_deny_reason)
-
-
-def _check_expiry(value: float | None) -> float | None:
-    given: object = value
-    if given is None:
-        return None
-    if isinstance(given, bool) or not isinstance(given, int | float) or not math.isfinite(given):
-        raise TypeError(
-            f"PendingToolCall: expires_at must be a finite number or None, got {given!r}"
-        )
-    return float(given)
-
-
-def _check_kind(value: str) -> PendingKind:
-    if value not in ("approval", "external"):
-        raise ValueError(f"PendingToolCall: kind must be 'approval' or 'external', got {value!r}")
-    return value  # type: ignore[return-value]  # checked just above
-
-
-def _text(field: str, value: str) -> str:
-    given: object = value
-    if not isinstance(given, str) or not given:
-        raise TypeError(f"PendingToolCall: {field} must be a non-empty string, got {given!r}")
-    return value
-
-
-def _check_id(value: str) -> str:
-    return _text("id", value)
-
-
-def _check_name(value: str) -> str:
-    return _text("name", value)
-
-
-def _pending_arguments(value: dict[str, Any]) -> dict[str, Any]:
-    return _json_dict("PendingToolCall", value)
-
-
-@final
-@attrs.frozen
-class PendingToolCall:
-    """A tool call the run waits on: ``PendingToolCall(id, name, arguments, kind, expires_at)``.
-
-    * *id*: the call's id: the key of ``approvals=``, ``results=``, ``errors=``;
-    * *name*: the tool;
-    * *arguments*: the validated arguments, a JSON-compatible ``dict``;
-    * *kind*: ``"approval"`` (a person decides) or ``"external"`` (the host
-      runs it and supplies its result);
-    * *expires_at*: when an undecided approval is answered as denied (timed
-      out) on the next continuation, in seconds of the store's clock (of
-      ``time.time()`` for a run without a store); ``None``: never.
-    """
-
-    id: str = attrs.field(converter=_check_id)
-    name: str = attrs.field(converter=_check_name)
-    arguments: dict[str, Any] = attrs.field(converter=_pending_arguments, hash=False)
-    kind: PendingKind = attrs.field(default="approval", converter=_check_kind)
-    expires_at: float | None = attrs.field(default=None, converter=_check_expiry)
-
-    def to_json(self) -> dict[str, Any]:
-        """The call as a JSON object (what the placeholder answer and the store keep)."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "arguments": self.arguments,
-            "kind": self.kind,
-            "expires_at": self.expires_at,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> PendingToolCall:
-        """The call written by ``to_json``."""
-        return cls(
-            value["id"], value["name"], value["arguments"], value["kind"], value.get("expires_at")
-        )
 
 
 def check_approval_options(

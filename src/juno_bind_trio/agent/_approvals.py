@@ -31,13 +31,14 @@ import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import outcome
 import pydantic_core
 
 from juno_bind_trio._errors import ToolFailureError, UsageError
+from juno_bind_trio._pending import CallDecision
 from juno_bind_trio.loop import ToolCallOutcome
 from juno_bind_trio.plugins import (
     SuspendDirective,
@@ -74,6 +75,7 @@ __all__ = [
     "PendingKind",
     "PendingToolCall",
     "check_approval_options",
+    "decision_message",
     "read_decisions",
 ]
 
@@ -138,33 +140,23 @@ def ExternalTool(  # a constructor by its use: ExternalTool(name, schema)
 
 # --- decisions -------------------------------------------------------------------------
 
-DecisionKind: TypeAlias = Literal["approved", "denied", "result", "error", "expired"]
+Decision = CallDecision  # the agent's name for it: what was decided for one waiting call
 
 
-@final
-@attrs.frozen(kw_only=True)
-class Decision:
-    """What was decided for one waiting call (the store keeps it: the audit)."""
-
-    kind: DecisionKind
-    arguments: dict[str, Any] | None = None  # approved with corrected arguments
-    answer: Any = None  # the denial's reason, the result value, the error text
-    principal: str | None = None
-
-    def message(self, call_id: str) -> dict[str, Any]:
-        """The tool message answering the call (for every kind but ``"approved"``)."""
-        if self.kind == "denied":
-            return tool_failure_message(
-                call_id, f"{APPROVAL_DENIED_MESSAGE}: {self.answer}", "authz"
-            )
-        if self.kind == "expired":
-            return tool_failure_message(call_id, f"{APPROVAL_TIMED_OUT_MESSAGE}.", "authz")
-        if self.kind == "error":
-            return tool_failure_message(call_id, str(self.answer), "external")
-        assert self.kind == "result"
-        value = self.answer
-        content = value if type(value) is str else pydantic_core.to_json(value).decode()
-        return tool_message(call_id, content)
+def decision_message(decision: CallDecision, call_id: str) -> dict[str, Any]:
+    """The tool message answering a decided call (for every kind but ``"approved"``)."""
+    if decision.kind == "denied":
+        return tool_failure_message(
+            call_id, f"{APPROVAL_DENIED_MESSAGE}: {decision.answer}", "authz"
+        )
+    if decision.kind == "expired":
+        return tool_failure_message(call_id, f"{APPROVAL_TIMED_OUT_MESSAGE}.", "authz")
+    if decision.kind == "error":
+        return tool_failure_message(call_id, str(decision.answer), "external")
+    assert decision.kind == "result"
+    value = decision.answer
+    content = value if type(value) is str else pydantic_core.to_json(value).decode()
+    return tool_message(call_id, content)
 
 
 def read_decisions(
@@ -399,6 +391,15 @@ class ApprovalGate:
         for call_id, decision in decided.items():
             self.decisions.setdefault(call_id, decision)
 
+    def forget_turn(self) -> None:
+        """The waiting turn is answered: its calls and decisions are done with.
+
+        A later turn's call that happens to reuse an id (some models number
+        their calls per turn) is a new call, and must not inherit a decision
+        made for the old one."""
+        self.waiting.clear()
+        self.decisions.clear()
+
     async def check(self, given: ToolCallLike) -> ToolCallOutcome | None:
         """The gate's answer for *given*, or ``None``: dispatch it (with its receipt)."""
         call = ToolCall.of(given)
@@ -408,14 +409,16 @@ class ApprovalGate:
             return (
                 None
                 if decision.kind == "approved"
-                else ToolCallOutcome(tool_message=decision.message(call_id))
+                else ToolCallOutcome(tool_message=decision_message(decision, call_id))
             )
         known = self.waiting.get(call_id)
         if known is not None:
             if known.expires_at is not None and self._clock() >= known.expires_at:
                 self.expired.append(known)
-                self.decisions[call_id] = Decision(kind="expired")
-                return ToolCallOutcome(tool_message=self.decisions[call_id].message(call_id))
+                expired = self.decisions[call_id] = Decision(
+                    kind="expired", decided_at=known.expires_at
+                )
+                return ToolCallOutcome(tool_message=decision_message(expired, call_id))
             self.held.append(known)
             return _held(known)
         found = self.tools.get(call.name)
@@ -507,6 +510,8 @@ class ApprovalGate:
             results = await batch.run(self.inner(dispatch), per_tool_limit=per_tool_limit)
             for (index, call), result in zip(to_run, results, strict=True):
                 messages[index] = _answer(call.id, result)
+        if not self.held:
+            self.forget_turn()
         return bool(self.held)
 
 
@@ -560,10 +565,14 @@ def check_continuation(
     waiting = trailing_waiting(history)
     gate.check_decisions("Agent.run", waiting)
     gate.adopt(tuple(waiting.values()), {})
-    if not prompted and not waiting:
+    # A history whose last turn's calls are answered (by a frontend that ran them, say)
+    # needs no prompt either: the model is asked for what comes after the answers.
+    answered = bool(history) and history[-1].get("role") == "tool"
+    if not prompted and not waiting and not answered:
         raise UsageError(
             "Agent.run: a prompt is needed, unless message_history ends with calls waiting "
-            "for a decision (AgentResult.pending) that this run continues"
+            "for a decision (AgentResult.pending) that this run continues, or with the "
+            "answers to its last turn's calls"
         )
     undecided = [i for i in waiting if i not in gate.decisions]
     if prompted and undecided:
@@ -605,5 +614,6 @@ def bind_gate(core: Any) -> None:
         )
 
     core.gate.bind(core.tools, context_for)
-    if core.settings.store is None or not core.resuming:
+    # A run on a conversation is checked once its history is read (_run.with_history).
+    if (core.settings.store is None or not core.resuming) and core.conversation is None:
         check_continuation(core.gate, core.state.messages[: core.new_start], prompted=core.prompted)

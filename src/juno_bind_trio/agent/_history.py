@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from juno_bind_trio._validate import shown
+from juno_bind_trio.transcript import heal_transcript
 
-__all__ = ["check_message_history"]
+__all__ = ["check_message_history", "on_conversation"]
 
 _ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 _MISSING: Final = object()
@@ -118,3 +119,22 @@ def _check_calls(where: str, calls: object) -> None:
         if call_id in seen:
             raise ValueError(f"{where}.tool_calls has two calls with id {shown(call_id)}")
         seen.add(call_id)
+
+
+def on_conversation(
+    history: list[dict[str, Any]], own: list[dict[str, Any]], new_start: int
+) -> tuple[list[dict[str, Any]], int]:
+    """A run's first transcript on a conversation, and where its own part starts.
+
+    *history* is the conversation's (healed here, as a ``message_history`` is);
+    *own* the run's messages without one: its instructions (before *new_start*),
+    then its prompt. The agent's instructions, if it has any, take the place of
+    the history's leading system message: a conversation speaks under the
+    agent's instructions of today, not those of its first run.
+    """
+    healed = heal_transcript(history).messages
+    head, tail = own[:new_start], own[new_start:]
+    if head and healed and healed[0].get("role") == "system":
+        healed = healed[1:]
+    messages = [*head, *healed]
+    return [*messages, *tail], len(messages)

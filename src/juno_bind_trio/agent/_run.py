@@ -35,9 +35,7 @@ from juno_bind_trio._errors import (
     UsageError,
     UsageLimitExceeded,
 )
-from juno_bind_trio.completion import (
-    TurnStreamSink,
-)
+from juno_bind_trio.completion import TurnStreamSink
 from juno_bind_trio.loop import (
     LoopResult,
     LoopState,
@@ -62,27 +60,28 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
-from ._approvals import ApprovalGate, Decision, bind_gate, result_pending
+from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
 from ._context import RunContext
-from ._events import (
-    AgentEvent,
-    ToolCallStartedEvent,
-    TurnEndedEvent,
-)
+from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
+from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
 from ._output_modes import NO_VALUE, output_tool_context
 from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, reask_message, structured_turn
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
+from ._steps import collect_tools, offered_only, shape_turn, step_context, step_tools
 from ._store_session import StoreSession
-from ._tool import Tool, check_deps_value
+from ._tool import Tool
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal, ToolCallLike
+    from juno_bind_trio.schema import SchemaDialect
 
     from ._output_modes import OutputPlan
+    from ._prepare import PrepareToolsFn, StepTools
+    from ._processors import Processors
     from ._tool import Toolset
 
 __all__ = ["ModelFn", "ModelSource", "RunSettings", "new_run_id"]
@@ -138,6 +137,10 @@ class RunSettings:
     store_owner: str | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     usage_limits: UsageLimits | None = None
+    # #33: the schema dialect of the tools, the tools of each step, what each request is sent.
+    dialect: SchemaDialect = "openai"
+    prepare_tools: PrepareToolsFn | None = None
+    history_processors: Processors | None = None
 
 
 @final
@@ -157,8 +160,11 @@ class _RunCore(Generic[OutputT]):
         pipe: EventPipe | None,
         usage_limits: UsageLimits | None = None,
         decisions: Mapping[str, Decision] | None = None,
+        conversation: str | None = None,
     ) -> None:
         self.settings: RunSettings = settings
+        # Agent.run(conversation=...): the history is the store's, read when the run starts.
+        self.conversation: str | None = conversation
         # #31: the calls that wait for a decision, and the decisions given to this run.
         self.gate: ApprovalGate = ApprovalGate(decisions)
         limits = settings.usage_limits if usage_limits is None else usage_limits
@@ -212,6 +218,10 @@ class _RunCore(Generic[OutputT]):
         # The accepted answer's value (an output function's return): the run's output.
         self.output_value: Any = NO_VALUE
         self.output_problem: str | None = None
+        # #33: the run's per-step choice of tools (None: every tool, every step), and
+        # the tools a call of the last step may run (None: any of the run's).
+        self.step_tools: StepTools | None = None
+        self.offered: Mapping[str, Tool] | None = None
 
     # --- the seams ----------------------------------------------------------------
 
@@ -227,6 +237,8 @@ class _RunCore(Generic[OutputT]):
         gate = self.gate
         if gate.active:  # outside the receipts: a waiting call has none
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
+        if self.step_tools is not None:  # outside everything: a hidden tool is not there
+            run_tool_call = offered_only(self, run_tool_call)
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -328,6 +340,8 @@ class _RunCore(Generic[OutputT]):
     async def call_model(self, turn: ModelTurn) -> ModelTurnResult:
         """One model turn; structured output is validated and re-asked here."""
         self.iteration = turn.iteration  # the loop numbers its turns as the run does
+        if self.step_tools is not None or self.settings.history_processors is not None:
+            turn = await shape_turn(self, turn)
         model = self.model
         assert model is not None
         output = self.settings.output
@@ -434,29 +448,6 @@ class _RunCore(Generic[OutputT]):
 
     # --- the whole run ------------------------------------------------------------
 
-    def _collect_tools(self) -> None:
-        settings = self.settings
-        if all(not _is_toolset(t) for t in settings.tools):
-            return
-        tools: dict[str, Tool] = {}
-        for item in settings.tools:
-            group: list[Tool] = [item] if isinstance(item, Tool) else list(item.tools)
-            for each in group:
-                if not isinstance(each, Tool):
-                    raise UsageError(
-                        f"Agent.run: a toolset's tools must be Tool objects, got {each!r}"
-                    )
-                if each.name in tools and tools[each.name] is not each:
-                    raise UsageError(
-                        f"Agent.run: two tools are named {each.name!r} (a toolset's tools are "
-                        "read at the start of each run); rename one"
-                    )
-                tools[each.name] = each
-        # A toolset's tools are known only now: their RunContext[X] checked against deps.
-        check_deps_value("Agent.run", tools.values(), self.deps)
-        self.tools = tools
-        self.tool_dicts = tuple(settings.tool_dict(t) for t in tools.values())
-
     def _open_session(self) -> AbstractAsyncContextManager[RunSession]:
         """The run's session: in memory, or on the agent's store."""
         settings = self.settings
@@ -483,7 +474,17 @@ class _RunCore(Generic[OutputT]):
             lease_ttl=settings.lease_ttl,
             resumability=resumability,
             uses_idempotency_key=uses_key,
+            gate=self.gate,
+            conversation=self.conversation,
+            with_history=self.with_history,
         )
+
+    def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run's first transcript on a conversation (``_history.on_conversation``)."""
+        messages, self.new_start = on_conversation(history, self.state.messages, self.new_start)
+        self.state = LoopState(messages)
+        check_continuation(self.gate, messages[: self.new_start], prompted=self.prompted)
+        return messages
 
     async def _run_on(self, session: RunSession) -> LoopResult:
         """The run's life on *session*, plain or durable alike: start from its state,
@@ -506,9 +507,15 @@ class _RunCore(Generic[OutputT]):
                 per_tool_limit=self.settings.per_tool_limit,
             )
             if held:
+                await session.finish("suspended")
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
+        answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
+        if open_turn is not None and self.step_tools is not None:
+            # The open turn's calls run as they would have: only its step's tools.
+            _, self.offered = await self.step_tools.offer(step_context(self, open_turn))
+            answer = offered_only(self, answer)
         ended = await session.answer_open_turn(
-            self.gate.inner(self.dispatch) if self.gate.active else self.dispatch,
+            answer,
             per_tool_limit=self.settings.per_tool_limit,
             runs_serially=self.runs_serially if serial else None,
         )
@@ -541,7 +548,8 @@ class _RunCore(Generic[OutputT]):
         try:
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
-            self._collect_tools()
+            collect_tools(self)
+            self.step_tools = step_tools(self)
             bind_gate(self)
             # The run's span is current for the whole run: the loop records on it
             # (it opens none of its own for this run id), the loop's tool spans and

@@ -7,16 +7,25 @@ the store (or, resumed, loaded and healed), claimed under a lease by
 ports are the [DurableRun][juno_bind_trio.store.DurableRun]'s. Nothing here
 reaches into the store's private names, and the store knows nothing of the
 agent.
+
+A run on a conversation (``Agent.run(prompt, conversation=...)``) takes the
+conversation's hold before the run is created, starts from its history, and
+at its end writes its transcript back to it under the run's lease
+([RunStore.append_conversation][juno_bind_trio.store.RunStore.append_conversation]);
+a run that fails or is cancelled gives the hold up and leaves the
+conversation as it was.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, final
 
-from juno_bind_trio._errors import LeaseLostError
+import anyio
+
+from juno_bind_trio._errors import ConversationBusy, LeaseLostError
 from juno_bind_trio.loop import LoopResult, RunStats
 from juno_bind_trio.store import (
     DurableRun,
@@ -24,6 +33,8 @@ from juno_bind_trio.store import (
     SqliteRunStore,
     open_durable_run,
 )
+
+from ._approvals import ApprovalGate
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import LoopEndReason, LoopState
@@ -67,15 +78,32 @@ class StoreSession:
     lease is lost.
     """
 
-    __slots__ = ("_resumed", "_run")
+    __slots__ = ("_conversation", "_gate", "_resumed", "_run", "_store")
 
-    def __init__(self, run: DurableRun, *, resumed: bool) -> None:
+    def __init__(
+        self,
+        run: DurableRun,
+        *,
+        resumed: bool,
+        gate: ApprovalGate | None = None,
+        store: RunStore | None = None,
+        conversation: str | None = None,
+    ) -> None:
         if not isinstance(run, DurableRun):
             raise TypeError(f"StoreSession: run must be a DurableRun, got {run!r:.80}")
         if not isinstance(resumed, bool):
             raise TypeError(f"StoreSession: resumed must be a bool, got {resumed!r:.80}")
+        if gate is not None and not isinstance(gate, ApprovalGate):
+            raise TypeError(f"StoreSession: gate must be an ApprovalGate, got {gate!r:.80}")
+        if conversation is not None and not isinstance(store, RunStore):
+            raise TypeError(
+                f"StoreSession: a run on a conversation needs its RunStore, got {store!r:.80}"
+            )
         self._run = run
         self._resumed = resumed
+        self._gate = gate
+        self._store = store
+        self._conversation = conversation
 
     def __repr__(self) -> str:
         return f"<StoreSession {self._run!r}>"
@@ -95,26 +123,70 @@ class StoreSession:
         lease_ttl: float,
         resumability: Callable[[str], EffectResumability] | None = None,
         uses_idempotency_key: Callable[[str], bool] | None = None,
+        gate: ApprovalGate | None = None,
+        conversation: str | None = None,
+        with_history: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
     ) -> AsyncIterator[StoreSession]:
         """Open *store* (a path: a SQLite file, closed again after), create the run in it
         unless *resume*, claim it as *owner*, and yield its session.
+
+        *gate*: the run's approval gate. Its clock becomes the store's (a
+        deadline is in it). On a resume, the decisions it was given are
+        written to the store first, before the claim (so they hold even if
+        this worker never gets the run, or dies in it), and the decisions
+        stored for the run's waiting calls are read into it with the run.
+
+        *conversation*: the run answers in that conversation: its hold is taken
+        first ([ConversationBusy][juno_bind_trio.ConversationBusy] if another run
+        has it), and the run's first transcript is ``with_history(history)``. A
+        resumed run of a conversation takes its hold again.
 
         Leaving the block normally after the lease was lost raises
         [LeaseLostError][juno_bind_trio.LeaseLostError]: what the run did after
         that was not saved, so it must not look finished.
         """
         async with _opened(store) as opened:
-            if not resume:
-                await opened.create_run(run_id, messages=list(messages), chain=chain, agent=agent)
-            async with open_durable_run(
-                opened,
-                run_id,
-                owner=owner,
-                lease_ttl=lease_ttl,
-                resumability=resumability,
-                uses_idempotency_key=uses_idempotency_key,
-            ) as run:
-                yield cls(run, resumed=resume)
+            if gate is not None:
+                gate.set_clock(opened.now)
+            held: str | None = None
+            try:
+                if not resume:
+                    first = list(messages)
+                    if conversation is not None:
+                        history = await opened.claim_conversation(
+                            conversation, run_id=run_id, ttl=lease_ttl
+                        )
+                        held = conversation
+                        if with_history is not None:
+                            first = with_history(history)
+                    await opened.create_run(
+                        run_id, messages=first, chain=chain, agent=agent, conversation_id=held
+                    )
+                elif gate is not None and gate.decisions:
+                    await _decide(opened, run_id, gate)
+                async with open_durable_run(
+                    opened,
+                    run_id,
+                    owner=owner,
+                    lease_ttl=lease_ttl,
+                    resumability=resumability,
+                    uses_idempotency_key=uses_idempotency_key,
+                ) as run:
+                    if resume and run.conversation_id is not None:
+                        held = await _hold_again(opened, run, lease_ttl)
+                    if gate is not None and run.open_turn is not None:
+                        loaded = run.waiting_calls
+                        gate.adopt(
+                            [r.call for r in loaded],
+                            {r.call.id: r.decision for r in loaded if r.decision is not None},
+                        )
+                    yield cls(run, resumed=resume, gate=gate, store=opened, conversation=held)
+            except BaseException:
+                if held is not None:
+                    # The conversation stays as it was; the next run may take it now.
+                    with anyio.CancelScope(shield=True), suppress(Exception):
+                        await opened.release_conversation(held, run_id=run_id)
+                raise
             _check_kept(run.lost, run_id, owner)
 
     @property
@@ -152,7 +224,7 @@ class StoreSession:
         """Answer the open turn by receipt; a run whose answer was stored already ends here."""
         run = self._run
         if run.answered:  # it had ended; a crash lost only its status
-            await run.finish("completed")
+            await self.finish("completed")
             last = run.state.messages[-1].get("content")
             return LoopResult(
                 reason="completed",
@@ -160,9 +232,18 @@ class StoreSession:
                 stats=RunStats(),
                 content=last if isinstance(last, str) else None,
             )
+        gate = self._gate
         await run.finish_open_turn(
-            run_tool_call, per_tool_limit=per_tool_limit, runs_serially=runs_serially
+            run_tool_call,
+            per_tool_limit=per_tool_limit,
+            runs_serially=runs_serially,
+            screen=gate.check if gate is not None and gate.active else None,
         )
+        if run.held:  # a call of the turn still waits: suspended again, the turn open
+            await self.finish("suspended")
+            return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
+        if gate is not None:
+            gate.forget_turn()
         return None
 
     @property
@@ -188,9 +269,64 @@ class StoreSession:
         """Writes each call's receipt before it runs and when it settles."""
         return self._run.wrap_tool_call(run_tool_call)
 
+    @property
+    def conversation(self) -> str | None:
+        """The conversation the run answers in, or ``None``."""
+        return self._conversation
+
     async def finish(self, reason: LoopEndReason) -> None:
-        """Records the run's status and gives the lease up."""
-        await self._run.finish(reason)
+        """Records the run's status and gives the lease up; a run suspended on calls
+        waiting for a decision keeps its turn open and the store holds the calls. A run
+        on a conversation writes its transcript to it first (the transcript answers
+        every call, whatever the reason)."""
+        run = self._run
+        gate = self._gate
+        held = tuple(gate.held) if gate is not None and reason == "suspended" else ()
+        conversation = self._conversation
+        if conversation is not None and self._store is not None and not run.lost:
+            try:
+                await self._store.append_conversation(
+                    run.lease, conversation_id=conversation, messages=run.state.messages
+                )
+            except LeaseLostError:
+                pass  # the run's own release finds the lease lost, and the run says so
+            except ConversationBusy:
+                # The run is stored; the conversation could not take it.
+                await run.finish(reason, pending=held)
+                raise
+        await run.finish(reason, pending=held)
+
+
+async def _hold_again(store: RunStore, run: DurableRun, ttl: float) -> str:
+    """A resumed run of a conversation takes its hold again, or is refused (and left as it
+    was: its status restored, its lease given back)."""
+    conversation = run.conversation_id
+    assert conversation is not None
+    try:
+        await store.claim_conversation(conversation, run_id=run.run_id, ttl=ttl)
+    except ConversationBusy:
+        before = run.status_before
+        await run.finish("running" if before == "pending" else before)
+        raise
+    return conversation
+
+
+async def _decide(store: RunStore, run_id: str, gate: ApprovalGate) -> None:
+    """Write the resume's decisions before the claim: from then on they hold.
+
+    Corrected arguments are validated against the tool first, which needs the
+    call's tool: only then are the waiting calls read. The store checks every
+    id again under its lock and writes all or nothing.
+    """
+    if any(d.arguments is not None for d in gate.decisions.values()):
+        waiting = {c.id: c for c in await store.pending_calls(run_id)}
+        corrected = {i: d for i, d in gate.decisions.items() if d.arguments is not None}
+        # Only the corrected ones: the store refuses the rest with its own words.
+        check = ApprovalGate(corrected)
+        check.tools = gate.tools
+        check.check_decisions("Agent.resume", waiting)
+        gate.decisions.update(check.decisions)
+    await store.decide_calls(run_id, gate.decisions)
 
 
 def _check_kept(lost: bool, run_id: str, owner: str) -> None:

@@ -31,7 +31,18 @@ import json
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Final, Protocol, TypeVar, final, get_args, get_origin, overload
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    Protocol,
+    TypeVar,
+    cast,
+    final,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import anyio.from_thread
 import anyio.to_thread
@@ -56,6 +67,7 @@ from juno_bind_trio.schema import sanitize_tool_schema
 from ._approvals import ApprovalPredicate, check_approval_options
 from ._context import RunContext
 from ._docstrings import parse_docstring
+from ._prepare import PrepareFn, check_prepare
 
 __all__ = [
     "Tool",
@@ -441,6 +453,8 @@ class Tool:
     * *requires_approval*, *external*, *approval_timeout*: a call of it waits
       for a decision, or is run by the host
       (see [tool][juno_bind_trio.agent.tool]).
+    * *prepare*: chooses, before each model request, whether and how the
+      tool is offered (see [tool][juno_bind_trio.agent.tool]).
     """
 
     name: str
@@ -459,6 +473,12 @@ class Tool:
     # Validates a call's parsed arguments into a JSON-compatible dict (None: as parsed).
     _validate: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(
         default=None, init=False, repr=False
+    )
+    # #33: what the model is shown of the tool at each step (None: always as it is).
+    prepare: PrepareFn | None = attrs.field(
+        default=None,
+        repr=False,
+        validator=lambda _t, _a, value: check_prepare("Tool", "prepare", value),
     )
 
     async def invoke(self, ctx: RunContext[Any], arguments: str | ToolCall) -> object:
@@ -496,6 +516,7 @@ class Tool:
         requires_approval: bool | ApprovalPredicate = False,
         external: bool = False,
         approval_timeout: float | None = None,
+        prepare: PrepareFn | None = None,
     ) -> Tool:
         """A tool whose argument schema comes from elsewhere (an MCP server, a config file).
 
@@ -505,10 +526,11 @@ class Tool:
         checked here (a malformed one raises
         [SchemaError][juno_bind_trio.SchemaError] naming the pointer) but not
         enforced on each call: this package carries no JSON Schema validator.
-        *requires_approval*, *external*, *approval_timeout*: as for
+        *requires_approval*, *external*, *approval_timeout*, *prepare*: as for
         [tool][juno_bind_trio.agent.tool].
         """
         owner = "Tool.from_schema"
+        check_prepare(owner, "prepare", prepare)
         approval, external, approval_timeout, repeatable = check_approval_options(
             owner, requires_approval, external, approval_timeout, repeatable
         )
@@ -558,6 +580,7 @@ class Tool:
             requires_approval=approval,
             external=external,
             approval_timeout=approval_timeout,
+            prepare=prepare,
         )
 
 
@@ -572,6 +595,7 @@ def _function_tool(
     requires_approval: object = False,
     external: object = False,
     approval_timeout: object = None,
+    prepare: object = None,
 ) -> Tool:
     if not callable(fn):
         raise TypeError(f"tool: expected a function, got {fn!r}")
@@ -592,6 +616,7 @@ def _function_tool(
         ("uses_idempotency_key", uses_idempotency_key),
     ):
         _check_flag(owner, flag, value)
+    check_prepare(owner, "prepare", prepare)
     read = _read_function(fn, owner, description)
     validate_python = read.model.__pydantic_validator__.validate_python
     names = read.names
@@ -671,6 +696,7 @@ def _function_tool(
         requires_approval=approval,
         external=waits_outside,
         approval_timeout=approval_timeout,
+        prepare=cast("PrepareFn | None", prepare),
     )
     object.__setattr__(made, "_context_deps", read.context_deps)
     object.__setattr__(made, "_validate", _jsonable(arguments_of))
@@ -701,6 +727,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    prepare: PrepareFn | None = None,
 ) -> Tool: ...
 
 
@@ -717,6 +744,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    prepare: PrepareFn | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -732,6 +760,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
     approval_timeout: float | None = None,
+    prepare: PrepareFn | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a [Tool][juno_bind_trio.agent.Tool] from a typed function: ``@tool`` or ``@tool(...)``.
 
@@ -767,6 +796,16 @@ def tool(
     function only gives the schema. *approval_timeout*: seconds a call waits
     before it is answered as denied (timed out) on the next continuation.
 
+    *prepare*: ``(ctx, definition) -> definition | None``, sync or async,
+    called before each model request of a run with the step's
+    [RunContext][juno_bind_trio.agent.RunContext] (its ``iteration`` the
+    request's, its ``tool_name`` this tool's) and the tool's
+    [ToolDefinition][juno_bind_trio.agent.ToolDefinition]: return it to
+    offer the tool as it is, a changed copy
+    (``definition.replace(description=...)``) to offer that, or ``None`` to
+    hide the tool this step. A call the model makes to a tool not offered at
+    its step is answered ``"not_found"`` and the tool does not run.
+
     A synchronous function runs in a worker thread; a cancel cannot stop a
     thread, so it waits for the function to return, and the call is answered
     with what the function returned (it ran to its end). A call a cancel
@@ -790,6 +829,7 @@ def tool(
                 requires_approval=requires_approval,
                 external=external,
                 approval_timeout=approval_timeout,
+                prepare=prepare,
             )
 
         return decorate
@@ -803,6 +843,7 @@ def tool(
         requires_approval=requires_approval,
         external=external,
         approval_timeout=approval_timeout,
+        prepare=prepare,
     )
 
 

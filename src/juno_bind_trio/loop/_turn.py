@@ -202,6 +202,41 @@ class ModelTurn:
         derived._ended = self._ended
         return derived
 
+    def with_tools(self, tools: Sequence[Any]) -> ModelTurn:
+        """This turn again, offering *tools* in place of what ``build_tools`` returned.
+
+        For a ``call_model`` port that chooses the tools of each step (some
+        hidden, some described differently) after awaiting something of its
+        own: ``build_tools`` is synchronous. The new turn has the same
+        ``iteration``, ``turn_id``, ``messages`` (the same list) and
+        ``text_stream``, and ends with this one. *tools* is copied into a
+        tuple; a ``str``, ``bytes`` or mapping instead of a sequence raises
+        ``TypeError``; calling it after ``call_model`` returned raises
+        [`UsageError`][juno_bind_trio.UsageError]. Answering a call of a tool
+        the turn did not offer is the ``run_tool_call`` port's part.
+        """
+        owner = "ModelTurn.with_tools"
+        given: object = tools
+        if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+            raise TypeError(
+                f"{owner}: tools must be a sequence of tool definitions, got {shown(given)}"
+            )
+        if self._ended[0]:
+            raise UsageError(
+                f"{owner}: turn {self.turn_id!r} has ended (its call_model returned); "
+                "choose the tools inside call_model, before it returns"
+            )
+        derived = ModelTurn(
+            iteration=self.iteration,
+            turn_id=self.turn_id,
+            messages=self.messages,
+            tools=tuple(given),
+            text_stream=self.text_stream,
+            emit=self._emit,
+        )
+        derived._ended = self._ended
+        return derived
+
     def _end(self) -> None:
         self._ended[0] = True
 

@@ -1,4 +1,5 @@
-"""``python -m juno_bind_trio.store DATABASE COMMAND``: list runs, show one, resume one.
+"""``python -m juno_bind_trio.store DATABASE COMMAND``: list runs, show one, resume one,
+list the runs waiting for a decision and the calls they wait on.
 
 DATABASE is an existing SQLite file or a PostgreSQL DSN (``postgresql://...``,
 or a libpq ``key=value`` string); a DSN's password is never printed. A bad
@@ -11,6 +12,12 @@ stored run that cannot be read prints ``error: ...`` and exits 1.
   (its [detail][juno_bind_trio.store.RunRecord], or ``-``). A row that
   cannot be read is listed as ``ID  unreadable  WHY``; the others still are.
 * ``show RUN_ID``: the run's record, transcript and receipts, as JSON.
+* ``waiting [--limit N]``: the suspended runs with calls waiting for a
+  decision (a person's approval, a host's result), oldest first, one line
+  each, tab-separated: id, how many calls wait, and ``name:id`` of each.
+* ``pending RUN_ID``: every call the run waited on, as JSON, in order: its
+  id, tool, validated arguments, kind, deadline, whether it still waits,
+  and its decision (who decided what and when; ``null`` while it waits).
 * ``resume RUN_ID --handler MODULE:NAME [--owner NAME] [--backend trio|asyncio]``:
   claim the run and ``await NAME(run)`` with its
   [DurableRun][juno_bind_trio.store.DurableRun], as
@@ -42,7 +49,7 @@ from juno_bind_trio._validate import is_async_callable
 from ._lease import open_durable_run
 from ._owner import default_owner
 from ._postgres import PostgresRunStore
-from ._records import RUN_STATUSES, ReceiptRecord, RunRecord
+from ._records import RUN_STATUSES, PendingCallRecord, ReceiptRecord, RunRecord
 from ._sqlite import SqliteRunStore
 from ._store import RunStore, ThreadedRunStore
 
@@ -130,6 +137,41 @@ async def _show(store: RunStore, run_id: str, out: TextIO) -> None:
     out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
+async def _waiting(store: RunStore, limit: int, out: TextIO) -> None:
+    for run in await store.list_waiting(limit=limit):
+        calls = await store.pending_calls(run.run_id)
+        names = " ".join(f"{c.name}:{c.id}" for c in calls)
+        out.write(f"{run.run_id}\t{len(calls)} waiting\t{names}\n")
+
+
+def _pending_json(record: PendingCallRecord) -> dict[str, Any]:
+    call, decision = record.call, record.decision
+    return {
+        "iteration": record.iteration,
+        "id": call.id,
+        "name": call.name,
+        "kind": call.kind,
+        "arguments": call.arguments,
+        "expires_at": call.expires_at,
+        "held_at": record.created_at,
+        "waiting": record.waiting,
+        "decision": None
+        if decision is None
+        else {
+            "kind": decision.kind,
+            "principal": decision.principal,
+            "decided_at": decision.decided_at,
+            "arguments": decision.arguments,
+            "answer": decision.answer,
+        },
+    }
+
+
+async def _pending(store: RunStore, run_id: str, out: TextIO) -> None:
+    document = [_pending_json(r) for r in await store.call_decisions(run_id)]
+    out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
 def _load_handler(handler: str) -> Any:
     module_name, _, attribute = handler.partition(":")
     if not module_name or not attribute:
@@ -206,13 +248,17 @@ async def _resume(
 
 
 async def _main(args: argparse.Namespace, out: TextIO) -> None:
-    if args.command == "list" and args.limit < 1:
+    if args.command in ("list", "waiting") and args.limit < 1:
         raise ValueError(f"--limit must be a positive number of runs, got {args.limit}")
     async with _open(args.database, args.connect_timeout) as store:
         if args.command == "list":
             await _list(store, args.status, args.limit, out)
         elif args.command == "show":
             await _show(store, args.run_id, out)
+        elif args.command == "waiting":
+            await _waiting(store, args.limit, out)
+        elif args.command == "pending":
+            await _pending(store, args.run_id, out)
         else:
             await _resume(store, args.database, args.run_id, args.handler, args.owner, out)
 
@@ -236,6 +282,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     listing.add_argument("--limit", type=int, default=100)
     show = commands.add_parser("show", help="a run's record, transcript and receipts (JSON)")
     show.add_argument("run_id")
+    waiting = commands.add_parser("waiting", help="runs with calls waiting for a decision")
+    waiting.add_argument("--limit", type=int, default=100)
+    pending = commands.add_parser(
+        "pending", help="the calls a run waited on, and their decisions (JSON)"
+    )
+    pending.add_argument("run_id")
     resume = commands.add_parser("resume", help="claim a run and hand it to your handler")
     resume.add_argument("run_id")
     resume.add_argument(

@@ -39,7 +39,7 @@ RESUMABILITIES = frozenset({"repeatable", "non_repeatable"})
 
 RUN_COLUMNS = (
     "run_id, status, agent, chain, iteration, pending_iteration, lease_owner, lease_token, "
-    "lease_expires, heartbeat_at, progress, created_at, updated_at, detail"
+    "lease_expires, heartbeat_at, progress, created_at, updated_at, detail, conversation_id"
 )
 RUN_WIDTH: Final = RUN_COLUMNS.count(",") + 1
 RECEIPT_COLUMNS = (
@@ -169,6 +169,7 @@ def run_record(row: Sequence[Any]) -> RunRecord:
     created = _time(run_id, "created_at", row[11])
     updated = _time(run_id, "updated_at", row[12])
     detail = _optional_text(run_id, "detail", row[13])
+    conversation = _optional_text(run_id, "conversation_id", row[14])
     return RunRecord(
         run_id=run_id,
         status=status,
@@ -184,6 +185,7 @@ def run_record(row: Sequence[Any]) -> RunRecord:
         created_at=created,
         updated_at=updated,
         detail=detail,
+        conversation_id=conversation,
     )
 
 

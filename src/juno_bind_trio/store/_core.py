@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, cast
 
 from juno_bind_trio._errors import (
+    ConversationBusy,
     LeaseLostError,
     RunExistsError,
     RunLeasedError,
@@ -107,13 +108,17 @@ def create_run(
     messages: str,
     chain: ChainRef,
     agent: str | None,
+    conversation_id: str | None = None,
 ) -> RunRecord:
     if ex("SELECT 1 FROM juno_runs WHERE run_id = ?", (run_id,)).fetchone() is not None:
         raise RunExistsError(f"run {run_id!r} is already stored; nothing was overwritten", run_id)
+    turns: int | None = None
+    if conversation_id is not None:
+        turns = _conversation_turns(ex, conversation_id=conversation_id, run_id=run_id)
     ex(
         "INSERT INTO juno_runs (run_id, status, agent, chain, root_run_id, parent_run_id, "
-        "messages, iteration, lease_token, created_at, updated_at) "
-        "VALUES (?, 'pending', ?, ?, ?, ?, ?, 0, 0, ?, ?)",
+        "messages, iteration, lease_token, created_at, updated_at, conversation_id, "
+        "conversation_turns) VALUES (?, 'pending', ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)",
         (
             run_id,
             agent,
@@ -123,9 +128,27 @@ def create_run(
             messages,
             now,
             now,
+            conversation_id,
+            turns,
         ),
     )
     return get_run(ex, run_id)
+
+
+def _conversation_turns(ex: Exec, *, conversation_id: str, run_id: str) -> int:
+    """For ``create_run``: the conversation's length when *run_id* took its hold."""
+    row = ex(
+        "SELECT active_run_id, active_turns FROM juno_conversations WHERE conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    if row is None or row[0] != run_id or row[1] is None:
+        raise ConversationBusy(
+            f"create_run: run {run_id!r} does not hold conversation {conversation_id!r}; "
+            "take it with claim_conversation first (nothing was written)",
+            conversation_id,
+            None if row is None else row[0],
+        )
+    return cast("int", row[1])
 
 
 def _run_row(ex: Exec, run_id: str, columns: str, lock: str = "") -> Sequence[Any]:

@@ -19,7 +19,7 @@ What a resume does with the open turn a crash left is ``_resume``'s.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, final
 
 import anyio
@@ -30,6 +30,7 @@ from juno_bind_trio._errors import (
     LeaseLostError,
     UsageError,
 )
+from juno_bind_trio._pending import PendingToolCall
 from juno_bind_trio._validate import is_async_callable
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.plugins import kind_for_error, tool_error_text, tool_failure_message
@@ -46,10 +47,11 @@ from juno_bind_trio.transcript import HealChange
 
 from ._records import (
     Lease,
+    PendingCallRecord,
     RunStatus,
     StoredRun,
 )
-from ._resume import OpenTurnAnswer, answer_open_turn
+from ._resume import OpenTurnAnswer, Screen, answer_open_turn
 from ._store import RunStore
 
 __all__ = ["DurableRun"]
@@ -102,6 +104,7 @@ class DurableRun:
     stop: SoftStop = attrs.field(factory=lambda: SoftStop(), init=False)
     _iteration: int = attrs.field(default=0, init=False)
     _lost: bool = attrs.field(default=False, init=False)
+    _held: bool = attrs.field(default=False, init=False)
     _finished: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -141,6 +144,16 @@ class DurableRun:
     def chain(self) -> ChainRef:
         """The run's lineage, as stored."""
         return self._loaded.record.chain
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The conversation the run answers in (``Agent.run(conversation=...)``), or ``None``."""
+        return self._loaded.record.conversation_id
+
+    @property
+    def status_before(self) -> RunStatus:
+        """The run's status as stored when it was claimed (before this hold)."""
+        return self._loaded.record.status
 
     @property
     def lost(self) -> bool:
@@ -192,6 +205,12 @@ class DurableRun:
             return False
         last = messages[-1]
         return last.get("role") == "assistant" and not last.get("tool_calls")
+
+    @property
+    def waiting_calls(self) -> tuple[PendingCallRecord, ...]:
+        """The calls of the open turn that waited for a decision (a suspended run's),
+        in call order, each with its decision so far (``None``: it still waits)."""
+        return self._loaded.calls
 
     @property
     def open_turn(self) -> dict[str, Any] | None:
@@ -448,6 +467,7 @@ class DurableRun:
         *,
         per_tool_limit: int = 5,
         runs_serially: Callable[[ToolCallLike], bool] | None = None,
+        screen: Screen | None = None,
     ) -> tuple[OpenTurnAnswer, ...]:
         """Answer every call of the open turn a crash left behind, by its receipt, and save.
 
@@ -461,6 +481,16 @@ class DurableRun:
         [ToolLoop][juno_bind_trio.loop.ToolLoop]): *per_tool_limit* calls of
         one tool at once (default 5), and *runs_serially* ``(call) -> bool``,
         the calls that must run one at a time, before the rest, in order.
+
+        *screen* (the agent's approval gate): ``async (call) -> ToolCallOutcome
+        | None``, shown each call that never started before it is dispatched;
+        its outcome answers the call instead. When it holds a call (an outcome
+        with a suspend directive: the call still waits for a decision), the turn
+        stays open and nothing is saved: the calls that ran have their receipts,
+        and the run is to be finished ``"suspended"`` (``held`` says so); the
+        transcript in memory shows the turn with its answers so far. A turn
+        with such calls and no *screen* is refused (``UsageError``): nothing
+        else knows which of them may run.
         """
         if isinstance(per_tool_limit, bool) or not isinstance(per_tool_limit, int):
             raise TypeError(
@@ -477,9 +507,22 @@ class DurableRun:
                 "DurableRun.finish_open_turn: runs_serially must be callable or None, "
                 f"got {runs_serially!r}"
             )
+        if screen is not None and not is_async_callable(screen):
+            raise TypeError(
+                "DurableRun.finish_open_turn: screen must be an async function or None, "
+                f"got {screen!r}"
+            )
         turn = self._loaded.pending_turn
         if turn is None:
             return ()
+        if screen is None and self._loaded.calls:
+            # Without the gate, a call that waits for a person would simply run.
+            raise UsageError(
+                f"DurableRun.finish_open_turn: run {self.run_id!r}'s open turn has calls "
+                f"that waited for a decision ({[r.call.id for r in self._loaded.calls]}); "
+                "continue it with Agent.resume, whose approval gate answers them, or pass "
+                "screen="
+            )
         iteration = self._loaded.record.pending_iteration
         assert iteration is not None
 
@@ -495,27 +538,60 @@ class DurableRun:
             run_tool_call=run,
             per_tool_limit=per_tool_limit,
             runs_serially=runs_serially,
+            screen=screen,
         )
         self.state.messages.append(dict(turn))
         self.state.messages.extend(answers)
         self._iteration = iteration
+        if any(d.action == "hold" for d in decisions):
+            self._held = True  # the turn stays open: finish("suspended", pending=...)
+            return decisions
         await self.save_session()
         self._loaded = attrs.evolve(self._loaded, pending_turn=None, receipts=())
         return decisions
 
-    async def finish(self, status: RunStatus) -> None:
+    @property
+    def held(self) -> bool:
+        """Whether [finish_open_turn][juno_bind_trio.store.DurableRun.finish_open_turn]
+        left the turn open because a call still waits for a decision."""
+        return self._held
+
+    async def finish(self, status: RunStatus, *, pending: Sequence[PendingToolCall] = ()) -> None:
         """End the run's hold: save a suspended run's transcript, record *status*, release.
 
         A stopped run's last batch is not saved (the loop's rule: refused calls
         are not facts); its open turn stays for the resume. With the lease
         lost, nothing is written.
+
+        *pending*: the calls a ``"suspended"`` run waits on for a decision (a
+        person's approval, a host's result). Then the transcript is *not*
+        saved: the turn stays open, with the receipts of the calls that ran,
+        and the store holds each waiting call
+        ([RunStore.suspend_run][juno_bind_trio.store.RunStore.suspend_run]), all
+        in one write; a resume answers the turn by receipt and by decision.
         """
         if self._finished:
             raise UsageError("DurableRun.finish: the run was already finished")
+        if pending and status != "suspended":
+            raise ValueError(
+                f"DurableRun.finish: pending calls are for a 'suspended' run, not {status!r}"
+            )
         self._finished = True
         if self._lost:
             return
         try:
+            if pending:
+                # The turn that waits: the loaded one while it is still open (a resume
+                # that held a call again), else the one this loop recorded last.
+                loaded = self._loaded
+                open_turn = loaded.record.pending_iteration
+                iteration = (
+                    open_turn
+                    if loaded.pending_turn is not None and open_turn is not None
+                    else self._iteration
+                )
+                await self._store.suspend_run(self._lease, iteration=iteration, calls=list(pending))
+                return
             if status == "suspended":
                 await self.save_session()
             await self._store.release(self._lease, status=status)

@@ -62,13 +62,63 @@ _INDEXES = (
 # read, the worker that stopped without giving its lease back).
 _DETAIL = "ALTER TABLE juno_runs ADD COLUMN detail TEXT"
 
+# Version 3: the calls a suspended run waits on (a person's approval, a host's
+# result), one row per call of the turn that waits, and what was decided for each:
+# who (principal), what (decision, its corrected arguments or answer), when. A
+# row with no decision waits; the run's open turn (pending_iteration) is the one
+# whose rows count.
+_PENDING = """
+CREATE TABLE juno_pending (
+    run_id TEXT NOT NULL REFERENCES juno_runs (run_id) ON DELETE CASCADE,
+    iteration INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    tool_call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    expires_at DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL,
+    decision TEXT,
+    decided_arguments TEXT,
+    answer TEXT,
+    principal TEXT,
+    decided_at DOUBLE PRECISION,
+    PRIMARY KEY (run_id, iteration, tool_call_id)
+)
+"""
+
+# Version 4: conversations that last (``Agent.run(conversation=...)``). A
+# conversation's transcript so far, how many runs it holds, the run whose
+# transcript it is, and the run holding it now (``active_run_id``, with the
+# conversation's length when it took it and how long the hold lasts before that
+# run's own lease does). Each run of one says which, and at which length it began.
+_CONVERSATIONS = """
+CREATE TABLE juno_conversations (
+    conversation_id TEXT PRIMARY KEY,
+    messages TEXT NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    last_run_id TEXT,
+    active_run_id TEXT,
+    active_turns INTEGER,
+    held_until DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+)
+"""
+_RUN_CONVERSATION = (
+    "ALTER TABLE juno_runs ADD COLUMN conversation_id TEXT",
+    "ALTER TABLE juno_runs ADD COLUMN conversation_turns INTEGER",
+    "CREATE INDEX juno_runs_conversation ON juno_runs (conversation_id)",
+)
+_V4 = (_CONVERSATIONS, *_RUN_CONVERSATION)
+
 MIGRATIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
-    # Version 1, then 2, for each dialect. The column types above read the same on
+    # Version 1, 2, 3, then 4, for each dialect. The column types above read the same on
     # both (SQLite takes BIGINT and DOUBLE PRECISION by affinity).
-    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,)),
-    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,)),
+    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,), (_PENDING,), _V4),
+    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,), (_PENDING,), _V4),
 }
 """For each dialect, the statements of version 1, 2, ... in order."""
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 4
 """The newest schema version this package knows."""

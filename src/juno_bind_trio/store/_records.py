@@ -6,13 +6,16 @@ from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 
+from juno_bind_trio._pending import CallDecision, PendingToolCall
 from juno_bind_trio.run import ChainRef, EffectResumability, ReceiptState
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
     "RESUMABLE_STATUSES",
     "RUN_STATUSES",
+    "ConversationRecord",
     "Lease",
+    "PendingCallRecord",
     "ReceiptRecord",
     "RunRecord",
     "RunStatus",
@@ -96,6 +99,9 @@ class RunRecord:
     (``"failed: KeyError was raised while it ran"``), the column a worker
     could not read, a run handed back when its worker was stopped, or a lease
     taken over from a worker that stopped without giving it back.
+
+    ``conversation_id``: the conversation the run belongs to
+    (``Agent.run(conversation=...)``), or ``None``.
     """
 
     run_id: str
@@ -112,6 +118,7 @@ class RunRecord:
     created_at: float
     updated_at: float
     detail: str | None = None
+    conversation_id: str | None = None
 
 
 @final
@@ -138,16 +145,65 @@ class ReceiptRecord:
 
 @final
 @attrs.frozen(kw_only=True)
+class PendingCallRecord:
+    """One call a suspended run waited (or waits) on, and what was decided for it.
+
+    ``call``: the call as the run held it (its id, tool, validated arguments,
+    kind and deadline). ``iteration``: the run's turn it belongs to.
+    ``created_at``: when the run suspended on it. ``decision``: who decided
+    what and when ([CallDecision][juno_bind_trio.store.CallDecision]), or
+    ``None`` while it waits; a call whose deadline passed undecided reads as
+    a decision of kind ``"expired"`` at its deadline, by nobody.
+    """
+
+    run_id: str
+    iteration: int
+    call: PendingToolCall
+    created_at: float
+    decision: CallDecision | None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the call still waits for a decision."""
+        return self.decision is None
+
+
+@final
+@attrs.frozen(kw_only=True)
 class StoredRun:
     """A run as [RunStore.load][juno_bind_trio.store.RunStore.load] reads it.
 
     ``messages``: the transcript as of the last saved iteration.
     ``pending_turn``: the assistant message of the iteration after it, if
     its tool calls were recorded before the run stopped (else ``None``), and
-    ``receipts`` those calls' receipts, in call order.
+    ``receipts`` those calls' receipts, in call order. ``calls``: the calls of
+    that turn that waited for a decision (a suspended run's), in call order,
+    each with its decision so far.
     """
 
     record: RunRecord
     messages: list[dict[str, Any]]
     pending_turn: dict[str, Any] | None
     receipts: tuple[ReceiptRecord, ...]
+    calls: tuple[PendingCallRecord, ...] = ()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ConversationRecord:
+    """One stored conversation, without its messages
+    ([RunStore.list_conversations][juno_bind_trio.store.RunStore.list_conversations]).
+
+    ``turns``: how many runs have answered in it. ``last_run_id``: the run
+    whose transcript the conversation's messages are (``None`` before the
+    first answer). ``active_run_id``: the run holding it now, or ``None``:
+    a run that crashed holding it keeps the name until its lease runs out
+    and the next run takes the conversation.
+    """
+
+    conversation_id: str
+    turns: int
+    last_run_id: str | None
+    active_run_id: str | None
+    created_at: float
+    updated_at: float

@@ -22,6 +22,14 @@ answers each here, by its receipt, through
   honours the call's idempotency key, in which case it is dispatched again
   with the same key and the effect's own service drops the duplicate.
 
+A suspended run's open turn holds, besides, the calls that waited for a
+decision: they never started (no receipt), so they come to the *screen*
+(the agent's approval gate) before anything dispatches them. The screen
+answers a denied, expired or externally answered call itself (no receipt:
+nothing ran), holds a call still undecided (action ``"hold"``: the run
+suspends again, the turn stays open), and lets an approved one through to
+be dispatched with its receipt, as any never-started call is.
+
 The never-started calls run as the loop would have run them: calls
 ``runs_serially`` picks first, one at a time, in order, then the rest
 through the pool at ``per_tool_limit`` calls a tool at once.
@@ -56,7 +64,10 @@ from juno_bind_trio.run import (
 
 from ._records import ReceiptRecord
 
-__all__ = ["WORKER_STOPPED_TOOL_CALL_MESSAGE", "OpenTurnAnswer", "answer_open_turn"]
+__all__ = ["WORKER_STOPPED_TOOL_CALL_MESSAGE", "OpenTurnAnswer", "Screen", "answer_open_turn"]
+
+Screen = Callable[[ToolCall], Awaitable[ToolCallOutcome | None]]
+"""What sees a never-started call before it is dispatched: ``None`` lets it run."""
 
 WORKER_STOPPED_TOOL_CALL_MESSAGE: Final = (
     "This call was started, but the worker running it stopped before it finished "
@@ -94,8 +105,11 @@ class OpenTurnAnswer:
 
     ``action`` is [decide_tool_call_receipt][juno_bind_trio.run.decide_tool_call_receipt]'s:
     ``"reuse"`` (its receipt's answer), ``"run"`` (dispatched now) or
-    ``"refuse"`` (answered as interrupted, not run). ``state`` is what the
-    receipt said (``"absent"`` for none); ``reason`` says why in a sentence.
+    ``"refuse"`` (answered as interrupted, not run); for a call the screen
+    (the agent's approval gate) took, ``"answer"`` (answered by its decision:
+    a denial, an expiry, an external result) or ``"hold"`` (it still waits).
+    ``state`` is what the receipt said (``"absent"`` for none); ``reason``
+    says why in a sentence.
     """
 
     tool_call_id: str
@@ -115,12 +129,16 @@ async def answer_open_turn(
     run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
     per_tool_limit: int,
     runs_serially: Callable[[ToolCallLike], bool] | None,
+    screen: Screen | None = None,
 ) -> tuple[list[dict[str, Any]], tuple[OpenTurnAnswer, ...]]:
     """One answer per call of *turn*, in call order, and how each was decided.
 
     *run_tool_call* dispatches a call that may run (with its receipts); the
     calls *runs_serially* picks run first, one at a time, in call order, then
     the rest through the pool at *per_tool_limit* calls a tool at once.
+    *screen* ``async (call) -> ToolCallOutcome | None`` sees each call that
+    may run first, in call order: an outcome is its answer (with a suspend
+    directive: it still waits), ``None`` lets it be dispatched.
     """
     by_id: dict[str, ReceiptRecord] = {r.tool_call_id: r for r in receipts}
     # Each call read once: its receipt key, its dispatch and its tool read the same value.
@@ -156,6 +174,16 @@ async def answer_open_turn(
                 else INTERRUPTED_TOOL_CALL_MESSAGE
             )
             answers[index] = tool_failure_message(key.tool_call_id, why, "interrupted")
+        elif screen is not None and (screened := await screen(call)) is not None:
+            answers[index] = screened.tool_message
+            held = screened.suspend is not None
+            decisions[-1] = OpenTurnAnswer(
+                key.tool_call_id,
+                key.tool_name,
+                state,
+                "hold" if held else "answer",
+                "the call waits for a decision" if held else "its decision answers it",
+            )
         else:
             to_run.append(index)
     # As the loop runs a batch: the serial calls first, each in a pool batch of its

@@ -50,10 +50,20 @@ import outcome
 import sniffio
 
 from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
+from juno_bind_trio._pending import CallDecision, PendingToolCall
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
-from . import _core, _guarded
-from ._records import RUN_STATUSES, Lease, ReceiptRecord, RunRecord, RunStatus, StoredRun
+from . import _conversations, _core, _guarded, _waiting
+from ._records import (
+    RUN_STATUSES,
+    ConversationRecord,
+    Lease,
+    PendingCallRecord,
+    ReceiptRecord,
+    RunRecord,
+    RunStatus,
+    StoredRun,
+)
 
 __all__ = ["RunStore"]
 
@@ -89,8 +99,14 @@ class RunStore(Protocol):
         messages: Sequence[Mapping[str, Any]],
         chain: ChainRef | None = None,
         agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
-        """Store a new run, ``"pending"``, with its first transcript and its lineage."""
+        """Store a new run, ``"pending"``, with its first transcript and its lineage.
+
+        *conversation_id*: the conversation the run answers in, whose hold the
+        run took with [claim_conversation][juno_bind_trio.store.RunStore.claim_conversation]
+        (refused with [ConversationBusy][juno_bind_trio.ConversationBusy] if it
+        did not)."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -192,6 +208,81 @@ class RunStore(Protocol):
         self, lease: Lease, messages: Sequence[Mapping[str, Any]], *, iteration: int
     ) -> None:
         """Replace the run's transcript, atomically, as of the end of *iteration*."""
+        ...
+
+    # --- calls waiting for a decision (a person's approval, a host's result) ---
+
+    async def suspend_run(
+        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
+    ) -> None:
+        """Release the run ``"suspended"`` on *calls* of its open turn *iteration*, which
+        stays open (its receipts kept), in one transaction; a call already held keeps
+        its row and any decision it has."""
+        ...
+
+    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
+        """The calls the suspended run waits on now (undecided, their deadline not
+        passed), in call order; ``[]`` for a run that waits on nothing."""
+        ...
+
+    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
+        """Suspended runs with at least one call waiting for a decision, oldest first."""
+        ...
+
+    async def decide_calls(
+        self, run_id: str, decisions: Mapping[str, CallDecision]
+    ) -> list[PendingCallRecord]:
+        """Record *decisions* by call id, stamped with the store's time: all or nothing.
+
+        A decision holds from then on, whichever worker resumes the run. An id
+        that waits for nothing (unknown, already decided, past its deadline), a
+        decision of the wrong sort (``"approved"``/``"denied"`` for an approval,
+        ``"result"``/``"error"`` for an external call), or a run cancelled while
+        it waited raises [UsageError][juno_bind_trio.UsageError] naming it, and
+        nothing is written."""
+        ...
+
+    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
+        """Every call the run waited on, with who decided what and when (the audit),
+        by iteration and call order."""
+        ...
+
+    # --- conversations (Agent.run(conversation=...)) ---
+
+    async def claim_conversation(
+        self, conversation_id: str, *, run_id: str, ttl: float
+    ) -> list[dict[str, Any]]:
+        """Hold the conversation (created if new) for *run_id* and return its transcript.
+
+        The hold lasts *ttl* seconds, then as long as the run's own lease. Refused
+        with [ConversationBusy][juno_bind_trio.ConversationBusy] while another run
+        holds it, or, for a stored run of it being resumed, when the conversation
+        has moved on since that run began."""
+        ...
+
+    async def append_conversation(
+        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Make *messages* (the run's whole transcript) the conversation's, and give the
+        hold up: one transaction, under the run's *lease*."""
+        ...
+
+    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
+        """Give *run_id*'s hold on the conversation up, the conversation unchanged."""
+        ...
+
+    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
+        """The stored conversations, oldest first."""
+        ...
+
+    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's transcript so far (``[]`` for one never answered, or unknown)."""
+        ...
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Delete the conversation and every run of it (receipts included); ``False`` when
+        there was none. Refused with [ConversationBusy][juno_bind_trio.ConversationBusy]
+        while a run holds it."""
         ...
 
 
@@ -394,11 +485,14 @@ class ThreadedRunStore:
         messages: Sequence[Mapping[str, Any]],
         chain: ChainRef | None = None,
         agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
         where = f"{type(self).__name__}.create_run"
         _text(f"{where}: run_id", run_id)
         if agent is not None:
             _text(f"{where}: agent", agent)
+        if conversation_id is not None:
+            _text(f"{where}: conversation_id", conversation_id)
         if chain is None:
             chain = root_chain(run_id, agent=agent)
         elif not isinstance(chain, ChainRef):
@@ -415,6 +509,7 @@ class ThreadedRunStore:
             messages=text,
             chain=chain,
             agent=agent,
+            conversation_id=conversation_id,
             write=True,
         )
 
@@ -442,7 +537,7 @@ class ThreadedRunStore:
 
     async def load(self, run_id: str) -> StoredRun:
         _text(f"{type(self).__name__}.load: run_id", run_id)
-        return await self._run(_core.load, run_id, write=False)
+        return await self._run(_waiting.load, self._clock(), run_id, write=False)
 
     async def receipts(self, run_id: str) -> list[ReceiptRecord]:
         _text(f"{type(self).__name__}.receipts: run_id", run_id)
@@ -634,4 +729,132 @@ class ThreadedRunStore:
                 messages=text,
                 iteration=iteration,
             )
+        )
+
+    # --- calls waiting for a decision ---
+
+    async def suspend_run(
+        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
+    ) -> None:
+        where = f"{type(self).__name__}.suspend_run"
+        _lease(where, lease)
+        _iteration(f"{where}: iteration", iteration)
+        given: object = calls
+        held: list[object] = list(given) if isinstance(given, list | tuple) else []
+        if not isinstance(given, list | tuple) or not all(
+            isinstance(c, PendingToolCall) for c in held
+        ):
+            raise TypeError(f"{where}: calls must be a list of PendingToolCall, got {calls!r:.80}")
+        await self._run(
+            _waiting.suspend,
+            self._dialect,
+            self._clock(),
+            lease,
+            iteration=iteration,
+            calls=list(calls),
+            write=True,
+        )
+
+    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
+        _text(f"{type(self).__name__}.pending_calls: run_id", run_id)
+        return await self._run(_waiting.waiting_calls, self._clock(), run_id, write=False)
+
+    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
+        where = f"{type(self).__name__}.list_waiting"
+        if _iteration(f"{where}: limit", limit) < 1:
+            raise ValueError(f"{where}: limit must be a positive integer, got {limit!r}")
+        return await self._run(_waiting.list_waiting, self._clock(), limit=limit, write=False)
+
+    async def decide_calls(
+        self, run_id: str, decisions: Mapping[str, CallDecision]
+    ) -> list[PendingCallRecord]:
+        where = f"{type(self).__name__}.decide_calls"
+        _text(f"{where}: run_id", run_id)
+        given: object = decisions
+        if not isinstance(given, Mapping) or not given:
+            raise TypeError(
+                f"{where}: decisions must be a non-empty dict of CallDecision by call id, "
+                f"got {decisions!r:.80}"
+            )
+        for call_id, each in decisions.items():
+            _text(f"{where}: a call id", call_id)
+            decision: object = each
+            if not isinstance(decision, CallDecision) or decision.kind == "expired":
+                raise TypeError(
+                    f"{where}: decisions[{call_id!r}] must be a CallDecision of kind "
+                    f"'approved', 'denied', 'result' or 'error', got {decision!r:.80}"
+                )
+            _core.dumps(f"{where}: decisions[{call_id!r}].answer", decision.answer)
+        return await self._run(
+            _waiting.decide, self._dialect, self._clock(), run_id, dict(decisions), write=True
+        )
+
+    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
+        _text(f"{type(self).__name__}.call_decisions: run_id", run_id)
+        return await self._run(_waiting.call_records, self._clock(), run_id, write=False)
+
+    # --- conversations ---
+
+    async def claim_conversation(
+        self, conversation_id: str, *, run_id: str, ttl: float
+    ) -> list[dict[str, Any]]:
+        where = f"{type(self).__name__}.claim_conversation"
+        _text(f"{where}: conversation_id", conversation_id)
+        _text(f"{where}: run_id", run_id)
+        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        return await self._run(
+            _conversations.claim,
+            self._dialect,
+            self._clock(),
+            conversation_id=conversation_id,
+            run_id=run_id,
+            ttl=seconds,
+            write=True,
+        )
+
+    async def append_conversation(
+        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        where = f"{type(self).__name__}.append_conversation"
+        _lease(where, lease)
+        _text(f"{where}: conversation_id", conversation_id)
+        text = _core.dumps(
+            f"{where}: messages", _core.check_messages(where, _list(where, messages))
+        )
+        await self._run(
+            _conversations.append,
+            self._dialect,
+            self._clock(),
+            lease,
+            conversation_id=conversation_id,
+            messages=text,
+            write=True,
+        )
+
+    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
+        where = f"{type(self).__name__}.release_conversation"
+        _text(f"{where}: conversation_id", conversation_id)
+        _text(f"{where}: run_id", run_id)
+        await self._run(
+            _conversations.release,
+            self._clock(),
+            conversation_id=conversation_id,
+            run_id=run_id,
+            write=True,
+        )
+
+    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
+        where = f"{type(self).__name__}.list_conversations"
+        if _iteration(f"{where}: limit", limit) < 1:
+            raise ValueError(f"{where}: limit must be a positive integer, got {limit!r}")
+        return await self._run(_conversations.list_conversations, limit=limit, write=False)
+
+    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        _text(f"{type(self).__name__}.conversation_messages: conversation_id", conversation_id)
+        return await self._run(_conversations.messages, conversation_id, write=False)
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        _text(f"{type(self).__name__}.delete_conversation: conversation_id", conversation_id)
+        return await self._run(
+            _conversations.delete, self._dialect, self._clock(), conversation_id, write=True
         )

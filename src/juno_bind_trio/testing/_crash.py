@@ -31,9 +31,13 @@ from typing import Any, Final, Literal, Self, TypeAlias, TypeVar, final
 import attrs
 
 from juno_bind_trio._errors import SimulatedCrash
+from juno_bind_trio._pending import PendingToolCall
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey
 from juno_bind_trio.store import (
+    CallDecision,
+    ConversationRecord,
     Lease,
+    PendingCallRecord,
     ReceiptRecord,
     RunRecord,
     RunStatus,
@@ -140,9 +144,16 @@ class CrashingStore:
         messages: Sequence[Mapping[str, Any]],
         chain: ChainRef | None = None,
         agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
         return await self._pass(
-            lambda: self._store.create_run(run_id, messages=messages, chain=chain, agent=agent)
+            lambda: self._store.create_run(
+                run_id,
+                messages=messages,
+                chain=chain,
+                agent=agent,
+                conversation_id=conversation_id,
+            )
         )
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -230,6 +241,53 @@ class CrashingStore:
         if self._reached("before_save"):
             raise self._crash()
         await self._store.save_transcript(lease, messages, iteration=iteration)
+
+    async def suspend_run(
+        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
+    ) -> None:
+        await self._pass(lambda: self._store.suspend_run(lease, iteration=iteration, calls=calls))
+
+    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
+        return await self._pass(lambda: self._store.pending_calls(run_id))
+
+    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
+        return await self._pass(lambda: self._store.list_waiting(limit=limit))
+
+    async def decide_calls(
+        self, run_id: str, decisions: Mapping[str, CallDecision]
+    ) -> list[PendingCallRecord]:
+        return await self._pass(lambda: self._store.decide_calls(run_id, decisions))
+
+    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
+        return await self._pass(lambda: self._store.call_decisions(run_id))
+
+    async def claim_conversation(
+        self, conversation_id: str, *, run_id: str, ttl: float
+    ) -> list[dict[str, Any]]:
+        return await self._pass(
+            lambda: self._store.claim_conversation(conversation_id, run_id=run_id, ttl=ttl)
+        )
+
+    async def append_conversation(
+        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        await self._pass(
+            lambda: self._store.append_conversation(
+                lease, conversation_id=conversation_id, messages=messages
+            )
+        )
+
+    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
+        await self._pass(lambda: self._store.release_conversation(conversation_id, run_id=run_id))
+
+    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
+        return await self._pass(lambda: self._store.list_conversations(limit=limit))
+
+    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        return await self._pass(lambda: self._store.conversation_messages(conversation_id))
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        return await self._pass(lambda: self._store.delete_conversation(conversation_id))
 
 
 def _only_crashes(exc: BaseException) -> bool:

@@ -46,6 +46,7 @@ from ._agui import AGUIEncoder as AGUIEncoder  # noqa: E402
 from ._agui import agui_events as agui_events  # noqa: E402
 from ._agui_request import AGUIInputError as AGUIInputError  # noqa: E402
 from ._agui_request import chat_from_run_input as chat_from_run_input  # noqa: E402
+from ._agui_request import client_tools as client_tools  # noqa: E402
 from ._agui_request import read_run_input as read_run_input  # noqa: E402
 from ._app import DEFAULT_ALLOWED_HOSTS as DEFAULT_ALLOWED_HOSTS  # noqa: E402
 from ._app import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES  # noqa: E402
@@ -104,6 +105,7 @@ __all__ = [
     "agui_events",
     "chat_from_run_input",
     "chat_from_ui_messages",
+    "client_tools",
     "create_agui_app",
     "create_app",
     "create_ui_message_stream_app",

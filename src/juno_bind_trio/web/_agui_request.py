@@ -5,7 +5,22 @@ The input is validated by the ``ag-ui-protocol`` package's own model. Its
 shape (a ``developer`` message is a system message; an assistant message's
 ``toolCalls`` its ``tool_calls``; a tool message answers its call; a
 ``reasoning`` or ``activity`` message, display only, is skipped), except the
-last, which must be the user's new message: its text is the prompt.
+last, which is the user's new message (its text is the prompt), or the
+answer to a call of a client-defined tool: the run then goes on from the
+answers, with no prompt.
+
+Client-defined tools
+--------------------
+
+``RunAgentInput.tools`` are tools the *client* runs (a date picker, a
+confirmation dialog, the page's own state). [client_tools][juno_bind_trio.web.client_tools]
+makes each an [ExternalTool][juno_bind_trio.agent.ExternalTool] of the run:
+when the model calls one, the run suspends with the call waiting (a
+[PendingToolCall][juno_bind_trio.agent.PendingToolCall] of kind
+``"external"``), and the stream ends the run with the call's
+``TOOL_CALL_START`` / ``ARGS`` / ``END`` and no result, so the client runs it.
+Its next ``RunAgentInput`` carries the call's answer as a tool message, and
+the run goes on from there.
 ``state``, ``context`` and ``forwardedProps`` are the host's to read from the
 input. A request whose input does not validate, or whose last message is not
 a user's text, is refused with an [AGUIInputError][juno_bind_trio.web.AGUIInputError]
@@ -14,7 +29,7 @@ naming what is wrong, which the endpoint answers 400.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import pydantic
 from ag_ui.core import (
@@ -28,7 +43,11 @@ from ag_ui.core import (
     UserMessage,
 )
 
-__all__ = ["AGUIInputError", "chat_from_run_input", "read_run_input"]
+from juno_bind_trio.agent import ExternalTool, Tool
+
+_NO_PARAMETERS: Final[dict[str, Any]] = {"type": "object", "properties": {}}
+
+__all__ = ["AGUIInputError", "chat_from_run_input", "client_tools", "read_run_input"]
 
 
 class AGUIInputError(ValueError):
@@ -61,8 +80,35 @@ def _text(where: str, content: object) -> str:
     raise AGUIInputError(f"{where}.content must be text")
 
 
-def chat_from_run_input(run_input: RunAgentInput) -> tuple[str, list[dict[str, Any]]]:
-    """``(prompt, message_history)`` from a validated ``RunAgentInput``; see the module."""
+def client_tools(run_input: RunAgentInput) -> list[Tool]:
+    """The input's client-defined tools, each an
+    [ExternalTool][juno_bind_trio.agent.ExternalTool] of the run; see the module.
+
+    A tool whose parameters are not a JSON schema the run can send raises
+    [AGUIInputError][juno_bind_trio.web.AGUIInputError] naming ``tools[i]``."""
+    given: object = run_input
+    if not isinstance(given, RunAgentInput):
+        raise TypeError(
+            f"client_tools: run_input must be a RunAgentInput (see read_run_input), "
+            f"got {run_input!r:.80}"
+        )
+    tools: list[Tool] = []
+    for i, declared in enumerate(run_input.tools or ()):
+        parameters = declared.parameters or _NO_PARAMETERS
+        try:
+            tools.append(
+                ExternalTool(declared.name, parameters, description=declared.description or None)
+            )
+        except (TypeError, ValueError) as exc:
+            raise AGUIInputError(f"RunAgentInput.tools[{i}] ({declared.name!r}): {exc}") from None
+    return tools
+
+
+def chat_from_run_input(run_input: RunAgentInput) -> tuple[str | None, list[dict[str, Any]]]:
+    """``(prompt, message_history)`` from a validated ``RunAgentInput``; see the module.
+
+    The prompt is ``None`` when the input ends with answers to tool calls (a
+    client-defined tool's): the run goes on from them."""
     given: object = run_input
     if not isinstance(given, RunAgentInput):
         raise TypeError(
@@ -72,14 +118,10 @@ def chat_from_run_input(run_input: RunAgentInput) -> tuple[str, list[dict[str, A
     messages = run_input.messages
     if not messages:
         raise AGUIInputError("RunAgentInput.messages must end with the user's new message")
-    if run_input.tools:
-        names = ", ".join(t.name for t in run_input.tools)
-        raise AGUIInputError(
-            f"RunAgentInput.tools: client-defined tools ({names}) are not supported by this "
-            "endpoint; give the agent its tools on the server"
-        )
+    last = messages[-1]
+    answers = isinstance(last, ToolMessage)
     history: list[dict[str, Any]] = []
-    for i, message in enumerate(messages[:-1]):
+    for i, message in enumerate(messages if answers else messages[:-1]):
         where = f"messages[{i}]"
         if isinstance(message, UserMessage):
             history.append({"role": "user", "content": _text(where, message.content)})
@@ -112,10 +154,14 @@ def chat_from_run_input(run_input: RunAgentInput) -> tuple[str, list[dict[str, A
             )
         else:
             raise AGUIInputError(f"{where}: a {message.role!r} message cannot be read here")
-    last = messages[-1]
     where = f"messages[{len(messages) - 1}]"
+    if answers:
+        return None, history
     if not isinstance(last, UserMessage):
-        raise AGUIInputError(f"{where}: the last message must be the user's, got {last.role!r}")
+        raise AGUIInputError(
+            f"{where}: the last message must be the user's (or a tool call's answer), "
+            f"got {last.role!r}"
+        )
     prompt = _text(where, last.content)
     if not prompt.strip():
         raise AGUIInputError(f"{where}: the user's message has no text")

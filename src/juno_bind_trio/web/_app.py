@@ -20,6 +20,9 @@ Every request passes the same gate, in this order:
    loopback clients are let in, as the principal ``"local"``.
 4. **Whose.** Watching, reading, stopping or cancelling a run is allowed only
    to the principal that started it; for anybody else the run does not exist.
+   Deciding a suspended run's waiting calls (``"approve"``) is the hook's to
+   allow: it is told the run's owner, and whoever it names (a reviewer, the
+   owner) decides; without a hook, the loopback principal.
    A run read back from the run store keeps no principal in the store: its
    id carries a digest binding it to the principal that started it, and the
    hook's principal must match that digest.
@@ -68,8 +71,9 @@ __all__ = [
     "create_app",
 ]
 
-Action: TypeAlias = Literal["start", "watch", "stop", "cancel"]
-"""What a request wants to do: start a run, or watch (events, snapshot), stop or cancel one."""
+Action: TypeAlias = Literal["start", "watch", "stop", "cancel", "approve"]
+"""What a request wants to do: start a run, or watch (events, snapshot), stop or cancel one,
+or approve / deny the calls a suspended run waits on (``"approve"``)."""
 
 Authorize: TypeAlias = Callable[
     [Request, Action, "str | None"], "str | Awaitable[str | None] | None"
@@ -223,7 +227,10 @@ def create_app(
 
     Routes: ``POST /runs`` (``{"prompt": ...}`` → ``201 {"runId": ...}``),
     ``GET /runs/{id}/events`` (Server-Sent Events), ``GET /runs/{id}``
-    (snapshot), ``POST /runs/{id}/stop``, ``POST /runs/{id}/cancel``, the
+    (snapshot), ``POST /runs/{id}/stop``, ``POST /runs/{id}/cancel``,
+    ``POST /runs/{id}/decide`` (``{"approvals": {call id: true | false | reason}}``
+    for a run ended ``"suspended"`` → ``201 {"runId": ...}`` of the run continuing
+    it, in memory), the
     JavaScript client under ``/static/``, and *page* (a path to an HTML file)
     at ``/`` when given. The app's lifespan runs
     [LiveRuns.running][juno_bind_trio.web.LiveRuns.running].
@@ -295,7 +302,7 @@ def create_app(
         principal = await principal_for(request, action, run.owner if run else None)
         if principal is None:
             return _refuse(403, "not allowed")
-        if run is not None and not run.owned_by(principal):
+        if run is not None and action != "approve" and not run.owned_by(principal):
             # Another principal's run: it does not exist for this request.
             return JSONResponse(_NOT_FOUND, status_code=404)
         return principal, run
@@ -380,6 +387,40 @@ def create_app(
         changed = run.request_stop() if action == "stop" else run.request_cancel()
         return JSONResponse({"runId": run.run_id, "status": run.status, "changed": changed})
 
+    async def decide(request: Request) -> Response:
+        passed = await gate(request, "approve", request.path_params["run_id"])
+        if isinstance(passed, Response):
+            return passed
+        principal, run = passed
+        assert run is not None
+        if (
+            request.headers.get("content-type", "").split(";")[0].strip().lower()
+            != "application/json"
+        ):
+            return _refuse(415, "send the decisions as application/json")
+        raw = await _read_body(request, body_limit)
+        if isinstance(raw, Response):
+            return raw
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            return _refuse(400, "the body is not JSON")
+        approvals = body.get("approvals") if isinstance(body, dict) else None
+        if not isinstance(approvals, dict) or not approvals:
+            return _refuse(400, "'approvals' must be an object of call id -> true/false/reason")
+        if not run.pending:
+            return _refuse(409, "this run waits for no decision")
+        try:
+            going_on = runs.decide(run, approvals, principal=principal)
+        except RunLimitError as exc:
+            return _refuse(429, str(exc))
+        except (UsageError, TypeError) as exc:
+            return _refuse(400, str(exc))
+        return JSONResponse(
+            {"runId": going_on.run_id, "events": f"/runs/{going_on.run_id}/events"},
+            status_code=201,
+        )
+
     async def index(request: Request) -> Response:
         passed = await gate(request, "start", None, about_runs=False)
         if isinstance(passed, Response):
@@ -400,6 +441,7 @@ def create_app(
         Route("/runs/{run_id}/events", events, methods=["GET"]),
         Route("/runs/{run_id}/stop", stop, methods=["POST"]),
         Route("/runs/{run_id}/cancel", cancel, methods=["POST"]),
+        Route("/runs/{run_id}/decide", decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     if page is not None:

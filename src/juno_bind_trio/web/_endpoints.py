@@ -30,9 +30,10 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
-from typing import Any, Final, Literal, Protocol, TypeAlias, final
+from typing import Any, Final, Literal, Protocol, TypeAlias, cast, final
 
 import anyio
+import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -78,6 +79,20 @@ class ChatRunSource(Protocol):
     ) -> AbstractAsyncContextManager[RunHandle]: ...
 
 
+class _GoingOnSource(Protocol):
+    """A source that also opens a run going on from its history's answers (no prompt) and
+    with a client's own tools (AG-UI's client-defined tools): Agent is one. A source without
+    them answers such a request 400 (its TypeError)."""
+
+    def open_run(
+        self,
+        prompt: str | None,
+        *,
+        message_history: Sequence[Mapping[str, Any]] | None = ...,
+        extra_tools: Sequence[Any] | None = ...,
+    ) -> AbstractAsyncContextManager[RunHandle]: ...
+
+
 _AGUI_HEADERS: Final[Mapping[str, str]] = {
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
@@ -85,7 +100,18 @@ _AGUI_HEADERS: Final[Mapping[str, str]] = {
 }
 
 _Frames: TypeAlias = Callable[[RunHandle], AsyncIterator[str]]
-_Parse: TypeAlias = Callable[[object], "tuple[str, list[dict[str, Any]], _Frames]"]
+_Parse: TypeAlias = Callable[[object], "_Request"]
+
+
+@attrs.frozen
+class _Request:
+    """What a protocol's body asks for: the prompt (``None``: go on from the answers at the
+    history's end), the history, the run's own tools (a client's), and how to stream."""
+
+    prompt: str | None
+    history: list[dict[str, Any]]
+    frames: _Frames
+    tools: tuple[Any, ...] = ()
 
 
 def _check_source(owner: str, agent: object) -> None:
@@ -196,19 +222,16 @@ class ProtocolApp:
         if isinstance(refused, Response):
             await refused(scope, receive, send)
             return
-        prompt, history, frames = refused
         if self._active >= self._max_active:
             await _refuse(429, f"{self._max_active} runs are already going")(scope, receive, send)
             return
         self._active += 1
         try:
-            await self._stream(scope, prompt, history, frames, receive, send)
+            await self._stream(scope, refused, receive, send)
         finally:
             self._active -= 1
 
-    async def _admit(
-        self, request: Request
-    ) -> Response | tuple[str, list[dict[str, Any]], _Frames]:
+    async def _admit(self, request: Request) -> Response | _Request:
         host = request.headers.get("host", "")
         if _host_name(host) not in self._hosts:
             return _refuse(421, "this host name is not served here")
@@ -265,19 +288,19 @@ class ProtocolApp:
             )
         return decided if isinstance(decided, str) else None
 
-    async def _stream(
-        self,
-        scope: Scope,
-        prompt: str,
-        history: list[dict[str, Any]],
-        frames: _Frames,
-        receive: Receive,
-        send: Send,
-    ) -> None:
+    async def _stream(self, scope: Scope, asked: _Request, receive: Receive, send: Send) -> None:
+        frames = asked.frames
         try:
             # The agent checks the prompt and the history when the run is asked
             # for, before anything runs: what it refuses is the request's fault.
-            opened = self._agent.open_run(prompt, message_history=history)
+            # A run going on from its history's answers (a client tool's) has no
+            # prompt; a client's own tools are this run's only.
+            if asked.tools or asked.prompt is None:
+                going_on = cast("_GoingOnSource", self._agent)
+                options = {"extra_tools": asked.tools} if asked.tools else {}
+                opened = going_on.open_run(asked.prompt, message_history=asked.history, **options)
+            else:
+                opened = self._agent.open_run(asked.prompt, message_history=asked.history)
         except (TypeError, ValueError) as exc:
             await _refuse(400, str(exc))(scope, receive, send)
             return
@@ -347,12 +370,12 @@ def create_ui_message_stream_app(
     *max_active_runs* (past it, 429) and *on_disconnect* (see the module).
     """
 
-    def parse(body: object) -> tuple[str, list[dict[str, Any]], _Frames]:
+    def parse(body: object) -> _Request:
         assert isinstance(body, dict)
         prompt, history = chat_from_ui_messages(
             body.get("messages"), trigger=body.get("trigger", "submit-message")
         )
-        return prompt, history, ui_message_stream
+        return _Request(prompt, history, ui_message_stream)
 
     return ProtocolApp(
         "create_ui_message_stream_app",
@@ -387,11 +410,12 @@ def create_agui_app(
     [create_ui_message_stream_app][juno_bind_trio.web.create_ui_message_stream_app].
     """
     from ._agui import agui_events
-    from ._agui_request import chat_from_run_input, read_run_input
+    from ._agui_request import chat_from_run_input, client_tools, read_run_input
 
-    def parse(body: object) -> tuple[str, list[dict[str, Any]], _Frames]:
+    def parse(body: object) -> _Request:
         run_input = read_run_input(body)
         prompt, history = chat_from_run_input(run_input)
+        tools = tuple(client_tools(run_input))
 
         def frames(run: RunHandle) -> AsyncIterator[str]:
             return agui_events(
@@ -401,7 +425,7 @@ def create_agui_app(
                 messages=run_input.messages,
             )
 
-        return prompt, history, frames
+        return _Request(prompt, history, frames, tools)
 
     return ProtocolApp(
         "create_agui_app",

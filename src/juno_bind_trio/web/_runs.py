@@ -30,6 +30,7 @@ import anyio.abc
 import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
+from juno_bind_trio.agent import Deny
 from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
@@ -154,6 +155,19 @@ class RunSource(Protocol):
     ) -> AbstractAsyncContextManager[RunHandle]: ...
 
 
+class _DecidingSource(Protocol):
+    """A source that also continues a suspended run in memory, with decisions (Agent)."""
+
+    def open_run(
+        self,
+        prompt: None,
+        *,
+        run_id: str | None = ...,
+        message_history: Sequence[Mapping[str, Any]] | None = ...,
+        approvals: Mapping[str, Any] | None = ...,
+    ) -> AbstractAsyncContextManager[RunHandle]: ...
+
+
 def _wire_of(event: object) -> dict[str, Any]:
     to_wire = getattr(event, "to_wire", None)
     if to_wire is None:
@@ -199,6 +213,13 @@ class LiveRun:
     _transcript: list[dict[str, Any]] = attrs.field(factory=list, init=False, repr=False)
     _stop_requested: bool = attrs.field(default=False, init=False, repr=False)
     _cancel_requested: bool = attrs.field(default=False, init=False, repr=False)
+    # #31: the calls a suspended run left waiting for a decision (PendingToolCall.to_json),
+    # and, for a run continuing one, what it continues and the decisions it was given.
+    _pending: list[dict[str, Any]] = attrs.field(factory=list, init=False, repr=False)
+    _going_on: tuple[list[dict[str, Any]], dict[str, Any]] | None = attrs.field(
+        default=None, init=False, repr=False
+    )
+    _decisions: list[dict[str, Any]] = attrs.field(factory=list, init=False, repr=False)
 
     @property
     def last_event_id(self) -> int:
@@ -273,7 +294,14 @@ class LiveRun:
             "turns": turns,
             "toolCalls": list(self._tool_calls.values()),
             "transcript": transcript,
+            "pending": [dict(call) for call in self._pending],
+            "decisions": [dict(decision) for decision in self._decisions],
         }
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """The calls this run, ended ``"suspended"``, left waiting for a decision."""
+        return [dict(call) for call in self._pending] if self.ended else []
 
     # -- the run's side ----------------------------------------------------------------
 
@@ -348,6 +376,14 @@ class LiveRun:
                     return function.get("arguments") if isinstance(function, Mapping) else None
         return None
 
+    def _record_pending(self, handle: RunHandle) -> None:
+        result = getattr(handle, "result", None)
+        waiting = getattr(result, "pending", ())
+        calls = [call.to_json() for call in waiting if callable(getattr(call, "to_json", None))]
+        if calls:
+            self._pending = calls
+            self._append({"kind": "pending", "runId": self.run_id, "calls": calls})
+
     def _wake(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
@@ -376,9 +412,20 @@ class LiveRun:
             self._handle.cancel()
         return True
 
+    def _open(self, source: RunSource) -> AbstractAsyncContextManager[RunHandle]:
+        going_on = self._going_on
+        if going_on is None:
+            return source.open_run(self.prompt, run_id=self.run_id)
+        # A run continuing a suspended one in memory: its transcript, the decisions.
+        history, approvals = going_on
+        deciding = cast("_DecidingSource", source)
+        return deciding.open_run(
+            None, run_id=self.run_id, message_history=history, approvals=approvals
+        )
+
     async def _drive(self, source: RunSource) -> None:
         try:
-            async with source.open_run(self.prompt, run_id=self.run_id) as handle:
+            async with self._open(source) as handle:
                 self._handle = handle
                 if self._cancel_requested:
                     handle.cancel()
@@ -387,6 +434,7 @@ class LiveRun:
                 async for event in handle:
                     self._apply(event)
                 self._transcript = [dict(m) for m in handle.messages]
+                self._record_pending(handle)
         except Exception as exc:  # the run's own failure: shown, not raised into the server
             if self._handle is not None:
                 self._transcript = [dict(m) for m in self._handle.messages]
@@ -655,6 +703,71 @@ class LiveRuns:
         self._runs[run_id] = run
         tasks.start_soon(run._drive, self._source, name=f"live run {run_id[:6]}…")
         return run
+
+    def decide(
+        self, run: LiveRun, approvals: Mapping[str, bool | str], *, principal: str
+    ) -> LiveRun:
+        """Continue *run*, ended ``"suspended"``, with decisions for its waiting calls; return
+        the new run (same owner) at once.
+
+        *approvals*: by call id, ``True`` (approve: the call runs once, in the new run),
+        ``False`` or a reason (deny: the model reads it as a failure of kind ``"authz"``).
+        A call left out stays waiting. *principal*, who decided, is on the new run's
+        snapshot (``decisions``). The run goes on in memory, from *run*'s transcript.
+
+        :raises UsageError: *run* waits for nothing, or an id it does not wait on
+            (named); nothing is started.
+        """
+        given: object = run
+        if not isinstance(given, LiveRun):
+            raise TypeError(f"LiveRuns.decide: run must be a LiveRun, got {run!r:.80}")
+        waiting = {call["id"]: call for call in run.pending}
+        if not waiting:
+            raise UsageError(f"LiveRuns.decide: run {run.run_id!r} waits for no decision")
+        asked: object = approvals
+        if not isinstance(asked, Mapping) or not asked:
+            raise TypeError(
+                "LiveRuns.decide: approvals must be a non-empty dict of call id -> True, False "
+                f"or a reason, got {approvals!r:.80}"
+            )
+        decided: dict[str, Any] = {}
+        record: list[dict[str, Any]] = []
+        for key, value in cast("Mapping[object, object]", asked).items():
+            call_id = key if isinstance(key, str) else repr(key)
+            call = waiting.get(call_id) if isinstance(key, str) else None
+            if call is None or call.get("kind") != "approval":
+                raise UsageError(
+                    f"LiveRuns.decide: no call {call_id!r} of run {run.run_id!r} waits for an "
+                    "approval; the waiting calls are: " + ", ".join(sorted(waiting))
+                )
+            if value is True:
+                decided[call_id] = True
+            elif value is False or (isinstance(value, str) and value.strip()):
+                decided[call_id] = Deny(value if isinstance(value, str) else "denied")
+            else:
+                raise TypeError(
+                    f"LiveRuns.decide: approvals[{call_id!r}] must be True, False or a reason, "
+                    f"got {value!r:.80}"
+                )
+            record.append({"callId": call_id, "approved": value is True, "principal": principal})
+        tasks = self._tasks
+        if tasks is None:
+            raise UsageError("LiveRuns.decide: enter `async with runs.running():` first")
+        if self.active >= self._max_active:
+            raise RunLimitError(
+                f"LiveRuns.decide: {self._max_active} runs are already going", self._max_active
+            )
+        owner = run.owner if run.owner is not None else principal
+        self._forget_old()
+        new = LiveRun(
+            run_id=_new_run_id(owner), owner=owner, prompt=run.prompt, max_events=self._max_events
+        )
+        new._going_on = (run.snapshot()["transcript"], decided)
+        new._decisions = record
+        run._pending = []  # decided: a second decision of these calls is refused
+        self._runs[new.run_id] = new
+        tasks.start_soon(new._drive, self._source, name=f"live run {new.run_id[:6]}…")
+        return new
 
     def _forget_old(self) -> None:
         ended = [run_id for run_id, run in self._runs.items() if run.ended]
