@@ -14,7 +14,9 @@ of tools:
   is.
 
 Printed per worker count: runs per second (median of the rounds), its ratio
-to one worker's, and the store's commits per run (counted by the store).
+to one worker's, the store's commits per run (counted by the store), and
+the share of the wall time this process spent on the CPU (near 100 %: the
+one process is the limit, not the database).
 Rounds are interleaved across the worker counts. Needs
 ``JUNO_TEST_POSTGRES_DSN``; its tables are dropped and made again.
 
@@ -63,8 +65,10 @@ def script(tool_seconds: float) -> Any:
     return call_model, run_tool_call
 
 
-async def sample(store: PostgresRunStore, workers: int, runs: int, tool_seconds: float) -> float:
-    """Runs per second for *runs* runs over *workers* workers."""
+async def sample(
+    store: PostgresRunStore, workers: int, runs: int, tool_seconds: float
+) -> tuple[float, float]:
+    """Runs per second for *runs* runs over *workers* workers, and this process's CPU share."""
     call_model, run_tool_call = script(tool_seconds)
 
     async def handle(run: DurableRun) -> None:
@@ -91,13 +95,13 @@ async def sample(store: PostgresRunStore, workers: int, runs: int, tool_seconds:
             )
         )
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     async with anyio.create_task_group() as tg:
         for index in range(workers):
             tg.start_soon(worker, index)
     elapsed = time.perf_counter() - start
     assert sum(handled) == runs, handled
-    return runs / elapsed
+    return runs / elapsed, (time.process_time() - cpu) / elapsed
 
 
 def reset_postgres(dsn: str) -> None:
@@ -120,12 +124,15 @@ async def main(runs: int, rounds: int) -> None:
         ):
             await sample(store, 2, runs, seconds)  # warm-up: pool filled, statements prepared
             rates: dict[int, list[float]] = {w: [] for w in WORKERS}
+            busy: dict[int, list[float]] = {w: [] for w in WORKERS}
             commits: dict[int, int] = dict.fromkeys(WORKERS, 0)
             for index in range(rounds):
                 order = list(WORKERS) if index % 2 == 0 else list(reversed(WORKERS))
                 for workers in order:
                     before = store._commits  # the store's own count (private, read-only here)
-                    rates[workers].append(await sample(store, workers, runs, seconds))
+                    rate, share = await sample(store, workers, runs, seconds)
+                    rates[workers].append(rate)
+                    busy[workers].append(share)
                     commits[workers] += store._commits - before
             one = statistics.median(rates[1])
             print(f"{label}, {runs} runs per sample, median of {rounds} interleaved rounds:")
@@ -133,7 +140,8 @@ async def main(runs: int, rounds: int) -> None:
                 rate = statistics.median(rates[workers])
                 print(
                     f"  {workers} worker(s): {rate:7.1f} runs/s  ({rate / one:4.2f}x one worker), "
-                    f"{commits[workers] / (rounds * runs):5.1f} commits/run"
+                    f"{commits[workers] / (rounds * runs):5.1f} commits/run, "
+                    f"this process on the CPU {statistics.median(busy[workers]):4.0%} of the time"
                 )
 
 
