@@ -16,10 +16,38 @@ from ._validate import shown
 if TYPE_CHECKING:
     from juno_bind_trio.routing import RoutePlan
 
-__all__ = ["RESERVED_REQUEST_OPTIONS", "candidate_option_clashes", "checked_request_options"]
+__all__ = [
+    "OPENAI_CHAT_ONLY_OPTIONS",
+    "RESERVED_REQUEST_OPTIONS",
+    "candidate_option_clashes",
+    "checked_request_options",
+]
 
 RESERVED_REQUEST_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "n"})
 """Request options every adapter sets itself; a model refuses them in ``request_options``."""
+
+OPENAI_CHAT_ONLY_OPTIONS: Final = frozenset(
+    {
+        "stream_options",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+        "user",
+        "store",
+        "modalities",
+        "prediction",
+        "reasoning_effort",
+        "verbosity",
+        "audio",
+        "web_search_options",
+    }
+)
+"""Options of the chat-completions wire no other provider's API has a word for.
+
+A plan that falls back from OpenAI to another provider shares its request
+options; each other adapter drops these (and its own further ones) rather
+than refusing them.
+"""
 
 
 def checked_request_options(owner: str, value: object, *, or_none: bool = False) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from juno_bind_trio._calls import parse_arguments
 from juno_bind_trio._errors import ToolCallArgumentsError
+from juno_bind_trio._options import OPENAI_CHAT_ONLY_OPTIONS
 from juno_bind_trio.providers._adapter import provider_state_of
 from juno_bind_trio.schema import sanitize_tool_schema
 
@@ -41,25 +42,11 @@ NAME: Final = "anthropic"
 STRUCTURED_OUTPUT_TOOL: Final = "final_result"
 """The tool a ``response_format`` JSON schema becomes (the Messages API has no native mode)."""
 
-OPENAI_ONLY_OPTIONS: Final = frozenset(
-    {
-        "stream_options",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "logprobs",
-        "top_logprobs",
-        "logit_bias",
-        "user",
-        "store",
-        "modalities",
-        "prediction",
-        "reasoning_effort",
-        "verbosity",
-        "audio",
-        "web_search_options",
-    }
-)
+OPENAI_ONLY_OPTIONS: Final = OPENAI_CHAT_ONLY_OPTIONS | {
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+}
 """Options of the chat-completions wire the Messages API has no word for: not sent.
 
 A plan that falls back from OpenAI to Anthropic shares its request options;

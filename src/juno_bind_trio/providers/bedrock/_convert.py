@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from juno_bind_trio._calls import parse_arguments
 from juno_bind_trio._errors import ToolCallArgumentsError
+from juno_bind_trio._options import OPENAI_CHAT_ONLY_OPTIONS
 from juno_bind_trio.providers._adapter import provider_state_of
 from juno_bind_trio.schema import sanitize_tool_schema
 
@@ -52,30 +53,16 @@ SCHEMA_DIALECT: Final = "anthropic"
 the Anthropic dialect (a plain object schema, no ``$schema``, no ``$ref``-only roots) is the one
 every Converse tool-use model takes (Claude, Nova, Llama, Mistral on Bedrock)."""
 
-OPENAI_ONLY_OPTIONS: Final = frozenset(
-    {
-        "stream_options",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "logprobs",
-        "top_logprobs",
-        "logit_bias",
-        "user",
-        "store",
-        "modalities",
-        "prediction",
-        "reasoning_effort",
-        "verbosity",
-        "audio",
-        "web_search_options",
-        "parallel_tool_calls",
-        "extra_headers",
-        "extra_query",
-        "extra_body",
-        "timeout",
-    }
-)
+OPENAI_ONLY_OPTIONS: Final = OPENAI_CHAT_ONLY_OPTIONS | {
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "parallel_tool_calls",
+    "extra_headers",
+    "extra_query",
+    "extra_body",
+    "timeout",
+}
 """Options of the chat-completions wire (or of the OpenAI SDK) Converse has no word for: not sent.
 
 A plan that falls back from OpenAI to Bedrock shares its request options;

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from juno_bind_trio._calls import parse_arguments
 from juno_bind_trio._errors import ToolCallArgumentsError
+from juno_bind_trio._options import OPENAI_CHAT_ONLY_OPTIONS
 from juno_bind_trio.providers._adapter import provider_state_of
 from juno_bind_trio.schema import sanitize_tool_schema
 
@@ -84,23 +85,7 @@ CONFIG_OPTIONS: Final = frozenset(
 )
 """Options that are ``GenerateContentConfig`` fields of the same name: passed as they are."""
 
-OPENAI_ONLY_OPTIONS: Final = frozenset(
-    {
-        "stream_options",
-        "logprobs",
-        "top_logprobs",
-        "logit_bias",
-        "user",
-        "store",
-        "modalities",
-        "prediction",
-        "reasoning_effort",
-        "verbosity",
-        "audio",
-        "web_search_options",
-        "parallel_tool_calls",
-    }
-)
+OPENAI_ONLY_OPTIONS: Final = OPENAI_CHAT_ONLY_OPTIONS | {"parallel_tool_calls"}
 """Options of the chat-completions wire Gemini has no word for (or another meaning): not sent.
 
 A plan that falls back from OpenAI to Gemini shares its request options;
