@@ -11,11 +11,14 @@ import juno_bind_trio
 
 PACKAGE = Path(juno_bind_trio.__file__).resolve().parent
 SPLIT = [
+    "agent/_agent.py",
     "agent/_run.py",
     "loop/_loop.py",
     "store/_core.py",
     "store/_durable.py",
     # and what came out of them
+    "agent/_agent_args.py",
+    "agent/_agent_runs.py",
     "agent/_handle.py",
     "agent/_pipe.py",
     "agent/_reask.py",
