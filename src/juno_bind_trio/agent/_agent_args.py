@@ -27,12 +27,13 @@ from ._compaction import Compaction
 from ._guardrails import check_input_guardrails, check_output_guardrails
 from ._handoff import handoff_specs
 from ._limits import UsageLimits
-from ._output_modes import bind_output_tool, check_output_tool_names, output_plan
+from ._output_build import bind_output_tool, check_output_tool_names, output_plan
 from ._prepare import check_prepare
 from ._processors import check_processors
 from ._run import ModelFn, ModelSource, RunSettings
 from ._store_session import check_store
-from ._tool import Tool, check_tool_deps, collect_tools
+from ._tool import Tool, check_tool_deps
+from ._tool_function import collect_tools
 from ._tool_guards import check_tool_guards
 
 if TYPE_CHECKING:

@@ -25,7 +25,8 @@ from ._limits import UsageLimits
 from ._pipe import EventPipe
 from ._result import AgentResult, OutputT
 from ._run import RunSettings, _RunCore, new_run_id
-from ._tool import Tool, collect_tools
+from ._tool import Tool
+from ._tool_function import collect_tools
 
 if TYPE_CHECKING:
     from juno_bind_trio.providers import StringModel
