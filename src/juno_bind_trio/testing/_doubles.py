@@ -475,16 +475,25 @@ class TestModel:
             return json.dumps(value)
         if self._text is not None:
             return self._text
-        answers: dict[str, Any] = {}
+        messages = turn.messages
+        start = len(messages)
+        while start and messages[start - 1].get("role") == "tool":
+            start -= 1
+        answered = messages[start:]  # the results this answer reports
+        # Each result's tool by its call id, from the latest call of that id:
+        # looked for backwards, so only the last assistant message is read.
+        wanted = {str(m.get("tool_call_id")) for m in answered}
         names: dict[str, str] = {}
-        for message in turn.messages:
-            for call in message.get("tool_calls") or ():
-                names[str(call.get("id"))] = str(call.get("function", {}).get("name"))
-        for message in reversed(turn.messages):
-            if message.get("role") != "tool":
-                break
-            name = names.get(str(message.get("tool_call_id")), "?")
-            answers[name] = message.get("content")
+        index = start
+        while index and len(names) < len(wanted):
+            index -= 1
+            for call in messages[index].get("tool_calls") or ():
+                key = str(call.get("id"))
+                if key in wanted and key not in names:
+                    names[key] = str(call.get("function", {}).get("name"))
+        answers: dict[str, Any] = {}
+        for message in reversed(answered):
+            answers[names.get(str(message.get("tool_call_id")), "?")] = message.get("content")
         return json.dumps(dict(reversed(list(answers.items()))) or "done")
 
     async def __call__(self, turn: ModelTurn) -> ModelTurnResult:
