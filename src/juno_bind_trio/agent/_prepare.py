@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from juno_bind_trio._errors import SchemaError, UsageError
+from juno_bind_trio._json import json_copy
 from juno_bind_trio._validate import error_kind, shown
 from juno_bind_trio.schema import SchemaDialect, sanitize_tool_schema
 
@@ -174,19 +175,10 @@ def _label(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
-def _json_copy(value: Any) -> Any:
-    # A schema is JSON: dicts and lists are copied, everything else is immutable.
-    if type(value) is dict:
-        return {key: _json_copy(item) for key, item in value.items()}
-    if type(value) is list:
-        return [_json_copy(item) for item in value]
-    return value
-
-
 def _fresh(definition: ToolDefinition) -> ToolDefinition:
     """A copy of *definition* a prepare may edit, schema and all."""
     return attrs.evolve(
-        definition, parameters_json_schema=_json_copy(definition.parameters_json_schema)
+        definition, parameters_json_schema=json_copy(definition.parameters_json_schema)
     )
 
 
