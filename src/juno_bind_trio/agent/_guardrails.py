@@ -480,7 +480,7 @@ async def checked_output(
 ) -> ModelTurnResult:
     """*result*, once the output guardrails passed its final output; re-asked
     (``on_trip="reask"``) or withdrawn and raised (``GuardrailTripped``) when one trips."""
-    guards = core.settings.output_guardrails
+    guards = core.agent.output_guardrails  # the agent in charge's, as its output type
     text = core.agent.output.text  # the agent in charge's (a handoff's target's)
     retries = core.agent.max_output_retries
     asked = turn
@@ -538,4 +538,6 @@ def tripped_result(core: _RunCore[Any]) -> AgentResult[Any]:
         stats=core.extra.added_to(stats),
         run_id=core.run_id,
         iterations=0 if loop is None else loop.iterations,
+        agent_name=core.agent.name,  # who was speaking when it tripped
+        handoffs=() if core.handover is None else core.handover.record(),
     )

@@ -26,6 +26,7 @@ from juno_bind_trio._errors import ToolFailureError, UsageError
 from juno_bind_trio.run import ChainLink, ChainRef
 from juno_bind_trio.transcript import heal_transcript
 
+from ._compaction import compaction_ports
 from ._context import run_context
 from ._events import HandoffEvent
 from ._handoff import HandoffSpec, Transfer, reachable
@@ -41,6 +42,7 @@ __all__ = [
     "LastHandoff",
     "accepted",
     "all_handoffs",
+    "compaction_in_charge",
     "last_handoff",
     "loop_ended",
     "persist_port",
@@ -426,6 +428,33 @@ def persist_port(
 
 
 # --- the run's hooks (the run holds no Handover when its agent has no handoffs) ----------
+
+
+def compaction_in_charge(
+    core: Any,
+) -> tuple[Callable[[int], bool] | None, Callable[[], Awaitable[None]] | None]:
+    """The loop's compaction ports: the agent's *compaction*; with handoffs, the agent in
+    charge's, read at each check (no ports when no agent of the graph has one)."""
+    root: RunSettings = core.settings
+    if core.handover is None:
+        return compaction_ports(core, root.compaction)
+    graph = [
+        root,
+        *(each._settings_now() for spec in root.handoffs for _, each in reachable(spec.target)),
+    ]
+    if not any(settings.compaction is not None for settings in graph):
+        return None, None
+
+    def needs(context_tokens: int) -> bool:
+        check = compaction_ports(core, core.agent.compaction)[0]
+        return check is not None and check(context_tokens)
+
+    async def apply() -> None:
+        compact = compaction_ports(core, core.agent.compaction)[1]
+        if compact is not None:
+            await compact()
+
+    return needs, apply
 
 
 @contextlib.asynccontextmanager
