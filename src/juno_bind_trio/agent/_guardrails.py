@@ -420,7 +420,7 @@ def guarded_first_request(
     """*model*, its first request made beside the run's input guardrails (see the module
     docstring); every later request goes straight to *model*. *model* itself when the
     run has no input guardrail."""
-    guards = core.settings.input_guardrails
+    guards = core.agent.input_guardrails  # the agent starting the run (or continuing it)
     if not guards:
         return model
     pending = [True]

@@ -492,7 +492,7 @@ class _RunCore(Generic[OutputT]):
         open_turn = session.open_turn_iteration
         if open_turn is not None:
             self.iteration = open_turn
-        handover = take_charge(self.handover, session)  # a resumed run: who is in charge
+        handover = await take_charge(self.handover, session)  # who is in charge
         serial = any(t.serial for t in self.tools.values())
         if not session.resumed and self.gate.waiting:
             # A run in memory continuing the waiting calls its history ends with.
