@@ -89,7 +89,7 @@ async def test_the_agent_in_charges_input_guardrails_check_the_continued_run() -
         checked.append(messages[-1]["content"])
         return GuardrailResult(tripwire="or else" in messages[-1]["content"])
 
-    triage, _, billing_model = _agents(
+    triage, _, _ = _agents(
         [Say(None, [call("h", "transfer_to_billing")])],
         [Say("Which order?"), Say("never read")],
         input_guardrails=[no_threats],
