@@ -23,9 +23,8 @@ pytestmark = pytest.mark.anyio
 async def triage_model(turn: ModelTurn) -> ModelTurnResult:
     if any(m["role"] == "tool" for m in turn.messages):
         raise AssertionError("triage is asked only before its handoff")
-    handoff = {"id": "h1", "type": "function", "function": {"name": "transfer_to_billing"}}
-    handoff["function"]["arguments"] = json.dumps({})
-    return ModelTurnResult(tool_calls=[handoff])
+    function = {"name": "transfer_to_billing", "arguments": json.dumps({})}
+    return ModelTurnResult(tool_calls=[{"id": "h1", "type": "function", "function": function}])
 
 
 async def billing_model(turn: ModelTurn) -> ModelTurnResult:
