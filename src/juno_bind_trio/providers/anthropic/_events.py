@@ -15,7 +15,6 @@ package does not know (a later API version's) only proves the stream alive.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -28,6 +27,7 @@ from juno_bind_trio.completion import (
 )
 from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
+from juno_bind_trio.providers._lax import lax_int
 
 from ._convert import NAME, structured_content
 
@@ -265,13 +265,6 @@ class EventReader:
         )
 
 
-@functools.cache
-def _int_adapter() -> Any:
-    import pydantic
-
-    return pydantic.TypeAdapter(int)
-
-
 def _text(value: object) -> str:
     if value.__class__ is str:
         return value
@@ -283,7 +276,7 @@ def _text(value: object) -> str:
 def _count(value: object) -> int:
     if value.__class__ is int:
         return value
-    coerced = _lax_int(value)
+    coerced = lax_int(value)
     if coerced is None:
         raise TypeError(f"expected a token count, got {value!r}")
     return coerced
@@ -292,19 +285,5 @@ def _count(value: object) -> int:
 def _index(value: object) -> object:
     if value.__class__ is int:
         return value
-    coerced = _lax_int(value)
+    coerced = lax_int(value)
     return value if coerced is None else coerced
-
-
-def _lax_int(value: object) -> int | None:
-    # What the SDK's models make of a field typed `int` that is not a JSON
-    # integer: pydantic's lax reading ("3", 3.0 and true are 3, 3 and 1), or
-    # the value left as it was when that fails. Done the same on both paths
-    # (the SDK path's values come here already read so, and read so again,
-    # unchanged), so a provider sending "3" counts 3 on either.
-    import pydantic
-
-    try:
-        return _int_adapter().validate_python(value)  # type: ignore[no-any-return]
-    except pydantic.ValidationError:
-        return None
