@@ -1136,26 +1136,68 @@ class Agent(Generic[DepsT, OutputT]):
         :raises LeaseLostError: this worker lost the run's lease before its work
             was saved: the run is not finished; resume it again.
         """
+        core = self._resume_core(
+            "Agent.resume", run_id, deps, usage_limits, (approvals, results, errors, principal)
+        )
+        return await core.run()
+
+    def open_resume(
+        self,
+        run_id: str,
+        *,
+        deps: DepsT | None = None,
+        usage_limits: UsageLimits | None = None,
+        approvals: Mapping[str, bool | Approve | Deny] | None = None,
+        results: Mapping[str, object] | None = None,
+        errors: Mapping[str, str] | None = None,
+        principal: str | None = None,
+    ) -> AbstractAsyncContextManager[AgentRun[OutputT]]:
+        """[resume][juno_bind_trio.agent.Agent.resume], streamed: ``async with ... as run``.
+
+        The stored run goes on, on this worker, exactly as ``resume`` continues
+        it (the decisions written to the store before the claim, each approved
+        call run once under its receipt), and its events arrive as
+        [open_run][juno_bind_trio.agent.Agent.open_run]'s do. The web view
+        continues a stored run that waits for a decision this way.
+        """
+        pipe = EventPipe()
+        core = self._resume_core(
+            "Agent.open_resume",
+            run_id,
+            deps,
+            usage_limits,
+            (approvals, results, errors, principal),
+            pipe=pipe,
+        )
+        return OpenRun(core, pipe)
+
+    def _resume_core(
+        self,
+        owner: str,
+        run_id: object,
+        deps: object,
+        usage_limits: object,
+        decisions: tuple[object, object, object, object],
+        *,
+        pipe: EventPipe | None = None,
+    ) -> _RunCore[OutputT]:
         if self._settings.store is None:
-            raise UsageError(
-                "Agent.resume: this agent has no store; build it with Agent(store=...)"
-            )
-        given: object = run_id
-        if not isinstance(given, str) or not given:
-            raise error_kind(given, str)(
-                f"Agent.resume: run_id must be a non-empty str, got {run_id!r}"
+            raise UsageError(f"{owner}: this agent has no store; build it with Agent(store=...)")
+        if not isinstance(run_id, str) or not run_id:
+            raise error_kind(run_id, str)(
+                f"{owner}: run_id must be a non-empty str, got {run_id!r}"
             )
         core = self._core(
-            "Agent.resume",
+            owner,
             "",
             deps=deps,
             message_history=None,
             stop=None,
             run_id=run_id,
             parent=None,
-            pipe=None,
+            pipe=pipe,
             usage_limits=usage_limits,
-            decisions=(approvals, results, errors, principal),
+            decisions=decisions,
         )
         core.resuming = True
-        return await core.run()
+        return core

@@ -34,7 +34,7 @@ from juno_bind_trio.store import (
     open_durable_run,
 )
 
-from ._approvals import ApprovalGate
+from ._approvals import ApprovalGate, waiting_run
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import LoopEndReason, LoopState
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from ._session import ModelPort, ToolPort
 
-__all__ = ["StoreSession", "StoreSpec", "check_store"]
+__all__ = ["StoreSession", "StoreSpec", "check_store", "conversation_waiting_run"]
 
 StoreSpec = str | os.PathLike[str] | RunStore
 """What ``Agent(store=...)`` takes: a SQLite file's path, or an open RunStore."""
@@ -64,6 +64,18 @@ async def _opened(store: StoreSpec) -> AsyncIterator[RunStore]:
         return
     async with SqliteRunStore(store) as opened:
         yield opened
+
+
+async def conversation_waiting_run(store: StoreSpec, conversation: str) -> str | None:
+    """The run whose calls wait for a decision at the end of *conversation*, or ``None``.
+
+    ``Agent.run(conversation=..., approvals=...)`` continues that run (durably, as
+    ``Agent.resume`` does), not a copy of it: its waiting calls' placeholders,
+    the last messages of the conversation, name it.
+    """
+    async with _opened(store) as opened:
+        history = await opened.conversation_messages(conversation)
+    return waiting_run(history)
 
 
 @final
