@@ -4,6 +4,8 @@
     python approval_worker.py approve DB RUN_ID EFFECTS   # resume with the decisions
     python approval_worker.py hang    DB RUN_ID EFFECTS   # the same, the refund never returns
     python approval_worker.py resume  DB RUN_ID EFFECTS   # a plain resume
+    python approval_worker.py refund-only  DB RUN_ID EFFECTS  # approve the refund alone
+    python approval_worker.py date-only    DB RUN_ID EFFECTS  # the host's date alone
     python approval_worker.py talk         DB RUN_ID EFFECTS  # "start" in conversation "t"
     python approval_worker.py talk-approve DB RUN_ID EFFECTS  # the decisions, on "t"
     python approval_worker.py talk-hang    DB RUN_ID EFFECTS  # the same, the refund hangs
@@ -103,6 +105,10 @@ async def step(command: str, db: str, run_id: str, effects: str) -> None:
             result = await agent.resume(
                 run_id, approvals={"c1": True}, results={"c3": "tue"}, principal="ann"
             )
+        elif command == "refund-only":
+            result = await agent.resume(run_id, approvals={"c1": True}, principal="ann")
+        elif command == "date-only":
+            result = await agent.resume(run_id, results={"c3": {"day": "tue"}}, principal="host")
         else:
             result = await agent.resume(run_id)
     print("finished", result.reason, ",".join(p.id for p in result.pending) or "-", flush=True)

@@ -16,6 +16,7 @@ from juno_bind_trio.store import CallDecision, RunStore
 from juno_bind_trio.testing import CrashingStore, check_tool_call_history, run_until_crash
 
 from .durable_world import check_history, provider_accepts
+from .store_helpers import FakeClock
 from .test_approvals_store import Shop, answers, model, snapshot
 
 pytestmark = pytest.mark.anyio
@@ -147,3 +148,25 @@ async def test_the_decisions_carry_no_principal_by_the_conversation_road(
     )
     assert decided["c3"] is None
     assert await waiting_ids(store) == ["r1"]
+
+
+async def test_a_resume_that_crashed_leaves_the_run_running_for_a_worker_to_find(
+    store: RunStore, clock: FakeClock
+) -> None:
+    """Claimed, a suspended run is running: a crash in the approved call leaves it
+    ``"running"`` under a lease that runs out (a worker's ``claim_next`` finds it), never
+    ``"suspended"`` with nothing listed as waiting."""
+    shop = Shop()
+    await shop.agent(store, "w1").run("refund order 17", run_id="r1")
+    crashing = CrashingStore(store, "after_calls_started", 1)
+    worker = Agent(model, tools=shop.tools, store=crashing, store_owner="w2")
+    assert await run_until_crash(
+        lambda: worker.resume("r1", approvals={"c1": True}, results={"c3": "tue"})
+    )
+    assert (await store.get_run("r1")).status == "running"
+    assert await waiting_ids(store) == []  # nothing waits for a person any more
+    assert await store.claim_next(owner="w3", ttl=30) is None  # the dead lease still holds
+    clock.advance(31)
+    lease = await store.claim_next(owner="w3", ttl=30)
+    assert lease is not None
+    assert lease.run_id == "r1"

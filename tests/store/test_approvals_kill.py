@@ -122,3 +122,23 @@ def test_a_sigkill_during_a_conversations_approved_call_never_runs_it_twice(
     runs, still_waiting, conversation = anyio.run(after, db)
     assert (runs, still_waiting) == (["r1"], [])  # one run, and nothing waits
     assert conversation == messages
+
+
+@pytest.mark.parametrize(("kind", "loop"), [("sqlite", "trio"), ("postgres", "asyncio")])
+def test_an_external_result_supplied_after_a_restart(kind: str, loop: str, tmp_path: Path) -> None:
+    """The refund is approved in a second process (the run waits again, on the host's date
+    alone); a third process, started after both exited, supplies the date."""
+    db = database(kind, tmp_path)
+    log = tmp_path / "effects.txt"
+    assert step("start", db, log, loop) == "finished suspended c1,c3"
+    assert step("refund-only", db, log, loop) == "finished suspended c3"
+    status, _, waiting = anyio.run(stored, db)
+    assert (status, waiting) == ("suspended", ["c3"])
+    assert step("date-only", db, log, loop) == "finished completed -"
+    status, messages, waiting = anyio.run(stored, db)
+    assert (status, waiting) == ("completed", [])
+    assert effects(log)["r1", "c1", "refund"] == 1
+    answers = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
+    assert answers == {"c1": "refunded 500", "c2": "order 17", "c3": '{"day":"tue"}'}
+    check_history(messages)
+    anyio.run(provider_accepts, messages)
