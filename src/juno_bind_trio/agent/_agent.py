@@ -928,8 +928,9 @@ class Agent(Generic[DepsT, OutputT]):
           [Deny][juno_bind_trio.agent.Deny] answers it as a failure of kind
           ``"authz"``; *results* and *errors* answer an external tool's
           calls. No *prompt* is needed then; a call left undecided stays
-          waiting. (With a store, continue with
-          [resume][juno_bind_trio.agent.Agent.resume].)
+          waiting. With a store, a run's waiting calls are the stored run's:
+          continue it with [resume][juno_bind_trio.agent.Agent.resume] (this
+          form is a [UsageError][juno_bind_trio.UsageError] naming it).
         * *conversation*: a conversation's id (``"thread-42"``), with a
           *store*: the run starts from that conversation's history (a new id
           starts a new one), and its messages are added to it when it ends,
@@ -938,7 +939,8 @@ class Agent(Generic[DepsT, OutputT]):
           [ConversationBusy][juno_bind_trio.ConversationBusy] while the first
           goes. A run that fails or is cancelled leaves the conversation as it
           was. With *approvals* / *results* / *errors* and no *prompt*, the run
-          continues the calls the conversation's last run left waiting.
+          whose calls wait at the conversation's end is resumed from the store
+          (its ``run_id``; as [resume][juno_bind_trio.agent.Agent.resume] does).
         * *extra_tools*: tools for this run only, next to the agent's (an
           [ExternalTool][juno_bind_trio.agent.ExternalTool] a frontend runs,
           say); a name the agent's tools already use is a ``ValueError``.

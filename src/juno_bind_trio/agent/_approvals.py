@@ -531,14 +531,19 @@ class ApprovalGate:
         dispatch: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
         *,
         per_tool_limit: int,
+        end: int | None = None,
     ) -> bool:
         """Answer, in place, the waiting calls of the history's last turn (a run in memory).
 
+        *end*: where the history ends in *messages* (a new prompt follows it): the
+        waiting calls are the history's last, not the prompt's.
+
         Returns whether any still waits (the run ends ``"suspended"`` then).
         """
-        indices = sorted(_trailing_indices(messages))
+        history = messages if end is None else messages[:end]
+        indices = sorted(_trailing_indices(history))
         to_run: list[tuple[int, ToolCall]] = []
-        calls = _trailing_calls(messages)
+        calls = _trailing_calls(history)
         for index in indices:
             held = waiting_in(messages[index])
             if held is None:

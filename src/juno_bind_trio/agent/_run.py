@@ -515,6 +515,7 @@ class _RunCore(Generic[OutputT]):
                 self.state.messages,
                 refusing_calls(self, self.dispatch),
                 per_tool_limit=self.settings.per_tool_limit,
+                end=self.new_start,  # a new prompt after the history is not its last turn
             )
             if held:
                 await session.finish("suspended")
