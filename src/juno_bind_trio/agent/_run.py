@@ -76,7 +76,7 @@ from ._reask import Extra, answer_of, reask_message
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
 from ._steps import collect_tools, offered_only, open_turn_port, shape_turn, step_tools
-from ._store_session import StoreSession, conversation_waiting_run
+from ._store_session import StoreSession, continue_in_conversation
 from ._tool import Tool
 from ._tool_guards import after_guards, refusing_calls
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
@@ -466,28 +466,6 @@ class _RunCore(Generic[OutputT]):
             with_history=self.with_history,
         )
 
-    async def _continue_conversation(self) -> None:
-        """Decisions on a conversation: the run continued is the one whose calls wait at
-        the conversation's end, resumed from the store (its decisions written first,
-        each approved call run under its receipt), not a new run copying it."""
-        conversation = self.conversation
-        assert conversation is not None
-        assert self.settings.store is not None
-        found = await conversation_waiting_run(self.settings.store, conversation)
-        if found is None:
-            return  # nothing waits: the decisions are refused naming their ids (with_history)
-        if self.prompted:
-            raise UsageError(
-                f"Agent.run: run {found!r} of conversation {conversation!r} waits for these "
-                "decisions; continue it with them and no prompt "
-                f"(agent.run(conversation={conversation!r}, approvals=...)), then send the "
-                "prompt"
-            )
-        self.run_id = found
-        self.chain = root_chain(found, agent=self.settings.name)
-        self.resuming = True
-        self.conversation = None  # the resumed run takes its conversation's hold again
-
     def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The run's first transcript on a conversation (``_history.on_conversation``)."""
         messages, self.new_start = on_conversation(history, self.state.messages, self.new_start)
@@ -560,7 +538,7 @@ class _RunCore(Generic[OutputT]):
                 counter.running += 1
         try:
             if self.conversation is not None and (self.gate.decisions or not self.prompted):
-                await self._continue_conversation()
+                await continue_in_conversation(self)  # decisions: the stored run resumes
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
             collect_tools(self)
