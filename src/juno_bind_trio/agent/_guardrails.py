@@ -48,7 +48,7 @@ from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.loop import ModelTurnResult, RunStats
 
 from ._context import RunContext
-from ._output_modes import NO_VALUE
+from ._output_plan import NO_VALUE
 from ._reask import answer_of
 from ._result import AgentResult
 from ._tool_guards import ToolGuard
