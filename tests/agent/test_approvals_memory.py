@@ -234,3 +234,15 @@ async def test_decisions_with_a_new_prompt_answer_the_calls_before_the_prompt() 
     assert roles == ["user", "assistant", "tool", "tool", "tool", "user", "assistant"]
     assert done.messages[5]["content"] == "and now the receipt, please"
     assert done.new_messages() == done.messages[5:]
+
+
+def test_the_approval_names_are_the_same_objects_in_both_places() -> None:
+    """Pinned: Deny, Approve and PendingToolCall import from juno_bind_trio.agent and
+    from juno_bind_trio, as one object each."""
+    import juno_bind_trio
+    import juno_bind_trio.agent
+
+    for name in ("Deny", "Approve", "PendingToolCall"):
+        assert getattr(juno_bind_trio, name) is getattr(juno_bind_trio.agent, name)
+        assert name in juno_bind_trio.__all__
+        assert name in juno_bind_trio.agent.__all__

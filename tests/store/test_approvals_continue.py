@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from juno_bind_trio import Deny, UsageError
-from juno_bind_trio.agent import Agent
+from juno_bind_trio.agent import Agent, tool
 from juno_bind_trio.store import CallDecision, RunStore
 from juno_bind_trio.testing import CrashingStore, check_tool_call_history, run_until_crash
 
@@ -170,3 +171,57 @@ async def test_a_resume_that_crashed_leaves_the_run_running_for_a_worker_to_find
     lease = await store.claim_next(owner="w3", ttl=30)
     assert lease is not None
     assert lease.run_id == "r1"
+
+
+async def test_an_approval_by_the_conversation_road_for_a_run_cancelled_meanwhile(
+    store: RunStore,
+) -> None:
+    """The run was cancelled while its approved refund ran; a later decision on its
+    conversation is refused naming the cancel, and changes nothing."""
+    shop = Shop()
+    agent = shop.agent(store, "w1")
+    await agent.run("refund order 17", conversation="t", run_id="r1")
+    shop.gate = anyio.Event()  # never set: the refund hangs until the cancel
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: shop.agent(store, "w2").run(conversation="t", approvals={"c1": True}))
+        await shop.entered.wait()
+        tg.cancel_scope.cancel()
+    assert (await store.get_run("r1")).status == "cancelled"
+    before = await snapshot(store, "r1")
+    conversation = await store.conversation_messages("t")
+    with pytest.raises(UsageError, match="'r1' was cancelled"):
+        await agent.run(conversation="t", results={"c3": "tue"})
+    assert await snapshot(store, "r1") == before
+    assert await store.conversation_messages("t") == conversation
+    assert await waiting_ids(store) == []
+    assert shop.effects.count(("refund", 500)) == 1
+
+
+async def test_a_repeatable_approved_call_cut_off_by_a_crash_runs_again(
+    store: RunStore,
+) -> None:
+    """Pinned: after a crash during an approved call, a plain resume answers it
+    interrupted, never re-run, *unless the tool is repeatable*: then it runs again."""
+    ran: list[int] = []
+
+    @tool(requires_approval=True, repeatable=True)
+    async def refund(amount: int) -> str:
+        """Refund money (safe to repeat)."""
+        ran.append(amount)
+        return f"refunded {amount}"
+
+    tools = [refund, *Shop().tools[1:]]
+    first = await Agent(model, tools=tools, store=store, store_owner="w1").run(
+        "refund order 17", run_id="r1"
+    )
+    assert first.reason == "suspended"
+    crashing = CrashingStore(store, "after_calls_started", 1)
+    worker = Agent(model, tools=tools, store=crashing, store_owner="w2")
+    assert await run_until_crash(
+        lambda: worker.resume("r1", approvals={"c1": True}, results={"c3": "tue"})
+    )
+    done = await Agent(model, tools=tools, store=store, store_owner="w2").resume("r1")
+    assert done.reason == "completed"
+    assert answers(done.messages)["c1"] == "refunded 500"  # run again, not "interrupted"
+    assert ran[-1] == 500
+    check_history(done.messages)
