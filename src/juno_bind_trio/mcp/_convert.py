@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from juno_bind_trio._errors import MCPToolError, ToolFailureError
-from juno_bind_trio._validate import error_kind
+from juno_bind_trio._validate import error_kind, is_tool_name
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "MCPToolInfo"]
 
@@ -40,9 +40,9 @@ appended, so the model knows it read only the start; see
 [open_mcp_stdio][juno_bind_trio.mcp.open_mcp_stdio]'s ``max_result_chars``.
 """
 
-# The function-name rule of OpenAI-compatible APIs, which every tool offered to
-# a model must satisfy. MCP allows more (dots, slashes, 128 characters).
-_MODEL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# What the function-name rule of OpenAI-compatible APIs (which every tool offered
+# to a model must satisfy: _validate.is_tool_name) leaves out of a name. MCP allows
+# more (dots, slashes, 128 characters).
 _NOT_IN_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
 _PREFIX: Final = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
@@ -100,7 +100,7 @@ def model_name(server_name: str, prefix: str | None) -> str:
     """The name the model calls a server's tool by; ``ValueError`` when none fits the rule."""
     base = _NOT_IN_NAME.sub("_", server_name)
     name = f"{prefix}_{base}" if prefix is not None else base
-    if _MODEL_NAME.fullmatch(name) is None:
+    if not is_tool_name(name):
         raise ValueError(
             f"the MCP tool {server_name!r} cannot be offered to a model: {name!r} is not 1 to "
             "64 letters, digits, '_' or '-' (the function-name rule of OpenAI-compatible APIs)"
