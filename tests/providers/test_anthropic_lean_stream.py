@@ -443,6 +443,36 @@ async def test_a_refused_connection_is_the_same_on_both_paths() -> None:
     assert outcome[1] is anthropic.APIConnectionError
 
 
+async def test_the_sdk_read_timeout_is_the_same_on_both_paths() -> None:
+    async def timed_out(path: StreamPath) -> tuple[Any, ...]:
+        start = anyio.current_time()
+        script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
+        async with (
+            open_fake_anthropic_server(script) as server,
+            open_anthropic_client(base_url=server.base_url, api_key="k") as primed,
+        ):
+            client = primed.with_options(timeout=anthropic.Timeout(None, connect=5.0, read=3.0))
+            # As open_anthropic_client does: the SDK's platform probe answered
+            # already (with_options drops it), or the first request would run
+            # it in a thread, which the autojump clock does not wait for.
+            client._platform = primed._platform
+            request = ProviderRequest(
+                model="claude-test",
+                messages=MESSAGES,
+                time_to_first_token=100.0,
+                inter_chunk_timeout=100.0,
+            )
+            try:
+                await AnthropicAdapter(client, stream_path=path).stream_turn(request)
+            except Exception as error:
+                return _raised(error), anyio.current_time() - start
+        raise AssertionError("no timeout")
+
+    lean, sdk = await timed_out("lean"), await timed_out("sdk")
+    assert lean == sdk
+    assert (lean[0][1], lean[1]) == (anthropic.APITimeoutError, 3.0)
+
+
 async def test_a_cancel_closes_the_connection_at_once_on_both_paths() -> None:
     async def cancelled(path: StreamPath) -> list[float | None]:
         start = anyio.current_time()
