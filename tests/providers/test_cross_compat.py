@@ -263,3 +263,51 @@ async def test_a_message_signed_by_another_endpoint_loses_only_what_its_signatur
     assert PROVIDER_STATE_KEY in message  # the transcript is not touched
     untouched = [plain, {"role": "assistant", "content": "y", "reasoning_content": "r"}]
     assert messages_for_origin(untouched, "https://b.example/v1") is untouched
+
+
+async def test_gemini_compat_dies_and_anthropic_takes_its_call_without_its_fields() -> None:
+    from juno_bind_trio.providers.anthropic import AnthropicAdapter, open_anthropic_client
+    from juno_bind_trio.testing import open_fake_anthropic_server
+
+    gemini_script = [signed_call(), StreamResponse([TextDelta("The tides"), Disconnect()])]
+    claude_script = [StreamResponse.of_text("Noon.")]
+    async with (
+        open_fake_openai_server(gemini_script) as gemini,
+        open_fake_anthropic_server(claude_script) as claude,
+        open_openai_client(base_url=gemini.base_url, api_key="g") as gemini_client,
+        open_anthropic_client(base_url=claude.base_url, api_key="a") as claude_client,
+    ):
+        model = RoutedModel(
+            plan=RoutePlan(
+                [
+                    RouteStage("gemini-3-pro", [Candidate("gemini-compat")]),
+                    RouteStage("claude-test", [Candidate("anthropic")]),
+                ],
+                max_retries=0,
+            ),
+            adapters={
+                "gemini-compat": OpenAIChatAdapter(gemini_client),
+                "anthropic": AnthropicAdapter(claude_client),
+            },
+            request_options={"max_tokens": 64},
+        )
+        state = LoopState(messages=[{"role": "user", "content": "When is high tide?"}])
+        loop = ToolLoop(
+            state=state,
+            max_iterations=3,
+            call_model=model,
+            run_tool_call=lookup,
+            build_tools=lambda: [TOOL],
+            text_sink=ListSink(),
+            run_id="r",
+        )
+        result = await loop.run()
+    assert result.content == "Noon."
+    request = claude.requests[0]
+    assert not isinstance(request.response, ErrorResponse)
+    sent = json.dumps(request.json)
+    assert "thought_signature" not in sent
+    assert "reasoning_content" not in sent
+    assert request.json["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"q": "tides"}}
+    ]

@@ -428,3 +428,22 @@ def test_the_corpus_strategy_reaches_every_ending() -> None:
 
     probe()
     assert {"Finish", "Disconnect"} <= seen
+
+
+# --- the keyword ----------------------------------------------------------------------------
+
+
+async def test_the_stream_path_is_checked_and_falls_back_where_the_sdk_lacks_the_builder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from google.genai import models
+
+    async with open_gemini_client(base_url="http://127.0.0.1:9", api_key="k") as client:
+        assert GeminiAdapter(client).stream_path == "lean"
+        assert GeminiAdapter(client, stream_path="sdk").stream_path == "sdk"
+        with pytest.raises(ValueError, match="stream_path must be 'lean' or 'sdk'"):
+            GeminiAdapter(client, stream_path="fast")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="stream_path must be 'lean' or 'sdk'"):
+            GeminiAdapter(client, stream_path=None)  # type: ignore[arg-type]
+        monkeypatch.delattr(models, "_GenerateContentParameters_to_mldev")
+        assert GeminiAdapter(client).stream_path == "sdk"
