@@ -56,6 +56,8 @@ def run_blocked(blocked: set[str], code: str) -> subprocess.CompletedProcess[str
         # The SDK installed without the validator the adapter imports itself.
         ("mcp", {"jsonschema"}, "from juno_bind_trio.mcp import open_mcp_stdio"),
         ("google", {"google"}, "import juno_bind_trio.providers.google"),
+        ("anthropic", {"anthropic"}, "import juno_bind_trio.providers.anthropic"),
+        ("bedrock", {"aiobotocore"}, "from juno_bind_trio.providers.bedrock import BedrockAdapter"),
         (
             "postgres",
             {"psycopg", "psycopg_pool"},
@@ -85,6 +87,21 @@ else:
     assert name in blocked
     assert name in message
     assert bare == "True"
+
+
+def test_a_provider_subpackage_leaves_its_sdk_to_its_first_use() -> None:
+    # The extra is found, not imported: `import anthropic` alone is some two seconds
+    # of CPU, which a host (or a test process) that never opens a client never pays.
+    probe = (
+        "import sys\n"
+        "import juno_bind_trio.providers.anthropic, juno_bind_trio.providers.google\n"
+        "print([m for m in ('anthropic', 'google.genai') if m in sys.modules])\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "[]\n"
 
 
 def test_the_base_install_imports_and_runs_without_any_extra() -> None:
