@@ -57,7 +57,7 @@ def run_blocked(blocked: set[str], code: str) -> subprocess.CompletedProcess[str
         ("mcp", {"jsonschema"}, "from juno_bind_trio.mcp import open_mcp_stdio"),
         ("google", {"google"}, "import juno_bind_trio.providers.google"),
         ("anthropic", {"anthropic"}, "import juno_bind_trio.providers.anthropic"),
-        ("bedrock", {"aiobotocore"}, "from juno_bind_trio.providers.bedrock import BedrockAdapter"),
+        ("bedrock", {"aiobotocore"}, "import juno_bind_trio.providers.bedrock"),
         (
             "postgres",
             {"psycopg", "psycopg_pool"},
