@@ -38,9 +38,11 @@ import anyio.to_thread
 
 from juno_bind_trio import _tracing
 from juno_bind_trio._cancel import (
+    TaskGroup,
     cancelled_now,
     checkpoint_if_cancelled,
     one_failure,
+    open_task_group,
     split_cancellations,
 )
 from juno_bind_trio._errors import GuardrailTripped, UsageError
@@ -334,8 +336,9 @@ async def _watch(
     ctx: RunContext[Any],
     messages: list[dict[str, Any]],
     watch: _Watch,
-    scope: anyio.CancelScope,
+    tasks: TaskGroup,
 ) -> None:
+    scope = tasks.cancel_scope
     try:
         verdict = await _verdict(guard, ctx, messages)
     except Exception as exc:
@@ -367,10 +370,12 @@ async def _beside(
     # a cancellation into its own error): the cancel is what leaves, if pending.
     late: Exception | None = None
     try:
-        async with anyio.create_task_group() as tasks:
+        # Trio's own nursery on Trio: half the cost of anyio's task group, on a
+        # group every guarded run opens (docs/explanation/performance.md).
+        async with open_task_group() as tasks:
             scope = tasks.cancel_scope
             for guard in guards:
-                tasks.start_soon(_watch, guard, ctx, messages, watch, scope)
+                tasks.start_soon(_watch, guard, ctx, messages, watch, tasks)
             if watch.gate is not None:
                 await watch.gate.wait()
             try:
@@ -420,7 +425,7 @@ def guarded_first_request(
     """*model*, its first request made beside the run's input guardrails (see the module
     docstring); every later request goes straight to *model*. *model* itself when the
     run has no input guardrail."""
-    guards = core.settings.input_guardrails
+    guards = core.agent.input_guardrails  # the agent starting the run (or continuing it)
     if not guards:
         return model
     pending = [True]
@@ -480,7 +485,7 @@ async def checked_output(
 ) -> ModelTurnResult:
     """*result*, once the output guardrails passed its final output; re-asked
     (``on_trip="reask"``) or withdrawn and raised (``GuardrailTripped``) when one trips."""
-    guards = core.settings.output_guardrails
+    guards = core.agent.output_guardrails  # the agent in charge's, as its output type
     text = core.agent.output.text  # the agent in charge's (a handoff's target's)
     retries = core.agent.max_output_retries
     asked = turn
@@ -538,4 +543,6 @@ def tripped_result(core: _RunCore[Any]) -> AgentResult[Any]:
         stats=core.extra.added_to(stats),
         run_id=core.run_id,
         iterations=0 if loop is None else loop.iterations,
+        agent_name=core.agent.name,  # who was speaking when it tripped
+        handoffs=() if core.handover is None else core.handover.record(),
     )

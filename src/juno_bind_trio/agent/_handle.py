@@ -193,7 +193,7 @@ class AgentRun(Generic[OutputT]):
                 self._partial_value = None
         elif kind is ToolCallDeltaEvent:
             answer = self._tool_answer
-            output = self._core.settings.output
+            output = self._core.agent.output  # the agent in charge's (a handoff's target's)
             if answer is None and output.mode == "tool":
                 answer = self._tool_answer = ToolAnswerView(output.tool_names)
             if answer is not None:
