@@ -6,6 +6,8 @@ lists exactly the runs still waiting. SQLite and PostgreSQL, trio and asyncio.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,7 +15,7 @@ import pytest
 
 from juno_bind_trio import Deny, UsageError
 from juno_bind_trio.agent import Agent, tool
-from juno_bind_trio.store import CallDecision, RunStore
+from juno_bind_trio.store import CallDecision, RunStore, SqliteRunStore
 from juno_bind_trio.testing import CrashingStore, check_tool_call_history, run_until_crash
 
 from .durable_world import check_history, provider_accepts
@@ -225,3 +227,34 @@ async def test_a_repeatable_approved_call_cut_off_by_a_crash_runs_again(
     assert answers(done.messages)["c1"] == "refunded 500"  # run again, not "interrupted"
     assert ran[-1] == 500
     check_history(done.messages)
+
+
+async def test_the_conversation_road_costs_one_read_more_than_resume(tmp_path: Path) -> None:
+    """Deciding by ``agent.run(conversation=..., approvals=...)`` is ``resume`` with the
+    same decisions plus one read (the conversation's end, naming the waiting run)."""
+    async with SqliteRunStore(tmp_path / "runs.db") as store:
+        counts: list[bool] = []  # one per transaction: whether it wrote
+        inner = store._raw_transaction
+
+        def counted(fn: Callable[[Any], Any], *, write: bool) -> Any:
+            try:
+                return inner(fn, write=write)
+            finally:
+                counts.append(write)
+
+        store._raw_transaction = counted  # type: ignore[method-assign]
+        for run_id in ("by-resume", "by-conversation"):
+            await Shop().agent(store, "w1").run("refund", conversation=run_id, run_id=run_id)
+        decisions: dict[str, Any] = {"approvals": {"c1": True}, "results": {"c3": 1}}
+        counts.clear()
+        done = await Shop().agent(store, "w2").resume("by-resume", **decisions)
+        resumed = (counts.count(False), counts.count(True))
+        counts.clear()
+        other = await Shop().agent(store, "w2").run(conversation="by-conversation", **decisions)
+        road = (counts.count(False), counts.count(True))
+    assert (done.reason, other.reason, other.run_id) == (
+        "completed",
+        "completed",
+        "by-conversation",
+    )
+    assert (road[0] - resumed[0], road[1] - resumed[1]) == (1, 0)
