@@ -275,12 +275,10 @@ def run_in_own_loop(
     return anyio.run(run_and_close, backend=backend)
 
 
-def check_resume(agent_settings: RunSettings, run_id: object) -> None:
+def check_resume(agent_settings: RunSettings, run_id: object, owner: str = "Agent.resume") -> None:
     """``resume``'s own checks: the agent has a store, and *run_id* is a run's id."""
     if agent_settings.store is None:
-        raise UsageError("Agent.resume: this agent has no store; build it with Agent(store=...)")
+        raise UsageError(f"{owner}: this agent has no store; build it with Agent(store=...)")
     given: object = run_id
     if not isinstance(given, str) or not given:
-        raise error_kind(given, str)(
-            f"Agent.resume: run_id must be a non-empty str, got {run_id!r}"
-        )
+        raise error_kind(given, str)(f"{owner}: run_id must be a non-empty str, got {run_id!r}")
