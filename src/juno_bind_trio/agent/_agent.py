@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Self, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Self, cast, final
 
 import anyio.lowlevel
 
@@ -23,14 +23,15 @@ from juno_bind_trio.store import DEFAULT_LEASE_TTL
 from ._agent_args import agent_settings
 from ._agent_runs import UNSET as _UNSET
 from ._agent_runs import Override as _Override
-from ._agent_runs import Unset as _Unset
 from ._agent_runs import (
+    Prompt,
     check_resume,
     check_run_sync,
     override_settings,
     run_core,
     run_in_own_loop,
 )
+from ._agent_runs import Unset as _Unset
 from ._approvals import Approve, Deny
 from ._compaction import Compaction
 from ._context import DepsT, RunContext
@@ -59,11 +60,8 @@ DEFAULT_MAX_ITERATIONS: Final = 20
 """Model calls an [Agent][juno_bind_trio.agent.Agent] run may make unless told otherwise."""
 
 _NONE_TYPE: Final = type(None)
-_NOT_RUN_ARGS: Final = frozenset({"self", "backend"})
-
-
-Prompt: TypeAlias = str | Sequence[Mapping[str, Any]]
-"""What `Agent.run` takes as the user's message: text, or a list of content parts."""
+# What a method's locals() holds besides its arguments (and run_sync's loop backend).
+_NOT_ARGS: Final = frozenset({"self", "__class__", "backend"})
 
 
 @final
@@ -256,18 +254,13 @@ class Agent(Generic[DepsT, OutputT]):
         # #33: old turns summarized.
         compaction: Compaction | None = None,
     ) -> None:
-        owner = "Agent"
         # What override() builds its stand-in agent from.
-        self._arguments: dict[str, Any] = {
-            key: value
-            for key, value in locals().items()
-            if key not in ("self", "__class__", "owner")
-        }
+        self._arguments: dict[str, Any] = {k: v for k, v in locals().items() if k not in _NOT_ARGS}
         self._overrides: contextvars.ContextVar[_Override | None] = contextvars.ContextVar(
             "juno_bind_trio.agent.override", default=None
         )
         self._settings, self._model_described, self._owned = agent_settings(
-            owner, **self._arguments
+            "Agent", **self._arguments
         )
         self._deps_type: Any = deps_type
         self._output_type: Any = output_type
@@ -389,7 +382,7 @@ class Agent(Generic[DepsT, OutputT]):
     def _core(self, owner: str, given: Mapping[str, Any], **fixed: Any) -> _RunCore[OutputT]:
         # *given*: the calling method's locals() before anything else, its arguments by
         # name (self aside, and run_sync's backend, the loop's); run_core checks each.
-        arguments = {key: value for key, value in given.items() if key not in _NOT_RUN_ARGS}
+        arguments = {key: value for key, value in given.items() if key not in _NOT_ARGS}
         return run_core(
             owner,
             agent_settings=self._settings,

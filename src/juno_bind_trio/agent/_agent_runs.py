@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
 import anyio
 import attrs
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UNSET",
     "Override",
+    "Prompt",
     "Unset",
     "check_conversation",
     "check_prompt",
@@ -86,6 +87,10 @@ def override_settings(
         # The stand-in agent's settings, checked as Agent(...) checks its own.
         settings = agent_settings("Agent", **{**arguments, **changes})[0]
     return settings
+
+
+Prompt: TypeAlias = str | Sequence[Mapping[str, Any]]
+"""What `Agent.run` takes as the user's message: text, or a list of content parts."""
 
 
 def check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
