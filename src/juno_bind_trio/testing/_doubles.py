@@ -322,7 +322,10 @@ def _tool_parameters(definition: Mapping[str, Any]) -> Mapping[str, Any]:
     parameters = source.get("parameters")
     if type(parameters) is dict or isinstance(parameters, Mapping):
         return parameters
-    return {"type": "object"}
+    return _NO_PARAMETERS  # one object, so its generated arguments are made once
+
+
+_NO_PARAMETERS: Final[Mapping[str, Any]] = {"type": "object"}  # never edited
 
 
 def _schema_of(response_format: Mapping[str, Any]) -> Mapping[str, Any] | None:
