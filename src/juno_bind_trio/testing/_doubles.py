@@ -372,7 +372,8 @@ class TestModel:
     transcript), so one ``TestModel`` serves concurrent runs.
 
     ``TestModel.calls`` lists the ``(tool_name, arguments)`` it asked for,
-    in order, across its runs.
+    in order, across its runs. The usage it reports is a stand-in: about four
+    characters a token of what each request sends and each answer says.
     """
 
     __test__ = False  # a model, not a pytest test class
