@@ -156,7 +156,10 @@ def compaction_ports(
         if len(starts) <= compaction.keep_turns:
             return  # nothing old enough to summarize
         cut = starts[-compaction.keep_turns]
-        model = compaction.model or core.model
+        # Its own model, or the agent in charge's (a handoff's target's, after one).
+        model = compaction.model or (
+            core.model if core.handover is None else await core.handover.model()
+        )
         assert model is not None
         asked = ModelTurn(
             iteration=core.iteration,

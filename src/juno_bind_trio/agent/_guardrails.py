@@ -50,7 +50,7 @@ from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.loop import ModelTurnResult, RunStats
 
 from ._context import RunContext
-from ._output_modes import NO_VALUE
+from ._output_plan import NO_VALUE
 from ._reask import answer_of
 from ._result import AgentResult
 from ._tool_guards import ToolGuard
@@ -425,7 +425,7 @@ def guarded_first_request(
     """*model*, its first request made beside the run's input guardrails (see the module
     docstring); every later request goes straight to *model*. *model* itself when the
     run has no input guardrail."""
-    guards = core.settings.input_guardrails
+    guards = core.agent.input_guardrails  # the agent starting the run (or continuing it)
     if not guards:
         return model
     pending = [True]
@@ -485,7 +485,7 @@ async def checked_output(
 ) -> ModelTurnResult:
     """*result*, once the output guardrails passed its final output; re-asked
     (``on_trip="reask"``) or withdrawn and raised (``GuardrailTripped``) when one trips."""
-    guards = core.settings.output_guardrails
+    guards = core.agent.output_guardrails  # the agent in charge's, as its output type
     text = core.agent.output.text  # the agent in charge's (a handoff's target's)
     retries = core.agent.max_output_retries
     asked = turn
@@ -543,4 +543,6 @@ def tripped_result(core: _RunCore[Any]) -> AgentResult[Any]:
         stats=core.extra.added_to(stats),
         run_id=core.run_id,
         iterations=0 if loop is None else loop.iterations,
+        agent_name=core.agent.name,  # who was speaking when it tripped
+        handoffs=() if core.handover is None else core.handover.record(),
     )

@@ -14,7 +14,7 @@ from juno_bind_trio._errors import UsageError
 from juno_bind_trio.completion import ResetEvent, TextEvent, ToolCallDeltaEvent, TurnTextView
 
 from ._events import AgentEvent, RunEndedEvent, TurnEndedEvent
-from ._output_modes import ToolAnswerView
+from ._output_plan import ToolAnswerView
 from ._result import AgentResult, OutputT
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class AgentRun(Generic[OutputT]):
                 self._partial_value = None
         elif kind is ToolCallDeltaEvent:
             answer = self._tool_answer
-            output = self._core.settings.output
+            output = self._core.agent.output  # the agent in charge's (a handoff's target's)
             if answer is None and output.mode == "tool":
                 answer = self._tool_answer = ToolAnswerView(output.tool_names)
             if answer is not None:

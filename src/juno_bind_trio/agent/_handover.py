@@ -6,7 +6,8 @@ handoff is: a handoff call's dispatch (``refuse_second``, ``accept``), the
 persist port (``saver``: the switch is made there, at the end of the
 handoff's iteration and before it is saved, so the stored transcript never
 holds a handoff half made), each model call (``model``: the agent in
-charge's), a resumed run's start (``take_charge``, ``finish_open_turn``),
+charge's), a run's start (``take_charge``: a resumed run's agent in charge, or
+that of the history a run continues; ``finish_open_turn``),
 and the loop's end (``loop_ended``). See ``_handoff`` for the design. A run
 with handoffs always wires the loop's serial-call and would-end ports, and looks
 its tools up when asked: the agent in charge may come to need them.
@@ -26,8 +27,10 @@ from juno_bind_trio._errors import ToolFailureError, UsageError
 from juno_bind_trio.run import ChainLink, ChainRef
 from juno_bind_trio.transcript import heal_transcript
 
+from ._compaction import compaction_ports
 from ._context import run_context
 from ._events import HandoffEvent
+from ._guardrails import guarded_first_request
 from ._handoff import HandoffSpec, Transfer, reachable
 from ._steps import step_tools
 from ._tool import run_tools
@@ -41,6 +44,7 @@ __all__ = [
     "LastHandoff",
     "accepted",
     "all_handoffs",
+    "compaction_in_charge",
     "last_handoff",
     "loop_ended",
     "persist_port",
@@ -74,6 +78,9 @@ class Handover:
         # Each agent's model, opened at its first turn for the rest of the run.
         self.models: dict[ModelSource, ModelFn] = {}
         self.exits: contextlib.AsyncExitStack | None = None
+        # The agent whose model is the run's own (``core.model``, its first request beside
+        # the input guardrails): the starting agent, or a continued history's agent in charge.
+        self.starter: RunSettings = core.settings
 
     def opened(self, model: ModelFn, exits: contextlib.AsyncExitStack) -> None:
         """The run's own model is open; targets' models are opened on *exits*."""
@@ -84,8 +91,11 @@ class Handover:
         """The model of the agent in charge (a target's opened at its first turn)."""
         settings: RunSettings = self.core.agent
         own: ModelFn | None = self.core.model
-        if settings is self.core.settings and own is not None:
+        if settings is self.starter and own is not None:
             return own  # the run's own (its first request beside the guardrails)
+        return await self._model_of(settings)
+
+    async def _model_of(self, settings: RunSettings) -> ModelFn:
         found = self.models.get(settings.model)
         if found is not None:
             return found
@@ -263,6 +273,43 @@ class Handover:
             self.pending = _Pending(spec, last.call_id, spec.settings())
         await self.switch()
 
+    async def continue_history(self) -> Handover | None:
+        """A run started on a history (``message_history=``, a conversation's) that
+        records handoffs: it goes on under the agent in charge at the history's end.
+
+        That agent is found by name in the starting agent's handoff graph, as for
+        a resume; its instructions replace the starting agent's at the head of
+        the transcript, its tools, guards and output type are the run's, and its
+        model (with its input guardrails) makes the run's first request. Returns
+        the handover when the history's last handoff is not switched yet (a
+        suspended run's waiting calls), so that ``finish_open_turn`` makes it.
+        """
+        core = self.core
+        last = last_handoff(core.state.messages[: core.new_start])
+        if last is None:
+            return None
+        name = last.to_agent if last.switched else last.from_agent
+        settings = find_settings(core.settings, name, "Agent.run")
+        if settings is not core.agent:
+            messages: list[dict[str, Any]] = core.state.messages
+            old = core.instructions_text
+            if old is not None and messages and messages[0] == {"role": "system", "content": old}:
+                del messages[0]
+                core.new_start -= 1
+            text = await self._instructions_of(settings)
+            if text is not None and not (
+                messages
+                and messages[0].get("role") == "system"
+                and messages[0].get("content") == text
+            ):
+                messages.insert(0, {"role": "system", "content": text})
+                core.new_start += 1
+            core.instructions_text = text
+            self._put_in_charge(settings, *run_tools(settings, core.deps))
+            self.starter = settings
+            core.model = guarded_first_request(await self._model_of(settings), core)
+        return None if last.switched else self
+
     def record(self) -> tuple[HandoffEvent, ...]:
         """The handoffs the transcript records, for ``AgentResult.handoffs``."""
         return tuple(
@@ -317,9 +364,11 @@ def find_settings(root: RunSettings, name: str | None, owner: str) -> RunSetting
             if each_name == name:
                 settings: RunSettings = each._settings_now()
                 return settings
+    what = "stored run" if owner == "Agent.resume" else "history"
     raise UsageError(
-        f"{owner}: the stored run is in the hands of agent {name!r}, which is not in the "
-        f"handoff graph of agent {root.name!r}; resume it with an agent whose handoffs reach it"
+        f"{owner}: the {what} is in the hands of agent {name!r}, which is not in the "
+        f"handoff graph of agent {root.name!r}; go on with an agent whose handoffs reach "
+        f"it, or with agent {name!r} itself"
     )
 
 
@@ -428,6 +477,33 @@ def persist_port(
 # --- the run's hooks (the run holds no Handover when its agent has no handoffs) ----------
 
 
+def compaction_in_charge(
+    core: Any,
+) -> tuple[Callable[[int], bool] | None, Callable[[], Awaitable[None]] | None]:
+    """The loop's compaction ports: the agent's *compaction*; with handoffs, the agent in
+    charge's, read at each check (no ports when no agent of the graph has one)."""
+    root: RunSettings = core.settings
+    if core.handover is None:
+        return compaction_ports(core, root.compaction)
+    graph = [
+        root,
+        *(each._settings_now() for spec in root.handoffs for _, each in reachable(spec.target)),
+    ]
+    if not any(settings.compaction is not None for settings in graph):
+        return None, None
+
+    def needs(context_tokens: int) -> bool:
+        check = compaction_ports(core, core.agent.compaction)[0]
+        return check is not None and check(context_tokens)
+
+    async def apply() -> None:
+        compact = compaction_ports(core, core.agent.compaction)[1]
+        if compact is not None:
+            await compact()
+
+    return needs, apply
+
+
 @contextlib.asynccontextmanager
 async def run_models(core: Any) -> AsyncIterator[ModelFn]:
     """The run's model, open for the run; the handoff targets' are opened beside it."""
@@ -444,11 +520,14 @@ def accepted(handover: Handover | None, value: object, call_id: str) -> object:
     return value
 
 
-def take_charge(handover: Handover | None, session: RunSession) -> Handover | None:
-    """A resumed run with handoffs: the agent in charge taken from the stored transcript;
-    the handover, which then finishes the open turn's handoff (``None`` otherwise)."""
-    if handover is None or not session.resumed:
+async def take_charge(handover: Handover | None, session: RunSession) -> Handover | None:
+    """A run with handoffs: the agent in charge taken from the stored transcript (a
+    resume) or from the history it continues; the handover, when it then has the open
+    turn's handoff to finish (``None`` otherwise)."""
+    if handover is None:
         return None
+    if not session.resumed:
+        return await handover.continue_history()
     handover.take_charge()
     return handover
 

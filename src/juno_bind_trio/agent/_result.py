@@ -39,8 +39,9 @@ class AgentResult(Generic[OutputT]):
       continue with ``approvals=``, ``results=``, ``errors=``.
     * *agent_name*: the agent in charge when the run ended: the one that
       spoke last, or the target of a handoff the run stopped right after
-      (``None`` for an unnamed agent with no handoff). Continue a
-      conversation with that agent.
+      (``None`` for an unnamed agent with no handoff). Continue the
+      conversation with that agent, or with the starting agent: a run given
+      this result's *messages* goes on under the agent in charge.
     * *handoffs*: the handoffs *messages* records, in order
       ([HandoffEvent][juno_bind_trio.agent.HandoffEvent]: from, to, the
       call): the run's chain of speakers.

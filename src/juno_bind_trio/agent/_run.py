@@ -62,15 +62,22 @@ from juno_bind_trio.run import (
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
-from ._compaction import compaction_ports
 from ._context import RunChildren, RunContext, run_context
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
 from ._guardrails import checked_output, guarded_first_request, tripped_result
 from ._handoff import HandoffSpec
-from ._handover import Handover, accepted, loop_ended, persist_port, run_models, take_charge
+from ._handover import (
+    Handover,
+    accepted,
+    compaction_in_charge,
+    loop_ended,
+    persist_port,
+    run_models,
+    take_charge,
+)
 from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
-from ._output_modes import NO_VALUE
+from ._output_plan import NO_VALUE
 from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, answer_of, reask_message
 from ._result import AgentResult, OutputT
@@ -87,7 +94,7 @@ if TYPE_CHECKING:
 
     from ._compaction import Compaction
     from ._guardrails import InputGuardrail, OutputGuardrail
-    from ._output_modes import OutputPlan
+    from ._output_plan import OutputPlan
     from ._prepare import PrepareToolsFn, StepTools
     from ._processors import Processors
     from ._tool import Toolset
@@ -245,7 +252,7 @@ class _RunCore(Generic[OutputT]):
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
         run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
         run_tool_call = offered_only(self, run_tool_call)  # outermost: a hidden tool is not there
-        needs, apply = compaction_ports(self, settings.compaction)
+        needs, apply = compaction_in_charge(self)  # the agent in charge's
         return ToolLoop(
             state=self.state,
             max_iterations=settings.max_iterations,
@@ -275,7 +282,7 @@ class _RunCore(Generic[OutputT]):
         name = call.name
         arguments = call.arguments
         found = self.tools.get(name)
-        emit, settings = self.emit, self.settings
+        emit = self.emit
         iteration = self.iteration
         began: list[bool] = []
 
@@ -302,7 +309,7 @@ class _RunCore(Generic[OutputT]):
             )
             value = await found.invoke(ctx, call)
             value = accepted(self.handover, value, call_id)  # a handoff's call: its answer
-            if settings.tool_guards or found.guards:
+            if self.agent.tool_guards or found.guards:  # the agent in charge's
                 value = await after_guards(self, ctx, found, value)
             if type(value) is str:
                 content = value
@@ -358,7 +365,7 @@ class _RunCore(Generic[OutputT]):
         if meter is not None:
             meter.requests += 1
         result = await answer_of(self, turn)
-        if self.settings.output_guardrails:
+        if self.agent.output_guardrails:  # the agent in charge's
             result = await checked_output(self, turn, result)
         # A model that returned something else is the loop's to refuse (UsageError).
         answered: object = result
@@ -485,7 +492,7 @@ class _RunCore(Generic[OutputT]):
         open_turn = session.open_turn_iteration
         if open_turn is not None:
             self.iteration = open_turn
-        handover = take_charge(self.handover, session)  # a resumed run: who is in charge
+        handover = await take_charge(self.handover, session)  # who is in charge
         serial = any(t.serial for t in self.tools.values())
         if not session.resumed and self.gate.waiting:
             # A run in memory continuing the waiting calls its history ends with.

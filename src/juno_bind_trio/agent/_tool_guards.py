@@ -130,9 +130,18 @@ async def _call(function: Callable[..., Any], ctx: RunContext[Any], value: objec
 
 
 def _guards_of(core: _RunCore[Any], found: Tool | None) -> tuple[ToolGuard, ...]:
+    # The agent in charge's guards (a handoff's target's, once it took over).
     own: tuple[ToolGuard, ...] = () if found is None else found.guards
-    agents: tuple[ToolGuard, ...] = core.settings.tool_guards
+    agents: tuple[ToolGuard, ...] = core.agent.tool_guards
     return (*agents, *own) if agents else own
+
+
+def _any_guards(core: _RunCore[Any]) -> bool:
+    """Whether a call of this run may meet a guard: with handoffs, any agent the run can be
+    handed to may bring its own (agent-level or on its tools), so the port is always wrapped."""
+    if core.handover is not None:
+        return True
+    return bool(core.settings.tool_guards) or any(t.guards for t in core.tools.values())
 
 
 def refusing_calls(
@@ -140,7 +149,7 @@ def refusing_calls(
 ) -> Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]:
     """*run_tool_call* (with its receipts) behind the ``before`` guards of the call's tool;
     *run_tool_call* itself when no tool of the run has one."""
-    if not core.settings.tool_guards and not any(t.guards for t in core.tools.values()):
+    if not _any_guards(core):
         return run_tool_call
 
     async def guarded(given: ToolCallLike) -> ToolCallOutcome:
