@@ -486,18 +486,18 @@ class TestModel:
         answered = messages[start:]  # the results this answer reports
         # Each result's tool by its call id, from the latest call of that id:
         # looked for backwards, so only the last assistant message is read.
-        wanted = {str(m.get("tool_call_id")) for m in answered}
-        names: dict[str, str] = {}
+        wanted = {m.get("tool_call_id") for m in answered}
+        names: dict[Any, str] = {}
         index = start
         while index and len(names) < len(wanted):
             index -= 1
             for call in messages[index].get("tool_calls") or ():
-                key = str(call.get("id"))
+                key = call.get("id")
                 if key in wanted and key not in names:
                     names[key] = str(call.get("function", {}).get("name"))
         answers: dict[str, Any] = {}
         for message in reversed(answered):
-            answers[names.get(str(message.get("tool_call_id")), "?")] = message.get("content")
+            answers[names.get(message.get("tool_call_id"), "?")] = message.get("content")
         return json.dumps(dict(reversed(list(answers.items()))) or "done")
 
     async def __call__(self, turn: ModelTurn) -> ModelTurnResult:
@@ -510,7 +510,7 @@ class TestModel:
             chosen = self._call_tools
             wanted: list[tuple[str, Mapping[str, Any]]] = []
             for definition in turn.tools:
-                if not isinstance(definition, Mapping):
+                if type(definition) is not dict and not isinstance(definition, Mapping):
                     continue
                 name = _tool_name(definition)
                 if name != answer_tool and (chosen is None or name in chosen):
