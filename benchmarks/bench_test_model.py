@@ -12,6 +12,11 @@ Variants are interleaved round by round under one ``anyio.run`` per sample,
 on each backend (Trio, asyncio); the figure is the median of the per-round
 ratios, in process CPU time.
 
+Last, the two model functions alone, without the agent or an event loop:
+each driven over the two turns of one run (recorded once), a fresh
+``TestModel`` per sample, interleaved the same way. Their difference in
+microseconds is what ``TestModel`` adds to a run, without the run's noise.
+
     python benchmarks/bench_test_model.py [--rounds N] [--runs R] [--backend trio|asyncio]
 """
 
@@ -74,6 +79,43 @@ def sample(agent: Agent[None, str], runs: int, backend: str) -> float:
     return time.process_time() - started
 
 
+def recorded_turns() -> list[ModelTurn]:
+    """The two turns of one run, each with the messages it was sent (a copy)."""
+    seen: list[ModelTurn] = []
+
+    async def record(turn: ModelTurn) -> ModelTurnResult:
+        seen.append(
+            ModelTurn(
+                iteration=turn.iteration,
+                turn_id=turn.turn_id,
+                messages=list(turn.messages),
+                tools=turn.tools,
+                text_stream=None,
+                emit=lambda event: None,
+            )
+        )
+        return await by_hand(turn)
+
+    trio.run(Agent(record, tools=TOOL_LIST).run, "go")
+    return seen
+
+
+def alone(model: Any, turns: list[ModelTurn], runs: int) -> float:
+    """CPU seconds of *runs* runs' worth of *model* calls, each driven to its end at once."""
+    gc.collect()
+    started = time.process_time()
+    for _ in range(runs):
+        for turn in turns:
+            coroutine = model(turn)
+            try:
+                coroutine.send(None)
+            except StopIteration:
+                pass
+            else:
+                raise AssertionError("the model awaited something")
+    return time.process_time() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=11)
@@ -108,6 +150,22 @@ def main() -> None:
             f"  TestModel / by hand: median ratio {statistics.median(ratios):.3f} "
             f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
         )
+    turns = recorded_turns()
+    differences: list[float] = []
+    for round_ in range(args.rounds):
+        fresh = TestModel()
+        alone(fresh, turns, 1)  # its arguments made once, as in a run's agent
+        if round_ % 2:
+            measured = alone(fresh, turns, args.runs)
+            base = alone(by_hand, turns, args.runs)
+        else:
+            base = alone(by_hand, turns, args.runs)
+            measured = alone(fresh, turns, args.runs)
+        differences.append((measured - base) / args.runs * 1e6)
+    print(
+        f"model functions alone: TestModel adds {statistics.median(differences):.1f} us per run "
+        f"(min {min(differences):.1f}, max {max(differences):.1f})"
+    )
 
 
 if __name__ == "__main__":

@@ -322,7 +322,10 @@ def _tool_parameters(definition: Mapping[str, Any]) -> Mapping[str, Any]:
     parameters = source.get("parameters")
     if type(parameters) is dict or isinstance(parameters, Mapping):
         return parameters
-    return {"type": "object"}
+    return _NO_PARAMETERS  # one object, so its generated arguments are made once
+
+
+_NO_PARAMETERS: Final[Mapping[str, Any]] = {"type": "object"}  # never edited
 
 
 def _schema_of(response_format: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -369,7 +372,8 @@ class TestModel:
     transcript), so one ``TestModel`` serves concurrent runs.
 
     ``TestModel.calls`` lists the ``(tool_name, arguments)`` it asked for,
-    in order, across its runs.
+    in order, across its runs. The usage it reports is a stand-in: about four
+    characters a token of what each request sends and each answer says.
     """
 
     __test__ = False  # a model, not a pytest test class
@@ -482,18 +486,18 @@ class TestModel:
         answered = messages[start:]  # the results this answer reports
         # Each result's tool by its call id, from the latest call of that id:
         # looked for backwards, so only the last assistant message is read.
-        wanted = {str(m.get("tool_call_id")) for m in answered}
-        names: dict[str, str] = {}
+        wanted = {m.get("tool_call_id") for m in answered}
+        names: dict[Any, str] = {}
         index = start
         while index and len(names) < len(wanted):
             index -= 1
             for call in messages[index].get("tool_calls") or ():
-                key = str(call.get("id"))
+                key = call.get("id")
                 if key in wanted and key not in names:
                     names[key] = str(call.get("function", {}).get("name"))
         answers: dict[str, Any] = {}
         for message in reversed(answered):
-            answers[names.get(str(message.get("tool_call_id")), "?")] = message.get("content")
+            answers[names.get(message.get("tool_call_id"), "?")] = message.get("content")
         return json.dumps(dict(reversed(list(answers.items()))) or "done")
 
     async def __call__(self, turn: ModelTurn) -> ModelTurnResult:
@@ -506,7 +510,7 @@ class TestModel:
             chosen = self._call_tools
             wanted: list[tuple[str, Mapping[str, Any]]] = []
             for definition in turn.tools:
-                if not isinstance(definition, Mapping):
+                if type(definition) is not dict and not isinstance(definition, Mapping):
                     continue
                 name = _tool_name(definition)
                 if name != answer_tool and (chosen is None or name in chosen):
