@@ -52,3 +52,41 @@ def test_run_on_gives_each_run_a_fresh_clock(backend: str) -> None:
 
     assert run_on(backend, elapsed) == 10
     assert run_on(backend, elapsed) == 10
+
+
+def test_trio_waits_on_a_thread_without_spinning_and_still_jumps_at_once() -> None:
+    import time
+
+    import trio
+
+    from conftest import QuietAutojump
+
+    class Waits(trio.abc.Instrument):
+        def __init__(self) -> None:
+            self.seen: list[tuple[float, bool]] = []
+
+        def before_io_wait(self, timeout: float) -> None:
+            pending = trio.lowlevel.current_statistics().seconds_to_next_deadline < float("inf")
+            self.seen.append((timeout, pending))
+
+    async def main() -> tuple[list[tuple[float, bool]], float]:
+        waits = Waits()
+        trio.lowlevel.add_instrument(waits)
+        await anyio.to_thread.run_sync(time.sleep, 0.2)  # no deadline pending meanwhile
+        start = anyio.current_time()
+        await anyio.sleep(5)
+        await anyio.to_thread.run_sync(time.sleep, 0.05)
+        with anyio.move_on_after(7):
+            await anyio.to_thread.run_sync(time.sleep, 0.05)  # a deadline pending meanwhile
+            await anyio.sleep_forever()
+        return waits.seen, anyio.current_time() - start
+
+    seen, elapsed = run_on("trio", main)
+    # A bare MockClock(autojump_threshold=0) polls with a zero timeout all the while
+    # the thread sleeps: thousands of times in 0.3 s.
+    assert len(seen) < 100, len(seen)
+    # Virtual time is as exact as ever, and with a deadline pending the clock is
+    # strict: every wait then is a zero-timeout poll, the jump comes at once.
+    assert elapsed == 12
+    assert all(timeout == 0 for timeout, pending in seen if pending)
+    assert any(timeout == QuietAutojump.RELAXED for timeout, pending in seen if not pending)
