@@ -23,12 +23,14 @@ from juno_bind_trio.agent import (
     AgentRun,
     Compaction,
     GuardrailResult,
+    HandoffEvent,
     ResetEvent,
     RunContext,
     TextEvent,
     ToolCallEndedEvent,
     ToolDefinition,
     ToolGuard,
+    TurnEndedEvent,
     UsageLimits,
     input_guardrail,
     tool,
@@ -375,3 +377,38 @@ async def test_max_iterations_is_the_runs_across_the_handoff() -> None:
     result = await agent.run("look everything up")
     assert result.reason == "max_iterations"
     assert result.iterations == 3
+
+
+# --- who is speaking, as a reader sees it ------------------------------------------------
+
+
+async def test_each_turn_ended_event_and_the_handle_name_the_agent_speaking() -> None:
+    agent, _, _, _ = _pair(
+        [Say(None, [call("t1", "lookup", order="1"), call("h", "transfer_to_billing")])],
+        [Say(None, [call("b1", "refund", order="1")]), Say("done")],
+    )
+    seen: list[tuple[str, str | None]] = []
+    async with agent.open_run("refund order 1") as run:
+        assert run.agent_name == "triage"
+        async for event in run:
+            if isinstance(event, TurnEndedEvent):
+                seen.append(("turn", event.agent))
+                assert event.to_wire()["agent"] == event.agent
+            elif isinstance(event, HandoffEvent):
+                seen.append(("handoff", run.agent_name))
+    assert seen == [
+        ("turn", "triage"),
+        ("handoff", "billing"),
+        ("turn", "billing"),
+        ("turn", "billing"),
+    ]
+    assert run.agent_name == "billing"
+
+
+async def test_an_unnamed_agents_turns_carry_no_agent_on_the_wire() -> None:
+    plain = Agent(ScriptedModel([Say("hi")]))
+    async with plain.open_run("hello") as run:
+        ended = [e async for e in run if isinstance(e, TurnEndedEvent)]
+    assert [e.agent for e in ended] == [None]
+    assert "agent" not in ended[0].to_wire()
+    assert run.agent_name is None

@@ -51,4 +51,8 @@ async def test_a_served_run_sends_the_handoff_between_the_two_agents_turns() -> 
     ended = [i for i, kind in enumerate(kinds) if kind == "turn_ended"]
     assert ended[0] < handoff < ended[1]
     assert frames[ended[1]]["content"] == "Billing here."
+    # Each turn says whose it was; a client resyncing from the snapshot learns who spoke.
+    assert [frames[i]["agent"] for i in ended] == ["triage", "billing"]
     assert snapshot["status"] in ("ended", "completed")
+    assert snapshot["agent"] == "billing"
+    assert [turn.get("agent") for turn in snapshot["turns"]] == ["triage", "billing"]

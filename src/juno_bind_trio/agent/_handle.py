@@ -95,6 +95,12 @@ class AgentRun(Generic[OutputT]):
         return self._core.run_id
 
     @property
+    def agent_name(self) -> str | None:
+        """The name of the agent in charge now: the starting agent's, then a handoff's
+        target's from the [HandoffEvent][juno_bind_trio.agent.HandoffEvent] on."""
+        return self._core.agent.name
+
+    @property
     def turn_id(self) -> str | None:
         """The turn the last event read belongs to, ``None`` before any."""
         return self._turn_id

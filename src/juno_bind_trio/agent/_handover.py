@@ -86,6 +86,7 @@ class Handover:
         """The run's own model is open; targets' models are opened on *exits*."""
         self.models[self.core.settings.model] = model
         self.exits = exits
+        _tracing.run_speaking(self.core.agent.name)  # its spans say who speaks
 
     async def model(self) -> ModelFn:
         """The model of the agent in charge (a target's opened at its first turn)."""
@@ -218,6 +219,7 @@ class Handover:
         # tools starts descends from it.
         links = core.chain.links
         core.chain = ChainRef((*links[:-1], ChainLink(links[-1].run_id, settings.name)))
+        _tracing.run_speaking(settings.name)
 
     async def _instructions_of(self, settings: RunSettings) -> str | None:
         core = self.core
