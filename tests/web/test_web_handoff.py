@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from asgi_driver import Client
@@ -56,3 +57,23 @@ async def test_a_served_run_sends_the_handoff_between_the_two_agents_turns() -> 
     assert snapshot["status"] in ("ended", "completed")
     assert snapshot["agent"] == "billing"
     assert [turn.get("agent") for turn in snapshot["turns"]] == ["triage", "billing"]
+
+
+async def test_a_stored_runs_snapshot_names_the_agent_in_charge(tmp_path: Path) -> None:
+    """Read back from the store after a restart: the transcript says who took over."""
+    path = tmp_path / "runs.db"
+    billing = Agent(billing_model, name="billing")
+    triage = Agent(triage_model, name="triage", handoffs=[billing], store=path)
+    runs = LiveRuns(triage)
+    async with runs.running():
+        client = Client(create_app(runs))
+        response = await client.request("POST", "/runs", json_body={"prompt": "refund"})
+        run_id = response.json()["runId"]
+        async with client.stream(f"/runs/{run_id}/events") as stream:
+            [frame async for frame in stream.frames()]
+    again = LiveRuns(triage)  # a new process: nothing in memory
+    async with again.running():
+        client = Client(create_app(again))
+        snapshot = (await client.request("GET", f"/runs/{run_id}")).json()
+    assert "stored" in snapshot
+    assert snapshot["agent"] == "billing"

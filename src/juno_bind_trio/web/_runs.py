@@ -31,7 +31,7 @@ import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
 from juno_bind_trio._validate import error_kind
-from juno_bind_trio.agent import Deny
+from juno_bind_trio.agent import Deny, agent_in_charge
 from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
@@ -538,6 +538,7 @@ def _stored_run(
         "status": run.status,
         "reason": run.reason,
         "lastEventId": 0,
+        "agent": agent_in_charge(messages),  # None: no handoff, the starting agent speaks
         "turns": turns,
         "toolCalls": calls,
         "transcript": messages,
