@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from ag_ui.core import CustomEvent
 from asgi_driver import Client
 
-from juno_bind_trio.agent import Agent
+from juno_bind_trio.agent import Agent, HandoffEvent
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
-from juno_bind_trio.web import LiveRuns, create_app
+from juno_bind_trio.web import AGUIEncoder, LiveRuns, UIMessageStreamEncoder, create_app
 
 pytestmark = pytest.mark.anyio
 
@@ -77,3 +78,16 @@ async def test_a_stored_runs_snapshot_names_the_agent_in_charge(tmp_path: Path) 
         snapshot = (await client.request("GET", f"/runs/{run_id}")).json()
     assert "stored" in snapshot
     assert snapshot["agent"] == "billing"
+
+
+def test_the_protocol_encoders_pass_a_handoff_on() -> None:
+    """AG-UI: a CUSTOM event named "handoff"; the AI SDK's stream: a data-handoff part
+    (the npm clients' own schemas check both: tests/web/test_ui_protocols_node.py)."""
+    event = HandoffEvent("triage", "billing", "h1")
+    frame = {"kind": "handoff", "fromAgent": "triage", "toAgent": "billing", "toolCallId": "h1"}
+    agui = AGUIEncoder(thread_id="th", run_id="r")
+    (custom,) = agui.feed(event)
+    assert isinstance(custom, CustomEvent)
+    assert (custom.name, custom.value) == ("handoff", frame)
+    ui = UIMessageStreamEncoder(message_id="m")
+    assert ui.feed(event) == [{"type": "data-handoff", "data": frame}]
