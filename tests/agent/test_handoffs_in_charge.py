@@ -37,7 +37,7 @@ from juno_bind_trio.agent import (
 )
 from juno_bind_trio.agent._compaction import DEFAULT_COMPACTION_INSTRUCTIONS, SUMMARY_PREFIX
 from juno_bind_trio.store import SqliteRunStore
-from juno_bind_trio.testing import check_tool_call_history
+from juno_bind_trio.testing import CrashingStore, check_tool_call_history, run_until_crash
 
 pytestmark = pytest.mark.anyio
 
@@ -412,3 +412,44 @@ async def test_an_unnamed_agents_turns_carry_no_agent_on_the_wire() -> None:
     assert [e.agent for e in ended] == [None]
     assert "agent" not in ended[0].to_wire()
     assert run.agent_name is None
+
+
+async def test_a_resumed_run_checks_the_targets_open_turn_with_the_targets_guards(
+    tmp_path: Path,
+) -> None:
+    """A crash after billing's answer (the run's second) leaves billing's calls unstarted:
+    the resume, under billing, runs them through billing's guard, not triage's."""
+    effects: list[str] = []
+    lookup, refund = _tools(effects)
+    billing_guard = _refuse("billing_guard", "billing")
+
+    def build(store: Any, billing_turns: list[Say]) -> Agent[None, Any]:
+        billing = Agent(
+            ScriptedModel(billing_turns),
+            name="billing",
+            tools=[refund],
+            tool_guards=[billing_guard],
+        )
+        return Agent(
+            ScriptedModel([_HAND_OFF]),
+            name="triage",
+            tools=[lookup],
+            handoffs=[billing],
+            store=store,
+            store_owner="w1",
+        )
+
+    async with SqliteRunStore(tmp_path / "runs.db") as store:
+        crashing = CrashingStore(store, "after_model_answer", 2)
+        first = build(crashing, [Say(None, [call("b1", "refund", order="1")])])
+        assert await run_until_crash(lambda: first.run("refund 1", run_id="r1"))
+        assert effects == []
+        # The resumed billing is asked once more, after its open turn's call is answered.
+        result = await build(store, [Say("sorry")]).resume("r1")
+        receipts = await store.receipts("r1")
+    assert result.agent_name == "billing"
+    assert tool_answers(result.messages)["b1"]["kind"] == "authz"
+    assert effects == []
+    # Never started: no receipt, or (a resumed open turn's refusal, recorded as its
+    # answer) a failed one; never one that says the refund ran.
+    assert {r.tool_call_id: r.state for r in receipts}.get("b1") in (None, "failed")
