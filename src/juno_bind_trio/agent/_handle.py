@@ -137,7 +137,11 @@ class AgentRun(Generic[OutputT]):
         """
         view = self._view
         answer = self._tool_answer
-        if answer is not None and (view is None or not view.final):
+        # The final-answer call streaming now: in a turn whose text view is not final
+        # (or has none yet: the view still held is an earlier turn's, ended).
+        if answer is not None and (
+            view is None or view.turn_id != answer.turn_id or not view.final
+        ):
             streaming = answer.current()
             if streaming is not None:
                 with contextlib.suppress(Exception):
