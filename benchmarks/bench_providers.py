@@ -98,25 +98,28 @@ async def raw_bedrock(client: Any) -> str:
 
 
 @asynccontextmanager
-async def gemini_side() -> AsyncIterator[tuple[Any, ProviderAdapter]]:
+async def gemini_side() -> AsyncIterator[tuple[Any, dict[str, ProviderAdapter]]]:
     async with (
         open_fake_gemini_server(lambda _request: BIG) as server,
         open_gemini_client(base_url=server.base_url, api_key="bench") as client,
     ):
-        yield client, GeminiAdapter(client)
+        yield (
+            client,
+            {"lean": GeminiAdapter(client), "sdk": GeminiAdapter(client, stream_path="sdk")},
+        )
 
 
 @asynccontextmanager
-async def responses_side() -> AsyncIterator[tuple[Any, ProviderAdapter]]:
+async def responses_side() -> AsyncIterator[tuple[Any, dict[str, ProviderAdapter]]]:
     async with (
         open_fake_responses_server(lambda _request: BIG) as server,
         open_openai_client(base_url=server.base_url, api_key="bench") as client,
     ):
-        yield client, OpenAIResponsesAdapter(client)
+        yield client, {"": OpenAIResponsesAdapter(client)}
 
 
 @asynccontextmanager
-async def bedrock_side() -> AsyncIterator[tuple[Any, ProviderAdapter]]:
+async def bedrock_side() -> AsyncIterator[tuple[Any, dict[str, ProviderAdapter]]]:
     async with (
         open_fake_bedrock_server(lambda _request: BIG) as server,
         open_bedrock_client(
@@ -126,7 +129,7 @@ async def bedrock_side() -> AsyncIterator[tuple[Any, ProviderAdapter]]:
             aws_secret_access_key="bench",
         ) as client,
     ):
-        yield client, BedrockAdapter(client)
+        yield client, {"": BedrockAdapter(client)}
 
 
 SIDES: dict[str, tuple[Callable[[], AbstractAsyncContextManager[Any]], RawTurn, str]] = {
@@ -138,12 +141,13 @@ SIDES: dict[str, tuple[Callable[[], AbstractAsyncContextManager[Any]], RawTurn, 
 
 async def bench_stream(name: str, rounds: int) -> None:
     opener, raw_turn, described = SIDES[name]
-    async with opener() as (client, adapter):
+    async with opener() as (client, adapters):
+        default = next(iter(adapters.values()))  # the adapter as constructed by default
         model = RoutedModel(
-            plan=RoutePlan([RouteStage("m", [Candidate("p")])]), adapters={"p": adapter}
+            plan=RoutePlan([RouteStage("m", [Candidate("p")])]), adapters={"p": default}
         )
 
-        async def harness_turn(client: Any) -> str:
+        async def harness_turn(client: Any, adapter: ProviderAdapter = default) -> str:
             stream = TurnTextStream(sink=ListSink(), turn_id="t")
             stream.begin_attempt()
             request = ProviderRequest(
@@ -163,10 +167,14 @@ async def bench_stream(name: str, rounds: int) -> None:
             stream.finish("succeeded")
             return result.unwrap().content or ""
 
-        timings: dict[str, list[float]] = {"raw": [], "harness": [], "routed": []}
-        variants = {"raw": raw_turn, "harness": harness_turn, "routed": routed_turn}
+        variants: dict[str, RawTurn] = {"raw": raw_turn}
+        for path, adapter in adapters.items():
+            label = f"harness-{path}" if path else "harness"
+            variants[label] = functools.partial(harness_turn, adapter=adapter)
+        variants["routed"] = routed_turn
+        timings: dict[str, list[float]] = {label: [] for label in variants}
         expected = await raw_turn(client)  # warm-up; the answer every variant must give
-        for variant in (harness_turn, routed_turn):
+        for variant in variants.values():
             assert await variant(client) == expected
         for index in range(rounds):
             order = list(variants.items())
@@ -179,13 +187,13 @@ async def bench_stream(name: str, rounds: int) -> None:
                 assert text == expected, variant_name
     raw = min(timings["raw"])
     print(f"{name}: 1,000-delta streamed turn, best of {rounds} (raw = {described}):")
-    for variant_name in ("raw", "harness", "routed"):
+    for variant_name in variants:
         value = min(timings[variant_name])
         paired = statistics.median(
             t / r for t, r in zip(timings[variant_name], timings["raw"], strict=True)
         )
         print(
-            f"  {variant_name:8} {value * 1e3:8.2f} ms  {value / CHUNKS * 1e9:8.0f} ns/delta  "
+            f"  {variant_name:12} {value * 1e3:8.2f} ms  {value / CHUNKS * 1e9:8.0f} ns/delta  "
             f"ratio {value / raw:5.3f}x (paired median {paired:5.3f}x)"
         )
 

@@ -8,10 +8,11 @@ turn each per sample (100 tool calls, 20 model calls). The baseline is a
 plain ``async`` function doing the same by hand: prebuilt arguments, the
 same call ids, the same JSON answer built from the transcript.
 
-Variants are interleaved round by round under one ``trio.run`` per sample;
-the figure is the median of the per-round ratios, in process CPU time.
+Variants are interleaved round by round under one ``anyio.run`` per sample,
+on each backend (Trio, asyncio); the figure is the median of the per-round
+ratios, in process CPU time.
 
-    python benchmarks/bench_test_model.py [--rounds N] [--runs R]
+    python benchmarks/bench_test_model.py [--rounds N] [--runs R] [--backend trio|asyncio]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import statistics
 import time
 from typing import Any
 
+import anyio
 import trio
 
 from juno_bind_trio.agent import Agent, tool
@@ -61,14 +63,14 @@ async def by_hand(turn: ModelTurn) -> ModelTurnResult:
     return ModelTurnResult(content=text, input_tokens=1, output_tokens=len(text.split()))
 
 
-def sample(agent: Agent[None, str], runs: int) -> float:
+def sample(agent: Agent[None, str], runs: int, backend: str) -> float:
     async def main() -> None:
         for _ in range(runs):
             await agent.run("go")
 
     gc.collect()
     started = time.process_time()
-    trio.run(main)
+    anyio.run(main, backend=backend)
     return time.process_time() - started
 
 
@@ -76,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--backend", choices=("trio", "asyncio"), action="append")
     args = parser.parse_args()
     if args.rounds < 11:
         parser.error("--rounds must be at least 11 (the project's rule for a ratio)")
@@ -83,22 +86,28 @@ def main() -> None:
     hand = Agent(by_hand, tools=TOOL_LIST)
     # The same answer both ways, or the comparison means nothing.
     assert trio.run(test_model.run, "go").output == trio.run(hand.run, "go").output
-    ratios: list[float] = []
-    times: dict[str, list[float]] = {"TestModel": [], "by hand": []}
-    for _ in range(args.rounds):
-        base = sample(hand, args.runs)
-        measured = sample(test_model, args.runs)
-        times["by hand"].append(base)
-        times["TestModel"].append(measured)
-        ratios.append(measured / base)
-    per_run = {k: statistics.median(v) / args.runs * 1e6 for k, v in times.items()}
-    print(f"rounds {args.rounds}, {args.runs} runs per sample (10 tool calls each)")
-    for name, micros in per_run.items():
-        print(f"  {name:10} {micros:9.1f} us per run")
-    print(
-        f"  TestModel / by hand: median ratio {statistics.median(ratios):.3f} "
-        f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
-    )
+    for backend in args.backend or ("trio", "asyncio"):
+        ratios: list[float] = []
+        times: dict[str, list[float]] = {"TestModel": [], "by hand": []}
+        for round_ in range(args.rounds):
+            # The order alternates, so drift hits both alike.
+            if round_ % 2:
+                measured = sample(test_model, args.runs, backend)
+                base = sample(hand, args.runs, backend)
+            else:
+                base = sample(hand, args.runs, backend)
+                measured = sample(test_model, args.runs, backend)
+            times["by hand"].append(base)
+            times["TestModel"].append(measured)
+            ratios.append(measured / base)
+        per_run = {k: statistics.median(v) / args.runs * 1e6 for k, v in times.items()}
+        print(f"{backend}: rounds {args.rounds}, {args.runs} runs per sample (10 tool calls each)")
+        for name, micros in per_run.items():
+            print(f"  {name:10} {micros:9.1f} us per run")
+        print(
+            f"  TestModel / by hand: median ratio {statistics.median(ratios):.3f} "
+            f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
+        )
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ def run_blocked(blocked: set[str], code: str) -> subprocess.CompletedProcess[str
         # The SDK installed without the validator the adapter imports itself.
         ("mcp", {"jsonschema"}, "from juno_bind_trio.mcp import open_mcp_stdio"),
         ("google", {"google"}, "import juno_bind_trio.providers.google"),
+        ("anthropic", {"anthropic"}, "import juno_bind_trio.providers.anthropic"),
+        ("bedrock", {"aiobotocore"}, "import juno_bind_trio.providers.bedrock"),
         (
             "postgres",
             {"psycopg", "psycopg_pool"},

@@ -11,17 +11,28 @@ import juno_bind_trio
 
 PACKAGE = Path(juno_bind_trio.__file__).resolve().parent
 SPLIT = [
+    "agent/_agent.py",
+    "agent/_output_modes.py",
     "agent/_run.py",
+    "agent/_tool.py",
     "loop/_loop.py",
     "store/_core.py",
     "store/_durable.py",
     # and what came out of them
+    "agent/_agent_args.py",
+    "agent/_agent_runs.py",
     "agent/_handle.py",
+    "agent/_output_build.py",
+    "agent/_output_members.py",
+    "agent/_output_plan.py",
     "agent/_pipe.py",
     "agent/_reask.py",
     "agent/_session.py",
     "agent/_store_session.py",
+    "agent/_tool_function.py",
+    "agent/_tool_nulls.py",
     "agent/_tool_report.py",
+    "agent/_tool_signature.py",
     "store/_codec.py",
     "store/_guarded.py",
     "store/_lease.py",

@@ -21,6 +21,7 @@ SUBPACKAGES = [
     "juno_bind_trio.providers.openai",
     "juno_bind_trio.providers.anthropic",
     "juno_bind_trio.providers.google",
+    "juno_bind_trio.providers.bedrock",
     "juno_bind_trio.testing",
     "juno_bind_trio.store",
     "juno_bind_trio.agent",

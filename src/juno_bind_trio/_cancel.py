@@ -14,6 +14,10 @@ a caller's cancel scope can absorb its own cancel).
 
 The last one keeps a host's bare ``task.cancel()`` alive on asyncio, where
 anyio can lose count of it (see ``task_cancellation``).
+
+``open_task_group`` is the cheapest task group for the running backend, for a
+group opened on every run (the input guardrails'): Trio's own nursery costs
+half of anyio's task group over it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Final, NoReturn
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, Final, NoReturn, Protocol, cast
 
 import anyio
 import anyio.lowlevel
@@ -29,11 +35,13 @@ import sniffio
 import trio
 
 __all__ = [
+    "TaskGroup",
     "cancelled_now",
     "checkpoint_if_cancelled",
     "checkpoint_if_cancelled_fn",
     "is_foreign_cancellation",
     "one_failure",
+    "open_task_group",
     "raise_task_cancellation",
     "split_cancellations",
     "task_cancellation",
@@ -165,3 +173,62 @@ def one_failure(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+class _Scope(Protocol):
+    def cancel(self) -> None: ...
+
+
+class TaskGroup(Protocol):
+    """What ``open_task_group`` yields: a Trio nursery or an anyio task group."""
+
+    @property
+    def cancel_scope(self) -> _Scope: ...
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], /, *args: Any) -> None: ...
+
+
+class _Nursery:
+    """Trio's nursery, leaving as anyio's task group does when all it holds is cancellations.
+
+    A strict nursery wraps even a lone ``Cancelled`` in a group; anyio's task
+    group raises the cancellation bare, and callers rely on that (a cancel
+    leaves as a cancel, never as a group). The first one is raised as it is.
+    """
+
+    __slots__ = ("_manager",)
+
+    def __init__(self) -> None:
+        self._manager = trio.open_nursery(strict_exception_groups=True)
+
+    async def __aenter__(self) -> TaskGroup:
+        return await self._manager.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        try:
+            return bool(await self._manager.__aexit__(kind, exc, traceback))
+        except BaseExceptionGroup as group:
+            cancelled, rest = group.split(trio.Cancelled)
+            if rest is None and cancelled is not None:
+                leaf: BaseException = cancelled
+                while isinstance(leaf, BaseExceptionGroup):
+                    leaf = leaf.exceptions[0]
+                raise leaf from None
+            raise
+
+
+def open_task_group() -> AbstractAsyncContextManager[TaskGroup]:
+    """A task group for the running backend: Trio's nursery on Trio, anyio's elsewhere.
+
+    Both leave the same way: a child's failure in a group, cancellations alone
+    as one bare cancellation.
+    """
+    if sniffio.current_async_library() == "trio":
+        return _Nursery()
+    # anyio's start_soon is typed with a TypeVarTuple, which no protocol spells.
+    return cast("AbstractAsyncContextManager[TaskGroup]", anyio.create_task_group())

@@ -24,7 +24,26 @@ from typing import Any, Final, NoReturn
 
 from juno_bind_trio._validate import MAX_JSON_DEPTH, shown
 
-__all__ = ["canonical", "canonical_json", "decode_strict_json", "sha256_hex"]
+__all__ = ["canonical", "canonical_json", "decode_strict_json", "json_copy", "sha256_hex"]
+
+# --- copying ------------------------------------------------------------------------
+
+
+def json_copy(value: Any) -> Any:
+    """A copy of a JSON value that shares nothing mutable: each dict and list made anew
+    (a tuple too, for the dicts in it), every other value (str, number, ...) shared.
+
+    For what a host's function may edit in place (a schema, a request's messages)
+    while the package keeps the original.
+    """
+    if isinstance(value, dict):
+        return {key: json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_copy(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(item) for item in value)
+    return value
+
 
 # --- reading ------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from juno_bind_trio.agent import Agent, tool
-from juno_bind_trio.agent._tool import _accepts_null, _drop_absent_nulls, _resolve
+from juno_bind_trio.agent._tool_nulls import _accepts_null, _resolve, drop_absent_nulls
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +72,7 @@ async def test_a_shallow_null_is_still_read_as_not_given() -> None:
 
 
 def reference(value: Any, schema: Any, root: Any) -> Any:
-    """The recursive ``_drop_absent_nulls`` the iterative one replaced, for comparison."""
+    """The recursive ``drop_absent_nulls`` the iterative one replaced, for comparison."""
     schema = _resolve(schema, root)
     if not isinstance(schema, dict):
         return value
@@ -134,5 +134,5 @@ values = st.recursive(
 @given(value=st.dictionaries(keys, values, max_size=6))
 def test_the_walk_reads_every_value_as_the_recursive_reading_did(value: dict[str, Any]) -> None:
     before = json.dumps(value, sort_keys=True)
-    assert _drop_absent_nulls(value, SCHEMA, SCHEMA) == reference(value, SCHEMA, SCHEMA)
+    assert drop_absent_nulls(value, SCHEMA, SCHEMA) == reference(value, SCHEMA, SCHEMA)
     assert json.dumps(value, sort_keys=True) == before  # the input is not changed

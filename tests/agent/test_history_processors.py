@@ -203,6 +203,38 @@ async def test_processors_run_in_order_sync_async_with_context_and_keep_the_tran
     assert all(m.get("content") != "for ada" for m in result.messages)
 
 
+async def test_a_processor_editing_deep_inside_a_message_edits_only_the_request() -> None:
+    # Down to a tool call's arguments and a part of a content list: the run's
+    # transcript keeps what happened, and the next request starts from it again.
+    sent: list[list[dict[str, Any]]] = []
+
+    def scrub(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for message in messages:
+            for call in message.get("tool_calls") or ():
+                call["function"]["arguments"] = "{}"
+            content = message.get("content")
+            if isinstance(content, list):
+                content[0]["text"] = "[scrubbed]"
+        return messages
+
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "a secret"}]},
+        {"role": "assistant", "content": "noted"},
+    ]
+    agent = Agent(_scripted([1, 2], sent), tools=[echo], history_processors=[scrub])
+    result = await agent.run("go", message_history=history)
+    calls = [c for m in result.messages for c in m.get("tool_calls") or ()]
+    assert len(calls) == 3
+    assert all(json.loads(c["function"]["arguments"])["text"] for c in calls)
+    assert result.messages[0]["content"] == [{"type": "text", "text": "a secret"}]
+    assert history[0]["content"] == [{"type": "text", "text": "a secret"}]
+    for request in sent:
+        assert request[0]["content"] == [{"type": "text", "text": "[scrubbed]"}]
+        assert all(
+            c["function"]["arguments"] == "{}" for m in request for c in m.get("tool_calls") or ()
+        )
+
+
 def test_keep_last_turns_keeps_the_system_the_last_user_and_whole_turns() -> None:
     history = [*_earlier(3), {"role": "user", "content": "q2"}]
     kept = keep_last_turns(2)(history)

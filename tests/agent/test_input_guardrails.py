@@ -359,6 +359,21 @@ async def test_a_cancel_from_outside_leaves_as_a_cancel() -> None:
     assert read == [1.0, 2.0]
 
 
+async def test_a_cancel_from_outside_leaves_bare_not_in_a_group() -> None:
+    # The guardrails' task group (Trio's own nursery on Trio) holds only
+    # cancellations then: what leaves the run is the one cancellation itself.
+    left: list[BaseException] = []
+    agent = Agent(_streaming_model(6, []), input_guardrails=[_passes_at(10), _passes_at(9, "b")])
+    with anyio.move_on_after(2.5) as scope:
+        try:
+            await agent.run("go")
+        except BaseException as exc:
+            left.append(exc)
+            raise
+    assert scope.cancelled_caught
+    assert [type(exc) for exc in left] == [anyio.get_cancelled_exc_class()]
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 async def test_a_tripped_run_is_recorded_in_its_store(tmp_path: Path, kind: str) -> None:
     """Real SQLite and PostgreSQL: the run ends "failed", the detail naming the trip,

@@ -287,3 +287,57 @@ async def test_through_the_real_sdk_a_hidden_tool_is_not_sent_and_its_call_not_r
     assert answers["c2"]["kind"] == "not_found"
     assert "at this step" in answers["c2"]["error"]
     assert result.output == "done"
+
+
+def _properties(turn: ModelTurn, name: str) -> list[str]:
+    (found,) = [t for t in turn.tools if t["function"]["name"] == name]
+    return sorted(found["function"]["parameters"]["properties"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(edits=st.lists(st.booleans(), min_size=1, max_size=6), whole=st.booleans())
+def test_a_schema_edited_in_place_changes_only_its_own_step(
+    backend: str, edits: list[bool], whole: bool
+) -> None:
+    # A sync prepare (or prepare_tools) deletes a property from the schema it was
+    # handed, in place, on some steps: that step offers the narrowed schema; every
+    # other step, and the tool itself, keep the whole one.
+    seen: list[list[str]] = []
+
+    def narrow(definition: ToolDefinition, step: int) -> ToolDefinition:
+        if step <= len(edits) and edits[step - 1]:
+            del definition.parameters_json_schema["properties"]["limit"]
+            definition.parameters_json_schema.get("required", []).clear()
+        return definition
+
+    def one(ctx: RunContext[None], definition: ToolDefinition) -> ToolDefinition:
+        return narrow(definition, ctx.iteration)
+
+    def every(ctx: RunContext[None], definitions: list[ToolDefinition]) -> list[ToolDefinition]:
+        return [narrow(d, ctx.iteration) if d.name == "find" else d for d in definitions]
+
+    @tool(prepare=None if whole else one)
+    def find(query: str, limit: int) -> str:
+        return query * limit
+
+    def model(turn: ModelTurn) -> ModelTurnResult:
+        seen.append(_properties(turn, "find"))
+        if turn.iteration <= len(edits):
+            call = _call(f"c{turn.iteration}", "find", {"query": "a", "limit": 2})
+            return ModelTurnResult(tool_calls=[call])
+        return ModelTurnResult(content="done")
+
+    before = json.dumps(find.parameters, sort_keys=True)
+    agent = Agent(
+        FunctionModel(model),
+        tools=[find],
+        prepare_tools=every if whole else None,
+        max_iterations=len(edits) + 1,
+    )
+    result = run_on(backend, agent.run, "go")
+    assert result.output == "done"
+    expected = [["query"] if edited else ["limit", "query"] for edited in edits]
+    assert seen == [*expected, ["limit", "query"]]
+    assert json.dumps(find.parameters, sort_keys=True) == before
+    # The tool still validates against its own signature: every call ran.
+    assert all(m["content"] == "aa" for m in result.messages if m["role"] == "tool")

@@ -84,10 +84,17 @@ async def test_a_calls_signature_and_the_messages_reasoning_are_sent_back(
             }
         ],
         "reasoning_content": "Need the weather.",
+        # Signed with the endpoint that added them: sent back to it, to no other.
+        "provider_state": {
+            "provider": "openai",
+            "origin": server.base_url + "/",
+            "fields": ["reasoning_content"],
+        },
     }
-    # The next request carries the call as the server sent it, and the reasoning.
+    # The next request carries the call as the server sent it, and the reasoning;
+    # the signature is the harness's and stays home.
     sent = server.requests[1].json["messages"]
-    assert sent[1] == assistant
+    assert sent[1] == {k: v for k, v in assistant.items() if k != "provider_state"}
     assert sent[2]["role"] == "tool"
 
 

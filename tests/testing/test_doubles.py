@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -200,6 +201,64 @@ async def test_one_test_model_serves_concurrent_runs() -> None:
     assert len(outputs) == 10
     assert len(set(outputs)) == 1
     assert len(model.calls) == 30
+
+
+def _first_turn(tools: list[dict[str, Any]]) -> ModelTurn:
+    return ModelTurn(
+        iteration=1,
+        turn_id="r:1",
+        messages=[{"role": "user", "content": "go"}],
+        tools=tools,
+        text_stream=None,
+        emit=lambda event: None,
+    )
+
+
+def _definition(parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "look", "parameters": parameters}}
+
+
+async def test_test_model_generates_again_for_a_schema_edited_in_place() -> None:
+    # The arguments are made once per schema; an edit to the same dict is seen.
+    model = TestModel()
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 3}},
+    }
+    definition = _definition(parameters)
+    first = await model(_first_turn([definition]))
+    parameters["properties"]["n"]["minimum"] = 7
+    second = await model(_first_turn([definition]))
+    third = await model(_first_turn([definition]))
+    assert [c["function"]["arguments"] for c in first.tool_calls] == ['{"n": 3}']
+    assert [c["function"]["arguments"] for c in second.tool_calls] == ['{"n": 7}']
+    assert third.tool_calls == second.tool_calls
+    assert model.calls == [("look", {"n": 3}), ("look", {"n": 7}), ("look", {"n": 7})]
+
+
+async def test_test_model_calls_hold_values_of_their_own() -> None:
+    # Editing what TestModel.calls recorded never changes a later run's arguments,
+    # for a flat value (a shallow copy) and a nested one (a deep one).
+    for parameters in (
+        {"type": "object", "properties": {"path": {"type": "string"}}},
+        {
+            "type": "object",
+            "properties": {"paths": {"type": "array", "items": {"type": "string"}}},
+        },
+    ):
+        model = TestModel()
+        definition = _definition(parameters)
+        await model(_first_turn([definition]))
+        recorded = model.calls[0][1]
+        expected = dict(recorded)
+        recorded.clear()
+        again = await model(_first_turn([definition]))
+        assert model.calls[1][1] == expected
+        assert again.tool_calls[0]["function"]["arguments"] == json.dumps(expected)
+        if "paths" in expected:
+            model.calls[1][1]["paths"].append("b")
+            await model(_first_turn([definition]))
+            assert model.calls[2][1] == expected
 
 
 def test_test_model_refuses_bad_options_by_name() -> None:

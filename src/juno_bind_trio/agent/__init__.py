@@ -59,7 +59,7 @@ from ._session import RunSession as RunSession
 from ._store_session import StoreSession as StoreSession
 from ._tool import Tool as Tool
 from ._tool import Toolset as Toolset
-from ._tool import tool as tool
+from ._tool_function import tool as tool
 from ._tool_guards import ToolGuard as ToolGuard
 from ._verdict import GuardrailResult as GuardrailResult
 

@@ -1,74 +1,52 @@
 """[Agent][juno_bind_trio.agent.Agent]: a model, tools and instructions, run as one ToolLoop.
 
-Everything the agent can check is checked when it is built, because a
-wiring mistake found at the first model call is found in production: a tool
-that cannot be a tool, two tools with one name, a model string that names
-no provider, an output type that cannot be requested, a tool that strict
-mode cannot express. Each raises there, naming the thing and the fix.
+What its constructor checks is in `_agent_args.py` (everything it can check is
+checked when it is built); what each run checks, in `_agent_runs.py`.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Self, TypeAlias, cast, final
 
-import anyio
 import anyio.lowlevel
-import attrs
-import sniffio
 
-from juno_bind_trio._errors import SchemaError, UsageError
-from juno_bind_trio._options import candidate_option_clashes, checked_request_options
-from juno_bind_trio._validate import error_kind, is_async_callable, shown
 from juno_bind_trio.completion import DEFAULT_STRUCTURED_OUTPUT_MAX_RETRIES, TurnStreamSink
-from juno_bind_trio.providers import RoutedModel, StringModel
-from juno_bind_trio.providers.openai import OpenAIChatAdapter, OpenAIChatModel
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
+from juno_bind_trio.providers import RoutedModel
+from juno_bind_trio.providers.openai import OpenAIChatModel
 from juno_bind_trio.run import DEFAULT_PER_TOOL_LIMIT, ChainRule, StopSignal
-from juno_bind_trio.schema import SCHEMA_DIALECTS, SchemaDialect, sanitize_tool_schema
+from juno_bind_trio.schema import SchemaDialect
 from juno_bind_trio.store import DEFAULT_LEASE_TTL
-from juno_bind_trio.transcript import heal_transcript
 
-from ._approvals import Approve, Deny, read_decisions
+from ._agent_args import agent_settings
+from ._agent_runs import UNSET as _UNSET
+from ._agent_runs import Override as _Override
+from ._agent_runs import Unset as _Unset
+from ._agent_runs import (
+    check_resume,
+    check_run_sync,
+    override_settings,
+    run_core,
+    run_in_own_loop,
+)
+from ._approvals import Approve, Deny
 from ._compaction import Compaction
 from ._context import DepsT, RunContext
-from ._guardrails import (
-    GuardrailFunction,
-    InputGuardrail,
-    OutputGuardrail,
-    check_input_guardrails,
-    check_output_guardrails,
-)
+from ._guardrails import GuardrailFunction, InputGuardrail, OutputGuardrail
 from ._handle import AgentRun, OpenRun
-from ._handoff import Handoff, handoff_specs
-from ._history import check_message_history
+from ._handoff import Handoff
 from ._limits import UsageLimits
-from ._output_modes import (
-    NativeOutput,
-    PromptedOutput,
-    ToolOutput,
-    bind_output_tool,
-    check_output_tool_names,
-    output_plan,
-)
+from ._output_modes import NativeOutput, PromptedOutput, ToolOutput
 from ._pipe import EventPipe
-from ._prepare import PrepareToolsFn, check_prepare
-from ._processors import HistoryProcessor, check_processors
+from ._prepare import PrepareToolsFn
+from ._processors import HistoryProcessor
 from ._result import AgentResult, OutputT
-from ._run import ModelFn, ModelSource, RunSettings, _RunCore, new_run_id
-from ._store_session import StoreSpec, check_store
-from ._tool import Tool, Toolset, check_tool_deps, collect_tools
-from ._tool_guards import ToolGuard, check_tool_guards
+from ._run import ModelFn, RunSettings, _RunCore
+from ._store_session import StoreSpec
+from ._tool import Tool, Toolset
+from ._tool_guards import ToolGuard
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -80,235 +58,12 @@ __all__ = ["DEFAULT_MAX_ITERATIONS", "Agent"]
 DEFAULT_MAX_ITERATIONS: Final = 20
 """Model calls an [Agent][juno_bind_trio.agent.Agent] run may make unless told otherwise."""
 
-_OPENAI_PREFIX: Final = "openai:"
 _NONE_TYPE: Final = type(None)
-_MODEL_KINDS: Final = (
-    "a model string ('openai:<name>', 'anthropic:<name>', ...) or a list of them, a "
-    "RoutedModel, an OpenAIChatModel or an async function (ModelTurn) -> ModelTurnResult"
-)
-
-
-def _request_options(
-    owner: str, given: object, response_format: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The agent's request options, checked as the model checks its own, with the output
-    type's format added."""
-    options = checked_request_options(owner, given, or_none=True)
-    if response_format is not None and "response_format" in options:
-        raise ValueError(
-            f"{owner}: request_options sets response_format, which output_type sets; leave one out"
-        )
-    if response_format is not None:
-        options["response_format"] = response_format
-    return options
-
-
-def _model_source(
-    owner: str,
-    model: object,
-    response_format: Mapping[str, Any] | None,
-    request_options: object = None,
-    *,
-    base_url: object = None,
-    api_key: object = None,
-    client: object = None,
-    answer_format: Mapping[str, Any] | None = None,
-) -> tuple[ModelSource, str, StringModel | None]:
-    """How each run gets its model, a short description of it for ``repr``, and the
-    client the agent owns (a model string without ``client=``), if any."""
-    extra = _request_options(owner, request_options, response_format)
-    endpoint = {"base_url": base_url, "api_key": api_key, "client": client}
-    given = [name for name, value in endpoint.items() if value is not None]
-    strings = isinstance(model, str | list | tuple)
-    if given and not strings:
-        why = (
-            f"a {type(model).__name__} brings its own clients"
-            if isinstance(model, OpenAIChatModel | RoutedModel)
-            else "a function model calls no endpoint"
-        )
-        raise ValueError(
-            f"{owner}: {'/'.join(given)} configure the client of a model string; {why}"
-        )
-    if strings and client is None:
-        owned = StringModel(
-            cast("str | list[str]", model),
-            request_options=extra,
-            base_url=cast("str | None", base_url),
-            api_key=cast("str | None", api_key),
-            owner=owner,
-        )
-
-        @asynccontextmanager
-        async def string_model() -> AsyncIterator[ModelFn]:
-            yield await owned.model()
-
-        return string_model, owned.description, owned
-    if strings:
-        if not (isinstance(model, str) and model.startswith(_OPENAI_PREFIX)):
-            raise ValueError(
-                f"{owner}: client= is an AsyncOpenAI for an 'openai:<name>' model; {model!r} "
-                "opens its own clients (from base_url=/api_key= or the environment)"
-            )
-        if base_url is not None or api_key is not None:
-            raise ValueError(
-                f"{owner}: pass client= or base_url=/api_key=, not both (the client "
-                "already has its endpoint and key)"
-            )
-        name = model[len(_OPENAI_PREFIX) :]
-        if not name.strip():
-            raise ValueError(
-                f"{owner}: a model string must be 'openai:<model-name>', got {model!r}"
-            )
-        try:
-            adapter = OpenAIChatAdapter(cast("openai.AsyncOpenAI", client))
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(str(exc).replace("OpenAIChatAdapter", owner, 1)) from None
-        shared = RoutedModel(
-            plan=RoutePlan([RouteStage(name, [Candidate("openai")])]),
-            adapters={"openai": adapter},
-            request_options=extra,
-        )
-
-        @asynccontextmanager
-        async def shared_client_model() -> AsyncIterator[ModelFn]:
-            yield shared
-
-        return shared_client_model, model, None
-    if isinstance(model, OpenAIChatModel | RoutedModel):
-        chat: OpenAIChatModel | RoutedModel = model
-        if response_format is not None:
-            # A candidate's options win over the model's for its attempts: one
-            # with its own format would silently replace the output type's.
-            for provider, stage_model, _ in candidate_option_clashes(
-                model.plan, frozenset({"response_format"})
-            ):
-                raise ValueError(
-                    f"{owner}: the plan's candidate {provider!r} for {stage_model!r} sets "
-                    "response_format in its options, which output_type sets; remove it there"
-                )
-        if extra:
-            # The host's own options stay; the output type's format is added.
-            chat = model.with_request_options(**extra)
-
-        @asynccontextmanager
-        async def given_model() -> AsyncIterator[ModelFn]:
-            yield chat
-
-        return given_model, repr(model), None
-    if callable(model):
-        if request_options is not None:
-            raise ValueError(
-                f"{owner}: request_options are sent by an OpenAI model ('openai:<name>' or an "
-                "OpenAIChatModel); a function model builds its own requests"
-            )
-        if not is_async_callable(model):
-            raise TypeError(f"{owner}: model must be {_MODEL_KINDS}; {model!r} is not async")
-        # A model object that can answer in a format (testing.TestModel) is told
-        # the output type's: a function model otherwise never sees it.
-        bind = getattr(model, "with_output_format", None)
-        if answer_format is not None and callable(bind):
-            model = bind(answer_format)
-        function = cast("ModelFn", model)
-
-        @asynccontextmanager
-        async def function_model() -> AsyncIterator[ModelFn]:
-            yield function
-
-        return function_model, getattr(model, "__name__", type(model).__name__), None
-    raise TypeError(f"{owner}: model must be {_MODEL_KINDS}, got {model!r}")
-
-
-def _check_limits(owner: str, limits: object) -> None:
-    if limits is not None and not isinstance(limits, UsageLimits):
-        raise TypeError(f"{owner}: usage_limits must be a UsageLimits or None, got {limits!r}")
-
-
-def _positive(owner: str, name: str, value: object, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        word = "a positive integer" if minimum == 1 else "a non-negative integer"
-        raise (TypeError if not isinstance(value, int) or isinstance(value, bool) else ValueError)(
-            f"{owner}: {name} must be {word}, got {value!r}"
-        )
-    return value
+_NOT_RUN_ARGS: Final = frozenset({"self", "backend"})
 
 
 Prompt: TypeAlias = str | Sequence[Mapping[str, Any]]
 """What `Agent.run` takes as the user's message: text, or a list of content parts."""
-
-
-def _check_prompt(owner: str, prompt: object) -> str | list[dict[str, Any]]:
-    """A text prompt, or a list of content parts (text, images) copied for the transcript."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, Mapping) and "role" in prompt:
-        raise TypeError(
-            f"{owner}: prompt must be a str or a list of content parts, got a chat message "
-            f"({shown(prompt)}); did you mean `message_history=`? Pass the earlier messages "
-            "as message_history= and the new user message as the prompt"
-        )
-    if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence) or not prompt:
-        wrong_type = isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence)
-        raise (TypeError if wrong_type else ValueError)(
-            f"{owner}: prompt must be a str or a non-empty list of content parts "
-            f"({{'type': 'text', 'text': ...}}, {{'type': 'image_url', ...}}), got {shown(prompt)}"
-        )
-    parts: list[dict[str, Any]] = []
-    for index, part in enumerate(prompt):
-        if isinstance(part, Mapping) and "role" in part and "type" not in part:
-            raise TypeError(
-                f"{owner}: prompt[{index}] is a chat message ({shown(part)}), not a content "
-                "part; did you mean `message_history=`? Pass the earlier messages as "
-                "message_history= and the new user message as the prompt"
-            )
-        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
-            raise TypeError(
-                f"{owner}: prompt[{index}] must be a content part dict with a string 'type', "
-                f"got {shown(part)}"
-            )
-        parts.append(dict(part))
-    return parts
-
-
-def _with_extra_tools(owner: str, settings: RunSettings, given: object) -> RunSettings:
-    """*settings* with one run's own tools added (``extra_tools=``): a frontend's tools, say.
-
-    Checked as the constructor checks ``tools=``: a name the agent's tools (or
-    its output tools) already use is refused, naming it."""
-    added = collect_tools(f"{owner}: extra_tools", cast("Iterable[object]", given))
-    static = dict(settings.static_tools)
-    new: list[Tool] = []
-    for item in added:
-        if isinstance(item, Tool):
-            if item.name in static or item.name in settings.output.tool_names:
-                raise ValueError(
-                    f"{owner}: extra_tools: a tool named {item.name!r} is already one of the "
-                    "agent's tools; rename one"
-                )
-            static[item.name] = item
-            new.append(item)
-    return attrs.evolve(
-        settings,
-        tools=(*settings.tools, *added),
-        static_tools=static,
-        static_tool_dicts=(*settings.static_tool_dicts, *(settings.tool_dict(t) for t in new)),
-    )
-
-
-@final
-class _Unset:
-    """The value of an argument left out of ``Agent.override``."""
-
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET: Final = _Unset()
-
-
-@attrs.frozen
-class _Override:
-    settings: RunSettings
-    deps: object
 
 
 @final
@@ -511,146 +266,11 @@ class Agent(Generic[DepsT, OutputT]):
         self._overrides: contextvars.ContextVar[_Override | None] = contextvars.ContextVar(
             "juno_bind_trio.agent.override", default=None
         )
-        _check_limits(owner, usage_limits)
-        store = check_store(owner, store)
-        given_owner: object = store_owner
-        if given_owner is not None and (not isinstance(given_owner, str) or not given_owner):
-            raise error_kind(given_owner, str)(
-                f"{owner}: store_owner must be a non-empty str or None, got {store_owner!r}"
-            )
-        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float):
-            raise TypeError(f"{owner}: lease_ttl must be a positive number, got {lease_ttl!r}")
-        if not 0 < lease_ttl < float("inf"):
-            raise ValueError(f"{owner}: lease_ttl must be a positive number, got {lease_ttl!r}")
-        if not isinstance(strict, bool):
-            raise TypeError(f"{owner}: strict must be a bool, got {strict!r}")
-        if schema_dialect is None:
-            schema_dialect = "openai_strict" if strict else "openai"
-        elif schema_dialect not in SCHEMA_DIALECTS:
-            raise ValueError(
-                f"{owner}: schema_dialect must be one of {', '.join(SCHEMA_DIALECTS)}, "
-                f"got {schema_dialect!r}"
-            )
-        elif strict and schema_dialect != "openai_strict":
-            raise ValueError(
-                f"{owner}: strict=True asks for OpenAI strict mode, which schema_dialect "
-                f"{schema_dialect!r} contradicts; leave schema_dialect out"
-            )
-        given_instructions: object = instructions  # checked at run time, whatever the type says
-        if (
-            given_instructions is not None
-            and not isinstance(given_instructions, str)
-            and not callable(given_instructions)
-        ):
-            raise TypeError(
-                f"{owner}: instructions must be a str, a synchronous function of the run's "
-                f"deps returning one, an async function of the run's RunContext returning "
-                f"one, or None, got {instructions!r}"
-            )
-        given_name: object = name
-        if given_name is not None and (not isinstance(given_name, str) or not given_name):
-            raise error_kind(given_name, str)(
-                f"{owner}: name must be a non-empty str or None, got {name!r}"
-            )
-        if text_sink is not None and not callable(getattr(text_sink, "emit", None)):
-            raise TypeError(
-                f"{owner}: text_sink must be a TurnStreamSink (with emit and retractable), "
-                f"got {text_sink!r}"
-            )
-        if chain_rule is not None and not isinstance(chain_rule, ChainRule):
-            raise TypeError(f"{owner}: chain_rule must be a ChainRule or None, got {chain_rule!r}")
-        check_prepare(owner, "prepare_tools", prepare_tools)
-        processors = check_processors(owner, history_processors)
-        if compaction is not None and not isinstance(compaction, Compaction):
-            raise TypeError(
-                f"{owner}: compaction must be a Compaction or None, got {shown(compaction)}"
-            )
-        _positive(owner, "max_iterations", max_iterations)
-        _positive(owner, "per_tool_limit", per_tool_limit)
-        _positive(owner, "max_output_retries", max_output_retries, minimum=0)
-        output = output_plan(owner, output_type, strict=strict)
-        model = bind_output_tool(model, output)
-        source, described, owned = _model_source(
-            owner,
-            model,
-            output.response_format,
-            request_options,
-            base_url=base_url,
-            api_key=api_key,
-            client=client,
-            answer_format=output.full_format,
+        self._settings, self._model_described, self._owned = agent_settings(
+            owner, **self._arguments
         )
-        self._owned = owned
-        collected = collect_tools(owner, tools)
-        # #32: the agents this one may hand the run to, each a transfer_to_<name> tool.
-        handing = handoff_specs(owner, handoffs, name)
-        dialect: SchemaDialect = schema_dialect
-
-        def tool_dict(each: Tool) -> dict[str, Any]:
-            try:
-                schema = sanitize_tool_schema(each.parameters, dialect=dialect).schema
-            except SchemaError as exc:
-                raise SchemaError(
-                    f"{owner}: tool {each.name!r} cannot be expressed in the {dialect!r} dialect "
-                    f"at {exc.pointer or '(root)'}: {exc}",
-                    exc.pointer,
-                ) from None
-            entry = each.to_openai_tool(schema)
-            if dialect == "openai_strict":
-                entry["function"]["strict"] = True
-            return entry
-
-        static: dict[str, Tool] = {}
-        for item in collected:
-            if isinstance(item, Tool):
-                if item.name in static:
-                    raise ValueError(
-                        f"{owner}: two tools are named {item.name!r}; rename one "
-                        "(tool(fn, name=...))"
-                    )
-                static[item.name] = item
-        for spec in handing:
-            if spec.tool.name in static:
-                raise ValueError(
-                    f"{owner}: the handoff to {spec.target_name!r} is a tool named "
-                    f"{spec.tool.name!r}, as a tool of the agent is; rename one "
-                    "(Handoff(agent, name=...))"
-                )
-            static[spec.tool.name] = spec.tool
-        check_output_tool_names(owner, output, list(static))
-        # A tool's RunContext[X] the agent's deps cannot give: refused now, not at its call.
-        check_tool_deps(owner, static.values(), deps_type)
-        self._model_described = described
         self._deps_type: Any = deps_type
         self._output_type: Any = output_type
-        self._settings = RunSettings(
-            name=name,
-            model=source,
-            tools=tuple(collected),
-            static_tools=static,
-            static_tool_dicts=tuple(tool_dict(t) for t in static.values()),
-            tool_dict=tool_dict,
-            instructions=instructions,
-            instructions_awaited=is_async_callable(instructions),
-            output=output,
-            max_iterations=max_iterations,
-            per_tool_limit=per_tool_limit,
-            max_output_retries=max_output_retries,
-            text_sink=text_sink,
-            chain_rule=chain_rule,
-            store=store,
-            store_owner=store_owner,
-            lease_ttl=float(lease_ttl),
-            usage_limits=usage_limits,
-            handoffs=handing,
-            input_guardrails=check_input_guardrails(owner, input_guardrails),
-            output_guardrails=check_output_guardrails(owner, output_guardrails),
-            tool_guards=check_tool_guards(owner, tool_guards),
-            dialect=dialect,
-            prepare_tools=prepare_tools,
-            history_processors=processors,
-            compaction=compaction,
-        )
 
     def __repr__(self) -> str:
         name = self._settings.name
@@ -704,10 +324,7 @@ class Agent(Generic[DepsT, OutputT]):
             *api_key*, or another provider's), or a base URL that is not an
             http(s) URL.
         """
-        if self._owned is None:
-            await anyio.lowlevel.checkpoint()
-            return
-        await self._owned.prepare()
+        await (anyio.lowlevel.checkpoint() if self._owned is None else self._owned.prepare())
 
     async def aclose(self) -> None:
         """Close the client this agent opened in the current event loop, if any.
@@ -717,10 +334,7 @@ class Agent(Generic[DepsT, OutputT]):
         ``client=`` is yours and is left open. Without it, the client is
         closed anyway when the event loop ends, with no warning.
         """
-        if self._owned is None:
-            await anyio.lowlevel.checkpoint()
-            return
-        await self._owned.aclose()
+        await (anyio.lowlevel.checkpoint() if self._owned is None else self._owned.aclose())
 
     async def __aenter__(self) -> Self:
         """``async with agent:`` [prepares][juno_bind_trio.agent.Agent.prepare] it and
@@ -763,24 +377,7 @@ class Agent(Generic[DepsT, OutputT]):
         model, ``testing.TestModel`` / ``FunctionModel``, or an
         ``OpenAIChatModel``. Checked as the constructor checks them, on entry.
         """
-        owner = "Agent.override"
-        changes: dict[str, Any] = {}
-        if not isinstance(model, _Unset):
-            if isinstance(model, str):
-                raise TypeError(
-                    f"{owner}: model {model!r} is a model string, which would open a client "
-                    "this block cannot close; pass a model object (testing.TestModel, "
-                    "testing.FunctionModel, an async function, an OpenAIChatModel)"
-                )
-            changes["model"] = model
-            for key in ("base_url", "api_key", "client"):
-                changes[key] = None
-        if not isinstance(tools, _Unset):
-            changes["tools"] = tools
-        settings = self._settings
-        if changes:
-            stand_in = Agent(**{**self._arguments, **changes})
-            settings = stand_in._settings
+        settings = override_settings(self._settings, self._arguments, model=model, tools=tools)
         token = self._overrides.set(_Override(settings, deps))
         try:
             yield
@@ -789,100 +386,18 @@ class Agent(Generic[DepsT, OutputT]):
 
     # --- running ------------------------------------------------------------------
 
-    def _core(
-        self,
-        owner: str,
-        prompt: object,
-        *,
-        deps: object,
-        message_history: object,
-        stop: object,
-        run_id: object,
-        parent: object,
-        pipe: EventPipe | None,
-        usage_limits: object = None,
-        decisions: object = None,
-        conversation: object = None,
-        extra_tools: object = None,
-    ) -> _RunCore[OutputT]:
-        decided = read_decisions(owner, *decisions) if isinstance(decisions, tuple) else None
-        if conversation is not None:
-            self._check_conversation(owner, conversation, message_history)
-        # No prompt: a run continuing the waiting calls its message_history (or its
-        # conversation) ends with.
-        if prompt is not None or (message_history is None and not (conversation and decided)):
-            prompt = _check_prompt(owner, prompt)
-        _check_limits(owner, usage_limits)
-        history: list[dict[str, Any]] = []
-        if message_history is not None:
-            # Every message checked (naming message_history[i]) before the healing
-            # and before any request.
-            history = heal_transcript(check_message_history(owner, message_history)).messages
-        if stop is not None and not isinstance(getattr(stop, "cancel_called", None), bool):
-            raise TypeError(
-                f"{owner}: stop must be None or a CancelScope (anything with a bool "
-                f"cancel_called), got {stop!r}"
-            )
-        if run_id is None:
-            run_id = new_run_id()
-        elif not isinstance(run_id, str) or not run_id:
-            raise error_kind(run_id, str)(
-                f"{owner}: run_id must be a non-empty str or None, got {run_id!r}"
-            )
-        if parent is not None and not isinstance(parent, RunContext):
-            raise TypeError(
-                f"{owner}: parent must be the RunContext of the tool starting this run, "
-                f"got {parent!r}"
-            )
-        replaced = self._overrides.get()
-        if replaced is not None and replaced.deps is not _UNSET:
-            deps = replaced.deps
-        deps_type = self._deps_type
-        if (
-            isinstance(deps_type, type)
-            and deps_type is not type(None)
-            and not isinstance(deps, deps_type)
-        ):
-            raise TypeError(
-                f"{owner}: deps must be a {deps_type.__name__} (the agent's deps_type), "
-                f"got {deps!r}"
-            )
-        settings = self._settings
-        if replaced is not None:
-            settings = replaced.settings
-        if extra_tools is not None:
-            settings = _with_extra_tools(owner, settings, extra_tools)
-        return _RunCore(
-            settings,
-            prompt=prompt,
-            deps=deps,
-            message_history=history,
-            stop=cast("StopSignal | None", stop),
-            run_id=run_id,
-            parent=parent,
-            pipe=pipe,
-            usage_limits=cast("UsageLimits | None", usage_limits),
-            decisions=decided,
-            conversation=cast("str | None", conversation),
+    def _core(self, owner: str, given: Mapping[str, Any], **fixed: Any) -> _RunCore[OutputT]:
+        # *given*: the calling method's locals() before anything else, its arguments by
+        # name (self aside, and run_sync's backend, the loop's); run_core checks each.
+        arguments = {key: value for key, value in given.items() if key not in _NOT_RUN_ARGS}
+        return run_core(
+            owner,
+            agent_settings=self._settings,
+            overrides=self._overrides,
+            deps_type=self._deps_type,
+            **arguments,
+            **fixed,
         )
-
-    def _check_conversation(self, owner: str, conversation: object, history: object) -> None:
-        if not isinstance(conversation, str) or not conversation:
-            raise error_kind(conversation, str)(
-                f"{owner}: conversation must be a non-empty str (the conversation's id) or "
-                f"None, got {conversation!r:.80}"
-            )
-        if self._settings.store is None:
-            raise UsageError(
-                f"{owner}: conversation={conversation!r} keeps its history in the agent's "
-                "store, and this agent has none; build it with Agent(store=...), or keep "
-                "the history yourself and pass it as message_history="
-            )
-        if history is not None:
-            raise ValueError(
-                f"{owner}: conversation= and message_history= both give the run its "
-                "history; pass one (the conversation's history is the store's)"
-            )
 
     async def run(
         self,
@@ -951,20 +466,7 @@ class Agent(Generic[DepsT, OutputT]):
         :raises Exception: what the model raised (routing's errors, for an
             OpenAI model), or a [UsageError][juno_bind_trio.UsageError] a tool raised.
         """
-        core = self._core(
-            "Agent.run",
-            prompt,
-            deps=deps,
-            message_history=message_history,
-            stop=stop,
-            run_id=run_id,
-            parent=parent,
-            pipe=None,
-            usage_limits=usage_limits,
-            decisions=(approvals, results, errors, None),
-            conversation=conversation,
-            extra_tools=extra_tools,
-        )
+        core = self._core("Agent.run", locals())
         return await core.run()
 
     def run_sync(
@@ -990,45 +492,12 @@ class Agent(Generic[DepsT, OutputT]):
 
         :raises UsageError: called from inside a running event loop.
         """
-        if backend not in ("trio", "asyncio"):
-            raise ValueError(
-                f"Agent.run_sync: backend must be 'trio' or 'asyncio', got {backend!r}"
-            )
-        try:
-            running = sniffio.current_async_library()
-        except sniffio.AsyncLibraryNotFoundError:
-            running = None
-        if running is not None:
-            raise UsageError(
-                f"Agent.run_sync: called inside a running {running} event loop; "
-                "use `await agent.run(...)` there"
-            )
+        check_run_sync(backend)
         # Built (and so checked) before the loop starts, so a bad argument is a
         # plain error here; the same core then runs, so nothing is done twice
         # (a synchronous `instructions` function is called once).
-        core = self._core(
-            "Agent.run_sync",
-            prompt,
-            deps=deps,
-            message_history=message_history,
-            stop=None,
-            run_id=run_id,
-            parent=None,
-            pipe=None,
-            usage_limits=usage_limits,
-            conversation=conversation,
-        )
-        owned = self._owned
-        if owned is None:
-            return anyio.run(core.run, backend=backend)
-
-        async def run_and_close() -> AgentResult[OutputT]:
-            try:
-                return await core.run()
-            finally:
-                await owned.aclose()
-
-        return anyio.run(run_and_close, backend=backend)
+        core = self._core("Agent.run_sync", locals())
+        return run_in_own_loop(core, self._owned, backend)
 
     def open_run(
         self,
@@ -1066,22 +535,8 @@ class Agent(Generic[DepsT, OutputT]):
         assistant message is answered, nothing queued starts. An error of the
         run itself is raised when the block exits.
         """
-        pipe = EventPipe()
-        core = self._core(
-            "Agent.open_run",
-            prompt,
-            deps=deps,
-            message_history=message_history,
-            stop=stop,
-            run_id=run_id,
-            parent=parent,
-            pipe=pipe,
-            usage_limits=usage_limits,
-            decisions=(approvals, results, errors, None),
-            conversation=conversation,
-            extra_tools=extra_tools,
-        )
-        return OpenRun(core, pipe)
+        core = self._core("Agent.open_run", locals(), pipe=EventPipe())
+        return OpenRun(core, cast("EventPipe", core.pipe))
 
     async def resume(
         self,
@@ -1136,26 +591,7 @@ class Agent(Generic[DepsT, OutputT]):
         :raises LeaseLostError: this worker lost the run's lease before its work
             was saved: the run is not finished; resume it again.
         """
-        if self._settings.store is None:
-            raise UsageError(
-                "Agent.resume: this agent has no store; build it with Agent(store=...)"
-            )
-        given: object = run_id
-        if not isinstance(given, str) or not given:
-            raise error_kind(given, str)(
-                f"Agent.resume: run_id must be a non-empty str, got {run_id!r}"
-            )
-        core = self._core(
-            "Agent.resume",
-            "",
-            deps=deps,
-            message_history=None,
-            stop=None,
-            run_id=run_id,
-            parent=None,
-            pipe=None,
-            usage_limits=usage_limits,
-            decisions=(approvals, results, errors, principal),
-        )
+        check_resume(self._settings, run_id)
+        core = self._core("Agent.resume", locals(), prompt="")
         core.resuming = True
         return await core.run()

@@ -14,7 +14,7 @@ from juno_bind_trio._errors import UsageError
 from juno_bind_trio.completion import ResetEvent, TextEvent, ToolCallDeltaEvent, TurnTextView
 
 from ._events import AgentEvent, RunEndedEvent, TurnEndedEvent
-from ._output_modes import ToolAnswerView
+from ._output_plan import ToolAnswerView
 from ._result import AgentResult, OutputT
 
 if TYPE_CHECKING:

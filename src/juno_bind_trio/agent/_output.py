@@ -32,7 +32,8 @@ import pydantic_core
 from juno_bind_trio._errors import SchemaError
 from juno_bind_trio.schema import sanitize_tool_schema
 
-from ._tool import _drop_absent_nulls, validation_message
+from ._tool import validation_message
+from ._tool_nulls import drop_absent_nulls
 
 __all__ = ["OutputSpec", "output_spec"]
 
@@ -149,7 +150,7 @@ def output_spec(owner: str, output_type: Any, *, strict: bool) -> OutputSpec:
                 parsed = json.loads(content)
             except (ValueError, RecursionError):
                 raise first from None  # it already says "invalid JSON", and where
-            value = validate_python(_drop_absent_nulls(parsed, schema, schema))
+            value = validate_python(drop_absent_nulls(parsed, schema, schema))
         return value.result if wrapped else value
 
     def read_partial(content: str) -> Any:
@@ -159,7 +160,7 @@ def output_spec(owner: str, output_type: Any, *, strict: bool) -> OutputSpec:
             # Strict mode's nulls for optional properties again, on what parses so far.
             parsed = pydantic_core.from_json(content, allow_partial="trailing-strings")
             value = validate_python(
-                _drop_absent_nulls(parsed, schema, schema),
+                drop_absent_nulls(parsed, schema, schema),
                 experimental_allow_partial="trailing-strings",
             )
         return value.result if wrapped else value

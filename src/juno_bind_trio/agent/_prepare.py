@@ -16,8 +16,16 @@ every run: a prepare returning something that is not a
 call would name a tool the run cannot find), or a *prepare_tools* offering a
 tool it was not given, or one twice, raises
 [UsageError][juno_bind_trio.UsageError] naming the function, and no request is
-made. A definition returned unchanged (the same object) is sent as the agent
-built it; a changed one is rewritten into the agent's schema dialect again.
+made. A definition returned unchanged (equal to the one the agent built) is
+sent as the agent built it; a changed one is rewritten into the agent's
+schema dialect again.
+
+Every prepare is handed fresh definitions at every step, their schemas copies
+of the tool's own: a ``ToolDefinition`` is frozen, but its schema is a dict,
+and a prepare that edits it in place (``del d.parameters_json_schema[...]``)
+would otherwise edit the tool itself, and every later step would offer the
+edited schema while believing it unchanged. An in-place edit is a change
+like any other: it is sent this step and forgotten at the next.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from juno_bind_trio._errors import SchemaError, UsageError
+from juno_bind_trio._json import json_copy
 from juno_bind_trio._validate import error_kind, shown
 from juno_bind_trio.schema import SchemaDialect, sanitize_tool_schema
 
@@ -84,6 +93,8 @@ class ToolDefinition:
     * *strict*: the tool is sent in OpenAI strict mode.
 
     Make a changed copy with [replace][juno_bind_trio.agent.ToolDefinition.replace].
+    A prepare is handed a fresh one at every step (its schema a copy of the
+    tool's own), so editing that schema in place changes only this step.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -164,6 +175,13 @@ def _label(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def _fresh(definition: ToolDefinition) -> ToolDefinition:
+    """A copy of *definition* a prepare may edit, schema and all."""
+    return attrs.evolve(
+        definition, parameters_json_schema=json_copy(definition.parameters_json_schema)
+    )
+
+
 async def _called(fn: Callable[..., Any], *args: Any) -> Any:
     value = fn(*args)
     if inspect.isawaitable(value):
@@ -206,7 +224,7 @@ class StepTools:
             if prepare is None:
                 chosen.append(original)
                 continue
-            got = await _called(prepare, context(name), original)
+            got = await _called(prepare, context(name), _fresh(original))
             if got is None:
                 continue
             if not isinstance(got, ToolDefinition):
@@ -220,11 +238,11 @@ class StepTools:
                     f"{got.name!r}; a prepare may change a tool's description and schema, "
                     "not its name"
                 )
-            chosen.append(got)
+            chosen.append(self._same_or(got))
         whole = self.prepare_tools
         if whole is not None:
             given = {d.name for d in chosen}
-            returned = await _called(whole, context(""), list(chosen))
+            returned = await _called(whole, context(""), [_fresh(d) for d in chosen])
             if isinstance(returned, str | bytes | Mapping) or not isinstance(returned, Sequence):
                 raise UsageError(
                     f"Agent.run: prepare_tools {_label(whole)} must return a list of "
@@ -247,8 +265,14 @@ class StepTools:
                         f"Agent.run: prepare_tools {_label(whole)} offered {got.name!r} twice"
                     )
                 seen.add(got.name)
-            chosen = list(returned)
+            chosen = [self._same_or(got) for got in returned]
         return [self._tool_dict(d) for d in chosen], {d.name: self.tools[d.name] for d in chosen}
+
+    def _same_or(self, definition: ToolDefinition) -> ToolDefinition:
+        # The agent's own definition when *definition* equals it (its tool dict is
+        # built already); else *definition*, to be rewritten for the dialect.
+        original = self.definitions[definition.name]
+        return original if definition == original else definition
 
     def _tool_dict(self, definition: ToolDefinition) -> dict[str, Any]:
         name = definition.name

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import attrs
 
 from juno_bind_trio._errors import UsageError
+from juno_bind_trio._json import json_copy
 from juno_bind_trio._validate import shown
 
 if TYPE_CHECKING:
@@ -183,8 +184,9 @@ async def run_processors(
 ) -> list[dict[str, Any]]:
     """What a request is sent: *messages* through every processor, each result checked."""
     last_user = _last_user(messages)
-    # Copies: a processor that edits a message in place edits the request, not the run.
-    current: list[dict[str, Any]] = [dict(m) for m in messages]
+    # Deep copies: a processor that edits a message in place, down to a tool call's
+    # arguments or a part of its content, edits the request, not the run.
+    current: list[dict[str, Any]] = [{k: json_copy(v) for k, v in m.items()} for m in messages]
     for index, (fn, takes_context) in enumerate(processors.entries):
         got = fn(context(), current) if takes_context else fn(current)
         if inspect.isawaitable(got):

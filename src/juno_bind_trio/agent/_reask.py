@@ -13,13 +13,13 @@ from juno_bind_trio._errors import StructuredOutputError
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult, RunStats
 
 from ._limits import UsageMeter
-from ._output_modes import NO_VALUE, output_tool_context
+from ._output_plan import NO_VALUE, output_tool_context
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import StopSignal
 
     from ._context import RunContext
-    from ._output_modes import OutputPlan, Verdict
+    from ._output_plan import OutputPlan, Verdict
     from ._run import _RunCore
     from ._session import ModelPort
 

@@ -77,7 +77,7 @@ from ._handover import (
 )
 from ._history import on_conversation
 from ._limits import UsageLimits, UsageMeter
-from ._output_modes import NO_VALUE
+from ._output_plan import NO_VALUE
 from ._pipe import EventPipe, FanOutSink, LoopEvents
 from ._reask import Extra, answer_of, reask_message
 from ._result import AgentResult, OutputT
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
 
     from ._compaction import Compaction
     from ._guardrails import InputGuardrail, OutputGuardrail
-    from ._output_modes import OutputPlan
+    from ._output_plan import OutputPlan
     from ._prepare import PrepareToolsFn, StepTools
     from ._processors import Processors
     from ._tool import Toolset

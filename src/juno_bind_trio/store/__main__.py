@@ -26,6 +26,20 @@ stored run that cannot be read prints ``error: ...`` and exits 1.
   ``await agent.resume(RUN_ID)`` (under the agent's own ``store_owner``).
   The handler runs on Trio unless ``--backend asyncio``. Prints the run's id
   and how it ended.
+* ``conversations [--limit N]``: the stored conversations
+  (``Agent.run(prompt, conversation=...)``), oldest first, one line each,
+  tab-separated: id, how many runs answered in it, the run whose transcript
+  it holds (``-`` before the first answer), and the run holding it now
+  (``-`` for none).
+* ``conversation ID``: the conversation's messages, readable: one numbered
+  block per message, its role, its text, the tool calls an assistant made
+  (``-> name(arguments) [call id]``) and which call a tool message answers.
+* ``delete-conversation ID``: delete the conversation and its runs (their
+  receipts and waiting calls with them); refused while a run holds it.
+
+The three conversation commands exit 2, with ``error: ...`` naming the
+value, when the conversation is not there or the database cannot be
+opened (a path with no database, a DSN that does not connect).
 """
 
 from __future__ import annotations
@@ -49,11 +63,25 @@ from juno_bind_trio._validate import is_async_callable
 from ._lease import open_durable_run
 from ._owner import default_owner
 from ._postgres import PostgresRunStore
-from ._records import RUN_STATUSES, PendingCallRecord, ReceiptRecord, RunRecord
+from ._records import (
+    RUN_STATUSES,
+    ConversationRecord,
+    PendingCallRecord,
+    ReceiptRecord,
+    RunRecord,
+)
 from ._sqlite import SqliteRunStore
 from ._store import RunStore, ThreadedRunStore
 
 __all__ = ["main"]
+
+
+# The commands whose "not there" errors exit 2 (see the module's docstring).
+_CONVERSATION_COMMANDS: Final = frozenset({"conversations", "conversation", "delete-conversation"})
+
+
+class _NotThere(ValueError):
+    """What was named (a conversation, the database itself) is not there: exit 2."""
 
 
 # A libpq "key=value ..." connection string starts with a parameter name and "=".
@@ -172,6 +200,69 @@ async def _pending(store: RunStore, run_id: str, out: TextIO) -> None:
     out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
+def _conversation_line(record: ConversationRecord) -> str:
+    last = record.last_run_id or "-"
+    holder = record.active_run_id or "-"
+    return f"{record.conversation_id}\t{record.turns} turns\tlast {last}\theld by {holder}"
+
+
+async def _conversations(store: RunStore, limit: int, out: TextIO) -> None:
+    for record in await store.list_conversations(limit=limit):
+        out.write(_conversation_line(record) + "\n")
+
+
+def _text_of(content: object) -> str:
+    """A message's content as text: a string as it is, a list of parts part by part."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        shown = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                shown.append(part["text"])
+            else:
+                shown.append(f"[{kind or 'part'}]")
+        return "\n".join(shown)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _readable(number: int, message: dict[str, Any]) -> str:
+    role = message.get("role", "?")
+    head = f"--- {number} {role}"
+    if role == "tool":
+        head += f" (answers {message.get('tool_call_id')})"
+    lines = [head]
+    text = _text_of(message.get("content"))
+    if text:
+        lines.append(text)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        lines.append(
+            f"-> {function.get('name')}({function.get('arguments', '')}) [{call.get('id')}]"
+        )
+    return "\n".join(lines)
+
+
+async def _conversation(store: ThreadedRunStore, conversation_id: str, out: TextIO) -> None:
+    record = await store._get_conversation(conversation_id)
+    if record is None:
+        raise _NotThere(f"no conversation {conversation_id!r} in this database")
+    messages = await store.conversation_messages(conversation_id)
+    out.write(_conversation_line(record) + "\n")
+    for number, message in enumerate(messages, start=1):
+        out.write(_readable(number, message) + "\n")
+
+
+async def _delete_conversation(store: RunStore, conversation_id: str, out: TextIO) -> None:
+    if not await store.delete_conversation(conversation_id):
+        raise _NotThere(f"no conversation {conversation_id!r} in this database; nothing deleted")
+    out.write(f"{conversation_id}\tdeleted\n")
+
+
 def _load_handler(handler: str) -> Any:
     module_name, _, attribute = handler.partition(":")
     if not module_name or not attribute:
@@ -248,10 +339,22 @@ async def _resume(
 
 
 async def _main(args: argparse.Namespace, out: TextIO) -> None:
-    if args.command in ("list", "waiting") and args.limit < 1:
-        raise ValueError(f"--limit must be a positive number of runs, got {args.limit}")
-    async with _open(args.database, args.connect_timeout) as store:
-        if args.command == "list":
+    if args.command in ("list", "waiting", "conversations") and args.limit < 1:
+        raise ValueError(f"--limit must be a positive number, got {args.limit}")
+    async with AsyncExitStack() as stack:
+        try:
+            store = await stack.enter_async_context(_open(args.database, args.connect_timeout))
+        except (JunoBindError, ValueError, TypeError) as exc:
+            if args.command in _CONVERSATION_COMMANDS:
+                raise _NotThere(str(exc)) from None
+            raise
+        if args.command == "conversations":
+            await _conversations(store, args.limit, out)
+        elif args.command == "conversation":
+            await _conversation(store, args.conversation_id, out)
+        elif args.command == "delete-conversation":
+            await _delete_conversation(store, args.conversation_id, out)
+        elif args.command == "list":
             await _list(store, args.status, args.limit, out)
         elif args.command == "show":
             await _show(store, args.run_id, out)
@@ -264,7 +367,8 @@ async def _main(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the command line; returns the exit status (0, or 1 with the error on stderr)."""
+    """Run the command line; returns the exit status (0; 1 with the error on stderr; 2 for a
+    conversation command naming what is not there)."""
     parser = argparse.ArgumentParser(
         prog="python -m juno_bind_trio.store", description="Look at and resume stored runs."
     )
@@ -304,10 +408,21 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         default="trio",
         help="the event loop the handler runs on (default trio)",
     )
+    conversations = commands.add_parser(
+        "conversations", help="the stored conversations, oldest first"
+    )
+    conversations.add_argument("--limit", type=int, default=100)
+    conversation = commands.add_parser("conversation", help="a conversation's messages")
+    conversation.add_argument("conversation_id")
+    delete = commands.add_parser("delete-conversation", help="delete a conversation and its runs")
+    delete.add_argument("conversation_id")
     args = parser.parse_args(argv)
     backend = getattr(args, "backend", "trio")
     try:
         anyio.run(_main, args, sys.stdout if out is None else out, backend=backend)
+    except _NotThere as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except (JunoBindError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

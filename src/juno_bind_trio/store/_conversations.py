@@ -38,6 +38,7 @@ __all__ = [
     "append",
     "claim",
     "delete",
+    "get",
     "list_conversations",
     "messages",
     "release",
@@ -204,6 +205,14 @@ def list_conversations(ex: Exec, *, limit: int) -> list[ConversationRecord]:
         (limit,),
     ).fetchall()
     return [_record(row) for row in rows]
+
+
+def get(ex: Exec, conversation_id: str) -> ConversationRecord | None:
+    """The conversation's record, or ``None`` when there is none by that id."""
+    row = ex(
+        f"SELECT {_COLUMNS} FROM juno_conversations WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()
+    return None if row is None else _record(row)
 
 
 def messages(ex: Exec, conversation_id: str) -> list[dict[str, Any]]:

@@ -850,6 +850,10 @@ class ThreadedRunStore:
             raise ValueError(f"{where}: limit must be a positive integer, got {limit!r}")
         return await self._run(_conversations.list_conversations, limit=limit, write=False)
 
+    async def _get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        """The conversation's record, or ``None`` (the CLI's ``conversation`` command)."""
+        return await self._run(_conversations.get, conversation_id, write=False)
+
     async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
         _text(f"{type(self).__name__}.conversation_messages: conversation_id", conversation_id)
         return await self._run(_conversations.messages, conversation_id, write=False)

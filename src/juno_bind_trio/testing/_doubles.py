@@ -14,6 +14,7 @@ cannot reach a paid endpoint by mistake.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -55,6 +56,7 @@ _FORMATS: Final[Mapping[str, str]] = {
 
 _MAX_DEPTH: Final = 32
 _MAX_SIZE: Final = 10_000  # items of an array, characters of a string
+_GENERATED_LIMIT: Final = 256  # tool schemas whose generated arguments a TestModel keeps
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -268,22 +270,43 @@ def _stream(turn: ModelTurn, text: str) -> None:
         stream.observe(piece)
 
 
+def _tokens_of(text: str) -> int:
+    # A deterministic stand-in for a tokenizer: four characters a token, the
+    # usual rule of thumb for English, rounded up.
+    return (len(text) + 3) // 4
+
+
 def _tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-    # A deterministic stand-in for a tokenizer: words of every message's text.
-    count = 0
+    # The stand-in over what a request sends: every message's text, and each
+    # tool call's name and arguments, read from the strings the transcript holds
+    # (nothing is encoded again, nothing split, on every turn).
+    characters = 0
     for message in messages:
         content = message.get("content")
-        if isinstance(content, str):
-            count += len(content.split())
-        for call in message.get("tool_calls") or ():
-            count += len(json.dumps(call).split())
-    return count
+        if type(content) is str:
+            characters += len(content) + 3  # each piece rounds up
+        calls = message.get("tool_calls")
+        if not calls:
+            continue
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is dict:
+                name, arguments = function.get("name"), function.get("arguments")
+                characters += (len(name) if type(name) is str else 0) + 3
+                characters += (len(arguments) if type(arguments) is str else 0) + 3
+    return characters // 4
 
 
 # --- TestModel --------------------------------------------------------------------------
 
 
 def _tool_name(definition: object) -> str:
+    if type(definition) is dict:  # the common shape, without the abc check
+        function = definition.get("function")
+        if type(function) is dict:
+            name = function.get("name")
+            if type(name) is str:
+                return name
     if isinstance(definition, Mapping):
         function = definition.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
@@ -295,9 +318,11 @@ def _tool_name(definition: object) -> str:
 
 def _tool_parameters(definition: Mapping[str, Any]) -> Mapping[str, Any]:
     function = definition.get("function")
-    source = function if isinstance(function, Mapping) else definition
+    source = function if type(function) is dict or isinstance(function, Mapping) else definition
     parameters = source.get("parameters")
-    return parameters if isinstance(parameters, Mapping) else {"type": "object"}
+    if type(parameters) is dict or isinstance(parameters, Mapping):
+        return parameters
+    return {"type": "object"}
 
 
 def _schema_of(response_format: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -308,6 +333,20 @@ def _schema_of(response_format: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     schema = spec.get("schema")
     return schema if isinstance(schema, Mapping) else None
+
+
+_SCALARS: Final = frozenset({str, int, float, bool})
+
+
+@attrs.frozen
+class _Generated:
+    """Arguments ``TestModel`` made for one tool schema (``TestModel._generated_for``)."""
+
+    schema: Mapping[str, Any]
+    snapshot: Mapping[str, Any]
+    encoded: str
+    value: Any
+    flat: bool  # a dict of scalars: a shallow copy is a copy
 
 
 @final
@@ -371,6 +410,9 @@ class TestModel:
         self._response_format: Mapping[str, Any] | None = None
         self._output_tool: tuple[str, Mapping[str, Any]] | None = None
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        # Generated arguments by tool schema (see _generated_for), shared with the
+        # bound copies the agent makes for its output type.
+        self._generated: dict[int, _Generated] = {}
 
     def __repr__(self) -> str:
         return f"TestModel(call_tools={self._call_tools!r})"
@@ -386,6 +428,7 @@ class TestModel:
         bound._response_format = response_format
         bound._output_tool = self._output_tool
         bound.calls = self.calls
+        bound._generated = self._generated
         return bound
 
     def with_output_tool(self, name: str, parameters: Mapping[str, Any]) -> TestModel:
@@ -399,6 +442,28 @@ class TestModel:
         bound._output_tool = (name, parameters)
         return bound
 
+    def _generated_for(self, parameters: Mapping[str, Any]) -> tuple[str, Any]:
+        # value_from_schema(parameters) and its JSON text, made once per schema: an
+        # agent hands the same definitions to every turn of every run. The entry
+        # holds the schema (so its id cannot be reused) and a copy of it, so a
+        # schema edited in place is generated again rather than read stale. The
+        # value returned is a fresh one each time (TestModel.calls may be edited).
+        key = id(parameters)
+        entry = self._generated.get(key)
+        if entry is None or entry.schema is not parameters or entry.snapshot != parameters:
+            value = value_from_schema(parameters)
+            flat = isinstance(value, dict) and all(
+                v is None or type(v) in _SCALARS for v in value.values()
+            )
+            if len(self._generated) >= _GENERATED_LIMIT:  # definitions made afresh each step
+                self._generated.clear()
+            entry = _Generated(
+                parameters, copy.deepcopy(parameters), json.dumps(value), value, flat
+            )
+            self._generated[key] = entry
+        fresh = dict(entry.value) if entry.flat else json.loads(entry.encoded)
+        return entry.encoded, fresh
+
     def _answer(self, turn: ModelTurn) -> str:
         schema = None if self._response_format is None else _schema_of(self._response_format)
         if self._response_format is not None:
@@ -410,16 +475,25 @@ class TestModel:
             return json.dumps(value)
         if self._text is not None:
             return self._text
-        answers: dict[str, Any] = {}
+        messages = turn.messages
+        start = len(messages)
+        while start and messages[start - 1].get("role") == "tool":
+            start -= 1
+        answered = messages[start:]  # the results this answer reports
+        # Each result's tool by its call id, from the latest call of that id:
+        # looked for backwards, so only the last assistant message is read.
+        wanted = {str(m.get("tool_call_id")) for m in answered}
         names: dict[str, str] = {}
-        for message in turn.messages:
-            for call in message.get("tool_calls") or ():
-                names[str(call.get("id"))] = str(call.get("function", {}).get("name"))
-        for message in reversed(turn.messages):
-            if message.get("role") != "tool":
-                break
-            name = names.get(str(message.get("tool_call_id")), "?")
-            answers[name] = message.get("content")
+        index = start
+        while index and len(names) < len(wanted):
+            index -= 1
+            for call in messages[index].get("tool_calls") or ():
+                key = str(call.get("id"))
+                if key in wanted and key not in names:
+                    names[key] = str(call.get("function", {}).get("name"))
+        answers: dict[str, Any] = {}
+        for message in reversed(answered):
+            answers[names.get(str(message.get("tool_call_id")), "?")] = message.get("content")
         return json.dumps(dict(reversed(list(answers.items()))) or "done")
 
     async def __call__(self, turn: ModelTurn) -> ModelTurnResult:
@@ -429,28 +503,29 @@ class TestModel:
         # re-ask inside a turn) answers.
         if turn.iteration == 1 and (not messages or messages[-1].get("role") != "tool"):
             answer_tool = None if self._output_tool is None else self._output_tool[0]
-            offered = [
-                d for d in turn.tools if isinstance(d, Mapping) and _tool_name(d) != answer_tool
-            ]
-            wanted = [
-                d for d in offered if self._call_tools is None or _tool_name(d) in self._call_tools
-            ]
+            chosen = self._call_tools
+            wanted: list[tuple[str, Mapping[str, Any]]] = []
+            for definition in turn.tools:
+                if not isinstance(definition, Mapping):
+                    continue
+                name = _tool_name(definition)
+                if name != answer_tool and (chosen is None or name in chosen):
+                    wanted.append((name, definition))
             if wanted:
                 calls = []
-                for index, definition in enumerate(wanted):
-                    name = _tool_name(definition)
+                for index, (name, definition) in enumerate(wanted):
                     given = self._arguments.get(name)
-                    arguments = (
-                        dict(given)
-                        if given is not None
-                        else value_from_schema(_tool_parameters(definition))
-                    )
+                    if given is not None:
+                        arguments = dict(given)
+                        encoded = json.dumps(arguments)
+                    else:
+                        encoded, arguments = self._generated_for(_tool_parameters(definition))
                     self.calls.append((name, arguments))
                     calls.append(
                         {
                             "id": f"test_{turn.iteration}_{index}",
                             "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)},
+                            "function": {"name": name, "arguments": encoded},
                         }
                     )
                 return ModelTurnResult(
@@ -467,12 +542,12 @@ class TestModel:
                 "function": {"name": name, "arguments": encoded},
             }
             return ModelTurnResult(
-                tool_calls=[call], input_tokens=input_tokens, output_tokens=len(encoded.split())
+                tool_calls=[call], input_tokens=input_tokens, output_tokens=_tokens_of(encoded)
             )
         text = self._answer(turn)
         _stream(turn, text)
         return ModelTurnResult(
-            content=text, input_tokens=input_tokens, output_tokens=len(text.split())
+            content=text, input_tokens=input_tokens, output_tokens=_tokens_of(text)
         )
 
 

@@ -202,6 +202,39 @@ def _refuse_history(body: dict[str, Any]) -> ErrorResponse | None:
     return ErrorResponse(400, fault.message, param=fault.param, code=fault.code)
 
 
+# The fields OpenAI's API defines on an assistant message and on a tool call in it.
+_ASSISTANT_FIELDS: Final = frozenset(
+    {"role", "content", "refusal", "name", "audio", "tool_calls", "function_call"}
+)
+_CALL_FIELDS: Final = frozenset({"id", "type", "function"})
+
+
+def _refuse_unknown_fields(body: dict[str, Any]) -> ErrorResponse | None:
+    """The 400 OpenAI's API answers an assistant message or call with a field it does not define."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        unknown = sorted(set(message) - _ASSISTANT_FIELDS)
+        where = f"messages.{index}"
+        if not unknown:
+            calls = message.get("tool_calls")
+            for k, call in enumerate(calls if isinstance(calls, list) else []):
+                if isinstance(call, dict):
+                    unknown = sorted(set(call) - _CALL_FIELDS)
+                    if unknown:
+                        where = f"messages.{index}.tool_calls.{k}"
+                        break
+        if unknown:
+            names = ", ".join(repr(name) for name in unknown)
+            verb = "was" if len(unknown) == 1 else "were"
+            text = f"Additional properties are not allowed ({names} {verb} unexpected)"
+            return ErrorResponse(400, f"{text} - {where!r}")
+    return None
+
+
 def _check_validate(where: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{where}: validate_history must be a bool, got {value!r}")
@@ -250,6 +283,17 @@ class FakeOpenAIServer:
     ``False`` plays a server that has tools but no structured output (many
     OpenAI-compatible servers): a request carrying ``response_format`` is
     answered 400 naming it, and takes nothing from the script. May be
+    switched while the server runs.
+    """
+    strict_fields: bool = attrs.field(default=False, kw_only=True)
+    """Whether an assistant message or a tool call may carry only the fields the API defines.
+
+    ``True`` plays OpenAI's own API, which refuses any other field with a 400
+    (``Additional properties are not allowed ('extra_content' was unexpected) -
+    'messages.1'``): what a turn that fell back from a compatible server that
+    adds fields of its own (Gemini's ``extra_content``, ``reasoning_content``)
+    must not send. Off by default, since compatible servers take their own
+    fields back. A refused request takes nothing from the script. May be
     switched while the server runs.
     """
     _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
@@ -337,6 +381,10 @@ class FakeOpenAIServer:
             return ErrorResponse(400, "fake server: the request body is not a JSON object")
         if self.validate_history:
             refusal = _refuse_history(body)
+            if refusal is not None:
+                return refusal
+        if self.strict_fields:
+            refusal = _refuse_unknown_fields(body)
             if refusal is not None:
                 return refusal
         if not self.supports_response_format and "response_format" in body:

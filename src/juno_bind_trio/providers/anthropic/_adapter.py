@@ -11,6 +11,16 @@ stream's reasoning (liveness for the watchdog, never the answer's first token), 
 block kept whole with its signature for the next request. The raw events are read, not the SDK's
 ``messages.stream()`` helper, which rebuilds the whole message after every event.
 
+* **Cost per event.** By default (``stream_path="lean"``) the SDK sends the
+  request (client options, auth, headers, base URL, timeouts, status errors)
+  and reads the event stream as its own ``AsyncStream`` of plain objects:
+  its decoder, its rules for ``ping`` and ``event: error`` and its connection
+  and timeout errors, unchanged, but no pydantic event per event, which is
+  about half the client's CPU time per delta. ``stream_path="sdk"`` keeps
+  the SDK's models. Both hand ``dict`` events to one reader (``_events.py``),
+  so the two paths cannot drift apart; a differential test runs every fault
+  of the fake through both.
+
 What the SDK does not check and a turn needs:
 
 * **Truncation.** A body that ends without ``message_stop`` raises nothing;
@@ -25,15 +35,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
+import anyio.lowlevel
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
+from juno_bind_trio.providers.openai._stream import StreamPath, check_stream_path
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
 from ._convert import (
@@ -41,9 +47,9 @@ from ._convert import (
     convert_messages,
     convert_tools,
     request_arguments,
-    structured_content,
 )
 from ._errors import classify_anthropic_error
+from ._events import EventReader
 
 if TYPE_CHECKING:
     import anthropic
@@ -56,15 +62,10 @@ __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicAdapter", "check_anthropic_client"]
 DEFAULT_MAX_TOKENS: Final = 4096
 """``max_tokens`` of a request whose options set none (the Messages API requires one)."""
 
-_FINISH: Final = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "content_filter",
-}
+# A read that finds many events waiting (a client behind its server, many
+# streams at once) hands them over without a checkpoint; one every so many
+# events bounds how long one task step holds the event loop.
+_EVENTS_PER_CHECKPOINT: Final = 16
 
 
 def check_anthropic_client(owner: str, client: object) -> anthropic.AsyncAnthropic:
@@ -88,10 +89,14 @@ class AnthropicAdapter:
     """An ``AsyncAnthropic`` client speaking the Messages API, as a
     [`ProviderAdapter`][juno_bind_trio.providers.ProviderAdapter].
 
-    ``AnthropicAdapter(client, max_tokens=4096, classify=classify_anthropic_error)``:
-    *client* created with ``max_retries=0``, not owned (close it where you
-    opened it); *max_tokens* for a request whose options set none;
-    *classify* the error classifier.
+    ``AnthropicAdapter(client, max_tokens=4096, classify=classify_anthropic_error,
+    stream_path="lean")``: *client* created with ``max_retries=0``, not owned
+    (close it where you opened it); *max_tokens* for a request whose options
+    set none; *classify* the error classifier; *stream_path* how each stream
+    is read: ``"lean"`` (the default) hands the turn each event as the plain
+    ``dict`` its JSON made, ``"sdk"`` lets the SDK build a pydantic event per
+    event first, about twice the client's CPU per delta. Both raise the same
+    exceptions for the same stream.
 
     Request options are read as the chat-completions names a plan shares
     (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``tool_choice``,
@@ -103,7 +108,7 @@ class AnthropicAdapter:
     sent; any other goes in the request body as it is.
     """
 
-    __slots__ = ("_classify", "_client", "_max_tokens")
+    __slots__ = ("_classify", "_client", "_max_tokens", "_stream_path")
 
     def __init__(
         self,
@@ -111,6 +116,7 @@ class AnthropicAdapter:
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         classify: Classifier = classify_anthropic_error,
+        stream_path: StreamPath = "lean",
     ) -> None:
         self._client = check_anthropic_client("AnthropicAdapter", client)
         given: object = max_tokens
@@ -122,6 +128,7 @@ class AnthropicAdapter:
             raise TypeError(f"AnthropicAdapter: classify must be callable, got {classify!r}")
         self._max_tokens = max_tokens
         self._classify = classify
+        self._stream_path = check_stream_path("AnthropicAdapter", stream_path)
 
     def __repr__(self) -> str:
         return f"<AnthropicAdapter {self._client.base_url}>"
@@ -130,6 +137,11 @@ class AnthropicAdapter:
     def name(self) -> str:
         """``"anthropic"``."""
         return NAME
+
+    @property
+    def stream_path(self) -> StreamPath:
+        """How each stream is read: ``"lean"`` or ``"sdk"``."""
+        return self._stream_path
 
     @property
     def client(self) -> anthropic.AsyncAnthropic:
@@ -160,7 +172,9 @@ class AnthropicAdapter:
             arguments["system"] = system
         if tools:
             arguments["tools"] = tools
-        return await _stream(self._client, request, messages, arguments, structured)
+        return await _stream(
+            self._client, request, messages, arguments, structured, self._stream_path
+        )
 
 
 async def _stream(
@@ -169,176 +183,86 @@ async def _stream(
     messages: list[dict[str, Any]],
     arguments: dict[str, Any],
     structured: str | None,
+    path: StreamPath,
 ) -> ModelTurnResult:
-    text_stream = request.text_stream
-    observe = text_stream.observe if text_stream is not None else None
-    reason = text_stream.reasoning if text_stream is not None else None
-    # Each fragment also goes to the text stream, for a surface that shows
-    # arguments as they arrive (a no-op for any other).
-    accumulator = ToolCallAccumulator(
-        on_delta=text_stream.tool_call_delta if text_stream is not None else None
-    )
-    content: list[str] = []
-    thoughts: list[str] = []
-    # Thinking blocks by content-block index while open, then in order.
-    open_thinking: dict[int, dict[str, Any]] = {}
-    kept: list[dict[str, Any]] = []
-    stop_reason: str | None = None
-    stopped = False
-    input_tokens = cached_tokens = output_tokens = 0
     started = anyio.current_time()
-
+    read = _read_lean if path == "lean" else _read_sdk
     with StreamWatchdog(request.time_to_first_token, request.inter_chunk_timeout) as watchdog:
-        # **arguments defeats the SDK's overloads; stream=True always returns a stream.
-        stream = cast(
-            "anthropic.AsyncStream[Any]",
-            await client.messages.create(
-                model=request.model,
-                messages=messages,  # type: ignore[arg-type]
-                stream=True,
-                **arguments,
-            ),
-        )
-        answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning
-        add_text, add_call = content.append, accumulator.add
-        # Read untyped: the event's `type` says which it is, and the per-event
-        # path does one string test per branch, not an isinstance chain.
-        events: Any = stream
+        reader = await read(client, request, messages, arguments, watchdog)
+    return reader.result(started, structured)
+
+
+async def _read_sdk(
+    client: anthropic.AsyncAnthropic,
+    request: ProviderRequest,
+    messages: list[dict[str, Any]],
+    arguments: dict[str, Any],
+    watchdog: StreamWatchdog,
+) -> EventReader:
+    import anthropic
+
+    # **arguments defeats the SDK's overloads; stream=True always returns a stream.
+    stream = cast(
+        "anthropic.AsyncStream[Any]",
+        await client.messages.create(
+            model=request.model,
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            **arguments,
+        ),
+    )
+    async with stream:
+        response = stream.response
+        _refuse_a_body_that_is_not_a_stream(response)
+        reader = EventReader(watchdog, request.text_stream, response)
+        feed, model_type = reader.feed, anthropic.BaseModel
+        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
+        async for event in stream:
+            # The fields the server sent, those the SDK does not model
+            # included; a value that is not an object the SDK leaves as it was.
+            value: object = event
+            feed(event.to_dict(warnings=False) if isinstance(value, model_type) else value)
+            unyielded += 1
+            if unyielded == _EVENTS_PER_CHECKPOINT:
+                unyielded = 0
+                await checkpoint()
+    return reader
+
+
+async def _read_lean(
+    client: anthropic.AsyncAnthropic,
+    request: ProviderRequest,
+    messages: list[dict[str, Any]],
+    arguments: dict[str, Any],
+    watchdog: StreamWatchdog,
+) -> EventReader:
+    import anthropic
+
+    # with_streaming_response: the SDK's request (and its status errors), the
+    # body left unread; parsed as the SDK's own stream of plain objects: its
+    # event-stream decoder, its `ping` and `error` rules, its connection and
+    # timeout errors, exactly, without a pydantic model per event.
+    opened = client.messages.with_streaming_response.create(
+        model=request.model,
+        messages=messages,  # type: ignore[arg-type]
+        stream=True,
+        **arguments,
+    )
+    async with opened as raw:
+        response = raw.http_response
+        _refuse_a_body_that_is_not_a_stream(response)
+        stream = await raw.parse(to=anthropic.AsyncStream[object])
         async with stream:
-            _refuse_a_body_that_is_not_a_stream(stream.response)
-            async for event in events:
-                kind = event.type
-                if kind == "content_block_delta":
-                    delta = event.delta
-                    delta_kind = delta.type
-                    if delta_kind == "text_delta":
-                        text = delta.text
-                        add_text(text)
-                        if observe is not None:
-                            observe(text)
-                        answer()
-                    elif delta_kind == "input_json_delta":
-                        add_call(
-                            {"index": event.index, "function": {"arguments": delta.partial_json}}
-                        )
-                        answer()
-                    elif delta_kind == "thinking_delta":
-                        thought = delta.thinking
-                        block = open_thinking.get(event.index)
-                        if block is not None:
-                            block["thinking"] += thought
-                        thoughts.append(thought)
-                        if reason is not None:
-                            reason(thought)
-                        thinking()
-                    elif delta_kind == "signature_delta":
-                        block = open_thinking.get(event.index)
-                        if block is not None:
-                            block["signature"] += delta.signature
-                        alive()
-                    else:
-                        alive()
-                elif kind == "content_block_start":
-                    block_start = event.content_block
-                    block_kind = block_start.type
-                    if block_kind == "tool_use":
-                        initial = block_start.input
-                        add_call(
-                            {
-                                "index": event.index,
-                                "id": block_start.id,
-                                "type": "function",
-                                "function": {
-                                    "name": block_start.name,
-                                    # Streamed input comes as deltas; a block that
-                                    # arrives whole carries it here.
-                                    "arguments": _json(initial) if initial else "",
-                                },
-                            }
-                        )
-                        answer()
-                    elif block_kind == "thinking":
-                        opened = {"type": "thinking", "thinking": block_start.thinking}
-                        opened["signature"] = block_start.signature
-                        open_thinking[event.index] = opened
-                        kept.append(opened)
-                        thinking()
-                    elif block_kind == "redacted_thinking":
-                        kept.append({"type": "redacted_thinking", "data": block_start.data})
-                        thinking()
-                    elif block_kind == "text":
-                        if block_start.text:
-                            add_text(block_start.text)
-                            if observe is not None:
-                                observe(block_start.text)
-                            answer()
-                        else:
-                            alive()
-                    else:
-                        alive()
-                elif kind == "message_start":
-                    usage = event.message.usage
-                    cached_tokens = usage.cache_read_input_tokens or 0
-                    input_tokens = (
-                        usage.input_tokens
-                        + cached_tokens
-                        + (usage.cache_creation_input_tokens or 0)
-                    )
-                    output_tokens = usage.output_tokens
-                    alive()
-                elif kind == "message_delta":
-                    if event.delta.stop_reason is not None:
-                        stop_reason = event.delta.stop_reason
-                    output_tokens = event.usage.output_tokens
-                    alive()
-                elif kind == "message_stop":
-                    stopped = True
-                    alive()
-                else:  # content_block_stop, and events of later API versions
-                    alive()
-
-    first_answer_at = watchdog.statistics().first_answer_at
-    text_out = "".join(content) if content else None
-    # The body ended without `message_stop`: cut off, whatever it said before.
-    finish = (_FINISH.get(stop_reason, "stop") if stop_reason else None) if stopped else None
-    assembled = accumulator.assembled()
-    calls = accumulator.tool_calls() if all(c.complete for c in assembled) else None
-    if structured is not None and calls is not None:
-        answer_call = next((c for c in calls if c.name == structured), None)
-        if answer_call is not None:
-            # The structured answer: the tool's input is the content.
-            text_out = structured_content(answer_call.arguments)
-            calls = [c for c in calls if c is not answer_call]
-            if finish == "tool_calls" and not calls:
-                finish = "stop"
-    completion = AssembledCompletion(
-        content=text_out,
-        tool_calls=assembled if calls is None else calls,
-        finish_reason=finish,
-        refusal=None,
-    )
-    defect = detect_completion_defect(completion)
-    if defect is not None:
-        raise defect.as_error()
-    extra: dict[str, Any] = {}
-    if kept:
-        extra[PROVIDER_STATE_KEY] = {"provider": NAME, "thinking": kept}
-    return ModelTurnResult(
-        content=text_out,
-        tool_calls=accumulator.tool_calls() if calls is None else calls,
-        reasoning="".join(thoughts) if thoughts else None,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cached_tokens=cached_tokens,
-        time_to_first_token=None if first_answer_at is None else first_answer_at - started,
-        extra=extra,
-    )
-
-
-def _json(value: object) -> str:
-    import json
-
-    return json.dumps(value, separators=(",", ":"))
+            reader = EventReader(watchdog, request.text_stream, response)
+            feed = reader.feed
+            checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
+            async for event in stream:
+                feed(event)
+                unyielded += 1
+                if unyielded == _EVENTS_PER_CHECKPOINT:
+                    unyielded = 0
+                    await checkpoint()
+    return reader
 
 
 def _refuse_a_body_that_is_not_a_stream(response: Any) -> None:

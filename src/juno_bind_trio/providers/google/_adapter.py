@@ -1,16 +1,18 @@
 """[`GeminiAdapter`][juno_bind_trio.providers.google.GeminiAdapter]: the Gemini API's
-``generate_content_stream``, on the provider seam.
+``streamGenerateContent``, on the provider seam.
 
-One attempt is one ``client.aio.models.generate_content_stream`` read chunk
-by chunk, the way the other adapters read their events: inside a
+One attempt is one streamed request read chunk by chunk, the way the other
+adapters read their events: inside a
 [`StreamWatchdog`][juno_bind_trio.completion.StreamWatchdog] entered before the request is
-sent (the SDK sends it at the first read); text parts to the turn's text
-stream as they arrive; thought parts to its reasoning (liveness for the
-watchdog, never the answer's first token); each ``functionCall`` part, which
-Gemini sends whole, folded by a
+sent; text parts to the turn's text stream as they arrive; thought parts to
+its reasoning (liveness for the watchdog, never the answer's first token);
+each ``functionCall`` part, which Gemini sends whole, folded by a
 [`ToolCallAccumulator`][juno_bind_trio.completion.ToolCallAccumulator] as one piece (an id
 made up for it where Gemini gives none); every thought signature kept, by
-the part it came on, for the next request to the same provider.
+the part it came on, for the next request to the same provider. Two ways
+to read it, one folder for both (``_turn.py``): the lean path (the default,
+``_lean.py``: the SDK builds the request, the event stream is read into
+dicts) and the SDK's own ``generate_content_stream``.
 
 What the SDK does not check and a turn needs:
 
@@ -27,23 +29,18 @@ What the SDK does not check and a turn needs:
 from __future__ import annotations
 
 import base64
-import secrets
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
 
 import anyio
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
-from ._convert import NAME, arguments_text, convert_messages, convert_tools, request_config
+from ._convert import NAME, convert_messages, convert_tools, request_config
 from ._errors import classify_gemini_error
+from ._lean import lean_available, read_lean
+from ._turn import TurnFolder
 
 if TYPE_CHECKING:
     from google import genai
@@ -51,18 +48,21 @@ if TYPE_CHECKING:
     from juno_bind_trio.providers._adapter import ProviderRequest
     from juno_bind_trio.providers._routed import Classifier
 
-__all__ = ["GeminiAdapter", "check_gemini_client"]
+__all__ = ["STREAM_PATHS", "GeminiAdapter", "StreamPath", "check_gemini_client"]
 
-_FINISH: Final = {
-    "STOP": "stop",
-    "MAX_TOKENS": "length",
-    "SAFETY": "content_filter",
-    "RECITATION": "content_filter",
-    "BLOCKLIST": "content_filter",
-    "PROHIBITED_CONTENT": "content_filter",
-    "SPII": "content_filter",
-    "IMAGE_SAFETY": "content_filter",
-}
+StreamPath: TypeAlias = Literal["lean", "sdk"]
+"""How a Gemini stream is read: ``"lean"`` (the SDK builds the request, this package reads the
+event stream into plain dicts) or ``"sdk"`` (the SDK's ``GenerateContentResponse`` models)."""
+
+STREAM_PATHS: Final = ("lean", "sdk")
+
+
+def _check_stream_path(value: object) -> StreamPath:
+    if not isinstance(value, str):
+        raise TypeError(f"GeminiAdapter: stream_path must be 'lean' or 'sdk', got {value!r}")
+    if value not in STREAM_PATHS:
+        raise ValueError(f"GeminiAdapter: stream_path must be 'lean' or 'sdk', got {value!r}")
+    return cast("StreamPath", value)
 
 
 def check_gemini_client(owner: str, client: object) -> genai.Client:
@@ -109,12 +109,20 @@ class GeminiAdapter:
     """A ``google.genai.Client`` speaking the Gemini API, as a
     [`ProviderAdapter`][juno_bind_trio.providers.ProviderAdapter].
 
-    ``GeminiAdapter(client, max_tokens=None, classify=classify_gemini_error)``:
+    ``GeminiAdapter(client, max_tokens=None, classify=classify_gemini_error, stream_path="lean")``:
     *client* from [`open_gemini_client()`][juno_bind_trio.providers.google.open_gemini_client]
     (or made the same way: an httpx async client handed to it, one attempt per
     request), not owned (close it where you opened it); *max_tokens* for a
     request whose options set none (``None``: the model's default);
-    *classify* the error classifier.
+    *classify* the error classifier; *stream_path* how the stream is read:
+    ``"lean"`` (the default) has the SDK build the request (its body, URL, key
+    and headers) and sends it on the client's httpx client, then reads the
+    event stream into plain dicts by the SDK's own rules, raising the SDK's
+    exceptions; ``"sdk"`` reads the SDK's ``GenerateContentResponse`` models,
+    which cost several times more per chunk. Where the installed SDK lacks the
+    request builder the lean path uses, the adapter reads through the SDK
+    ([`stream_path`][juno_bind_trio.providers.google.GeminiAdapter.stream_path]
+    says which). See ``providers/google/_lean.py`` for how the two differ.
 
     Request options are read as the chat-completions names a plan shares
     (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``,
@@ -126,7 +134,7 @@ class GeminiAdapter:
     other goes in the request body as it is.
     """
 
-    __slots__ = ("_classify", "_client", "_max_tokens")
+    __slots__ = ("_classify", "_client", "_max_tokens", "_stream_path")
 
     def __init__(
         self,
@@ -134,6 +142,7 @@ class GeminiAdapter:
         *,
         max_tokens: int | None = None,
         classify: Classifier = classify_gemini_error,
+        stream_path: StreamPath = "lean",
     ) -> None:
         self._client = check_gemini_client("GeminiAdapter", client)
         given: object = max_tokens
@@ -145,6 +154,10 @@ class GeminiAdapter:
             raise TypeError(f"GeminiAdapter: classify must be callable, got {classify!r}")
         self._max_tokens = max_tokens
         self._classify = classify
+        path = _check_stream_path(stream_path)
+        if path == "lean" and not lean_available(self._client):
+            path = "sdk"
+        self._stream_path: StreamPath = path
 
     def __repr__(self) -> str:
         return f"<GeminiAdapter {_base_url(self._client)}>"
@@ -158,6 +171,11 @@ class GeminiAdapter:
     def client(self) -> genai.Client:
         """The client it sends through."""
         return self._client
+
+    @property
+    def stream_path(self) -> StreamPath:
+        """How the stream is read: ``"lean"`` or ``"sdk"``."""
+        return self._stream_path
 
     @property
     def server(self) -> tuple[str, int] | None:
@@ -177,7 +195,7 @@ class GeminiAdapter:
         return self._classify(error, candidate, cursor)
 
     async def stream_turn(self, request: ProviderRequest) -> ModelTurnResult:
-        """One ``generate_content_stream``, as a turn."""
+        """One ``streamGenerateContent`` request, as a turn."""
         system, contents = convert_messages(request.messages)
         config = request_config(
             request.options,
@@ -185,11 +203,7 @@ class GeminiAdapter:
             tools=convert_tools(request.tools),
             max_tokens=self._max_tokens,
         )
-        return await _stream(self._client, request, contents, config)
-
-
-def _new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+        return await _stream(self._client, request, contents, config, self._stream_path)
 
 
 async def _stream(
@@ -197,162 +211,84 @@ async def _stream(
     request: ProviderRequest,
     contents: list[dict[str, Any]],
     config: dict[str, Any],
+    path: StreamPath,
 ) -> ModelTurnResult:
-    text_stream = request.text_stream
-    observe = text_stream.observe if text_stream is not None else None
-    reason = text_stream.reasoning if text_stream is not None else None
-    accumulator = ToolCallAccumulator(
-        on_delta=text_stream.tool_call_delta if text_stream is not None else None
-    )
-    content: list[str] = []
-    thoughts: list[str] = []
-    signed_thoughts: list[dict[str, str]] = []
-    call_signatures: dict[str, str] = {}
-    own_ids: list[str] = []
-    text_signature: str | None = None
-    finish_reason: str | None = None
-    blocked = False
-    calls = 0
-    usage: Any = None
     started = anyio.current_time()
-
     with StreamWatchdog(request.time_to_first_token, request.inter_chunk_timeout) as watchdog:
-        stream: Any = await client.aio.models.generate_content_stream(
-            model=request.model,
-            contents=contents,
-            config=config,  # type: ignore[arg-type]
-        )
-        answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning
-        add_text, add_call = content.append, accumulator.add
-        try:
-            # Read as the SDK parsed it (pydantic models); the per-chunk path
-            # reads one candidate's new parts and tests the common case first.
-            async for chunk in stream:
-                candidates = chunk.candidates
-                if not candidates:
-                    feedback = chunk.prompt_feedback
-                    if feedback is not None and feedback.block_reason is not None:
-                        blocked = True
-                    if chunk.usage_metadata is not None:
-                        usage = chunk.usage_metadata
-                    alive()
-                    continue
-                candidate = candidates[0]
-                body = candidate.content
-                parts = body.parts if body is not None else None
-                answered = False
-                for part in parts or ():
-                    text = part.text
-                    signature = part.thought_signature
-                    if text is not None and part.function_call is None:
-                        if part.thought:
-                            thoughts.append(text)
-                            if reason is not None and text:
-                                reason(text)
-                            thinking()
-                            if signature is not None:
-                                signed_thoughts.append({"text": text, "signature": _b64(signature)})
-                            continue
-                        if text:
-                            add_text(text)
-                            if observe is not None:
-                                observe(text)
-                            answered = True
-                        if signature is not None:
-                            text_signature = _b64(signature)
-                        continue
-                    function_call = part.function_call
-                    if function_call is not None:
-                        call_id = function_call.id
-                        if call_id:
-                            own_ids.append(call_id)
-                        else:
-                            call_id = _new_call_id()
-                        if signature is not None:
-                            call_signatures[call_id] = _b64(signature)
-                        add_call(
-                            {
-                                "index": calls,
-                                "id": call_id,
-                                "type": "function",
-                                "function": {
-                                    "name": function_call.name,
-                                    "arguments": arguments_text(function_call.args),
-                                },
-                            }
-                        )
-                        calls += 1
-                        answered = True
-                    elif signature is not None:
-                        text_signature = _b64(signature)  # a part with only a signature
-                if candidate.finish_reason is not None:
-                    finish_reason = str(getattr(candidate.finish_reason, "value", None) or "")
-                    finish_reason = finish_reason or str(candidate.finish_reason)
-                if chunk.usage_metadata is not None:
-                    usage = chunk.usage_metadata
-                if answered:
-                    answer()
-                else:
-                    alive()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stream.aclose()
+        folder = TurnFolder(watchdog, request.text_stream)
+        if path == "lean":
+            await read_lean(client, request.model, contents, config, folder)
+        else:
+            await _read_sdk(client, request.model, contents, config, folder)
+    return folder.result(started)
 
-    first_answer_at = watchdog.statistics().first_answer_at
-    text_out = "".join(content) if content else None
-    if blocked and finish_reason is None:
-        finish: str | None = "content_filter"
-    elif finish_reason is None:
-        finish = None  # the body ended without one: cut off, whatever it said before
-    else:
-        finish = _FINISH.get(finish_reason, finish_reason.lower())
-        if finish == "stop" and calls:
-            finish = "tool_calls"
-    completion = AssembledCompletion(
-        content=text_out,
-        tool_calls=accumulator.assembled(),
-        finish_reason=finish,
-        refusal=None,
+
+async def _read_sdk(
+    client: genai.Client,
+    model: str,
+    contents: list[dict[str, Any]],
+    config: dict[str, Any],
+    folder: TurnFolder,
+) -> None:
+    stream: Any = await client.aio.models.generate_content_stream(
+        model=model,
+        contents=contents,
+        config=config,  # type: ignore[arg-type]
     )
-    defect = detect_completion_defect(completion)
-    if defect is not None:
-        raise defect.as_error()
-    extra: dict[str, Any] = {}
-    state: dict[str, Any] = {}
-    if call_signatures:
-        state["calls"] = call_signatures
-    if text_signature is not None:
-        state["text"] = text_signature
-    if signed_thoughts:
-        state["thoughts"] = signed_thoughts
-    if own_ids:
-        state["ids"] = own_ids
-    if state:
-        extra[PROVIDER_STATE_KEY] = {"provider": NAME, **state}
-    input_tokens, output_tokens, cached, reasoned = _usage(usage)
-    return ModelTurnResult(
-        content=text_out,
-        tool_calls=accumulator.tool_calls(),
-        reasoning="".join(thoughts) if thoughts else None,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cached_tokens=cached,
-        reasoning_tokens=reasoned,
-        time_to_first_token=None if first_answer_at is None else first_answer_at - started,
-        extra=extra,
-    )
+    try:
+        # Read as the SDK parsed it (pydantic models); the per-chunk path
+        # reads one candidate's new parts and tests the common case first.
+        async for chunk in stream:
+            candidates = chunk.candidates
+            if not candidates:
+                feedback = chunk.prompt_feedback
+                if feedback is not None and feedback.block_reason is not None:
+                    folder.blocked()
+                _usage(folder, chunk.usage_metadata)
+                folder.alive()
+                continue
+            candidate = candidates[0]
+            body = candidate.content
+            parts = body.parts if body is not None else None
+            answered = False
+            for part in parts or ():
+                text = part.text
+                raw = part.thought_signature
+                signature = None if raw is None else _b64(raw)
+                if text is not None and part.function_call is None:
+                    if part.thought:
+                        folder.thought(text, signature)
+                    elif folder.text(text, signature):
+                        answered = True
+                    continue
+                function_call = part.function_call
+                if function_call is not None:
+                    folder.call(function_call.id, function_call.name, function_call.args, signature)
+                    answered = True
+                elif signature is not None:
+                    folder.signature(signature)  # a part with only a signature
+            if candidate.finish_reason is not None:
+                finish = str(getattr(candidate.finish_reason, "value", None) or "")
+                folder.finish(finish or str(candidate.finish_reason))
+            _usage(folder, chunk.usage_metadata)
+            if answered:
+                folder.answered()
+            else:
+                folder.alive()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
 
 
 def _b64(signature: bytes) -> str:
     return base64.b64encode(signature).decode("ascii")
 
 
-def _usage(usage: Any) -> tuple[int, int, int, int]:
-    # (input, output, cached of the input, reasoning of the output). Gemini
-    # counts thoughts apart from the candidates; the harness's output is both,
-    # as the other wires count it.
-    if usage is None:
-        return 0, 0, 0, 0
-    thoughts = usage.thoughts_token_count or 0
-    output = (usage.candidates_token_count or 0) + thoughts
-    return usage.prompt_token_count or 0, output, usage.cached_content_token_count or 0, thoughts
+def _usage(folder: TurnFolder, usage: Any) -> None:
+    if usage is not None:
+        folder.usage(
+            usage.prompt_token_count or 0,
+            usage.candidates_token_count or 0,
+            usage.thoughts_token_count or 0,
+            usage.cached_content_token_count or 0,
+        )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final, final
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
 from ._classify import classify_openai_error
+from ._origin import messages_for_origin, origin_of, sign_result
 from ._stream import StreamPath, check_client, check_stream_path, stream_chat_completion
 
 if TYPE_CHECKING:
@@ -35,7 +36,10 @@ class OpenAIChatAdapter:
     [`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion]). Any
     OpenAI-compatible endpoint serves (a Gemini or DeepSeek compatibility endpoint, a local
     server): fields the SDK does not model, on a tool call (``extra_content``) or on the message
-    (``reasoning_content``), are carried into the transcript and sent back.
+    (``reasoning_content``), are carried into the transcript and sent back to the endpoint that
+    sent them, and to no other: the assistant message carries a ``provider_state`` naming its
+    endpoint (the client's base URL without user info or query), and a turn that goes to another
+    endpoint is sent the message without those fields (see ``providers/openai/_origin.py``).
     """
 
     __slots__ = ("_classify", "_client", "_stream_path")
@@ -83,10 +87,11 @@ class OpenAIChatAdapter:
     async def stream_turn(self, request: ProviderRequest) -> ModelTurnResult:
         """One streamed chat completion, by
         [`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion]."""
-        return await stream_chat_completion(
+        origin = origin_of(self._client.base_url)
+        result = await stream_chat_completion(
             self._client,
             model=request.model,
-            messages=request.messages,
+            messages=messages_for_origin(request.messages, origin),
             tools=request.tools,
             text_stream=request.text_stream,
             time_to_first_token=request.time_to_first_token,
@@ -94,6 +99,7 @@ class OpenAIChatAdapter:
             request_options=request.options,
             stream_path=self._stream_path,
         )
+        return sign_result(result, origin)
 
     def classify(
         self, error: Exception, candidate: Candidate, cursor: RouteCursor

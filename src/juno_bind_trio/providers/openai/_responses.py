@@ -23,6 +23,14 @@ What the SDK does not do and a turn needs:
   reason, a [`CompletionDefectError`][juno_bind_trio.CompletionDefectError], retried.
 * **An endpoint that is not the API.** A 200 that is not an event stream is
   refused as the endpoint's fault.
+* **Cost per event.** By default (``stream_path="lean"``) the SDK sends the
+  request (client options, auth, headers, base URL, timeouts, status errors)
+  and the event stream is read by the chat path's reader (``_sse.py``,
+  ``read_lean_events`` in ``_stream.py``), which follows the SDK's rules, each
+  event a plain ``dict``: the SDK's own reader builds a pydantic event per
+  event, most of the client's cost. ``stream_path="sdk"`` keeps the SDK's
+  models. Both hand ``dict`` events to one reader (``_responses_events.py``);
+  a differential test runs every fault of the fake through both.
 """
 
 from __future__ import annotations
@@ -30,22 +38,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
+import anyio.lowlevel
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
 from ._responses_convert import RESPONSES_NAME, convert_input, convert_tools, request_arguments
 from ._responses_errors import classify_responses_error
-from ._stream import check_client
+from ._responses_events import ResponsesEventReader
+from ._stream import StreamPath, check_client, check_stream_path, read_lean_events
 
 if TYPE_CHECKING:
+    import httpx2
     import openai
 
     from juno_bind_trio.providers._adapter import ProviderRequest
@@ -53,10 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIResponsesAdapter"]
 
-_INCOMPLETE: Final = {"max_output_tokens": "length", "content_filter": "content_filter"}
-_REASONING_DELTAS: Final = frozenset(
-    {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
-)
+# As in the chat path: a read that finds many events waiting hands them over
+# without a checkpoint; one every so many bounds one task step.
+_EVENTS_PER_CHECKPOINT: Final = 16
 
 
 @final
@@ -64,10 +68,15 @@ class OpenAIResponsesAdapter:
     """An ``AsyncOpenAI`` client speaking the Responses API, as a
     [`ProviderAdapter`][juno_bind_trio.providers.ProviderAdapter].
 
-    ``OpenAIResponsesAdapter(client, classify=classify_responses_error)``:
+    ``OpenAIResponsesAdapter(client, classify=classify_responses_error, stream_path="lean")``:
     *client* created with ``max_retries=0`` (routing decides what to retry;
     [`open_openai_client()`][juno_bind_trio.providers.openai.open_openai_client] makes one),
-    not owned (close it where you opened it); *classify* the error classifier.
+    not owned (close it where you opened it); *classify* the error classifier;
+    *stream_path* how each stream is read: ``"lean"`` (the default) splits the
+    event stream here and hands the turn each event as the plain ``dict`` its
+    JSON made, ``"sdk"`` lets the SDK build a pydantic event per event first,
+    several times the client's CPU per delta. Both raise the same exceptions
+    for the same stream.
     Its name, and the ``"provider"`` of the state it writes, is
     ``"openai-responses"``.
 
@@ -85,15 +94,20 @@ class OpenAIResponsesAdapter:
     goes in the request body as it is.
     """
 
-    __slots__ = ("_classify", "_client")
+    __slots__ = ("_classify", "_client", "_stream_path")
 
     def __init__(
-        self, client: openai.AsyncOpenAI, *, classify: Classifier = classify_responses_error
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        classify: Classifier = classify_responses_error,
+        stream_path: StreamPath = "lean",
     ) -> None:
         self._client = check_client("OpenAIResponsesAdapter", client)
         if not callable(classify):
             raise TypeError(f"OpenAIResponsesAdapter: classify must be callable, got {classify!r}")
         self._classify = classify
+        self._stream_path = check_stream_path("OpenAIResponsesAdapter", stream_path)
 
     def __repr__(self) -> str:
         return f"<OpenAIResponsesAdapter {self._client.base_url}>"
@@ -102,6 +116,11 @@ class OpenAIResponsesAdapter:
     def name(self) -> str:
         """``"openai-responses"``."""
         return RESPONSES_NAME
+
+    @property
+    def stream_path(self) -> StreamPath:
+        """How each stream is read: ``"lean"`` or ``"sdk"``."""
+        return self._stream_path
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -129,22 +148,9 @@ class OpenAIResponsesAdapter:
         tools = convert_tools(request.tools)
         if tools:
             arguments["tools"] = tools
-        return await _stream(self._client, request, convert_input(request.messages), arguments)
-
-
-def _stream_error(stream: Any, error: Any, fallback: str) -> Exception:
-    import openai
-
-    if error is None:
-        body: dict[str, Any] = {"code": None, "message": fallback}
-    elif isinstance(error, dict):
-        body = dict(error)
-    else:
-        body = {"code": getattr(error, "code", None), "message": getattr(error, "message", None)}
-    message = body.get("message")
-    if not isinstance(message, str) or not message:
-        message = fallback
-    return openai.APIError(message, stream.response.request, body=body)
+        return await _stream(
+            self._client, request, convert_input(request.messages), arguments, self._stream_path
+        )
 
 
 async def _stream(
@@ -152,163 +158,86 @@ async def _stream(
     request: ProviderRequest,
     items: list[dict[str, Any]],
     arguments: dict[str, Any],
+    path: StreamPath,
 ) -> ModelTurnResult:
-    text_stream = request.text_stream
-    observe = text_stream.observe if text_stream is not None else None
-    reason = text_stream.reasoning if text_stream is not None else None
-    accumulator = ToolCallAccumulator(
-        on_delta=text_stream.tool_call_delta if text_stream is not None else None
-    )
-    content: list[str] = []
-    refusal: list[str] = []
-    thoughts: list[str] = []
-    kept: list[dict[str, Any]] = []
-    call_items: dict[str, str] = {}
-    finish: str | None = None
-    usage: Any = None
     started = anyio.current_time()
-
+    read = _read_lean if path == "lean" else _read_sdk
     with StreamWatchdog(request.time_to_first_token, request.inter_chunk_timeout) as watchdog:
-        # **arguments defeats the SDK's overloads; stream=True always returns a stream.
-        stream = cast(
-            "openai.AsyncStream[Any]",
-            await client.responses.create(
-                model=request.model,
-                input=items,  # type: ignore[arg-type]
-                stream=True,
-                **arguments,
-            ),
-        )
-        answer, alive, thinking = watchdog.answer, watchdog.chunk, watchdog.reasoning
-        add_text, add_call = content.append, accumulator.add
-        events: Any = stream
-        async with stream:
-            _refuse_a_body_that_is_not_a_stream(stream)
-            async for event in events:
-                kind = event.type
-                if kind == "response.output_text.delta":
-                    text = event.delta
-                    add_text(text)
-                    if observe is not None:
-                        observe(text)
-                    answer()
-                elif kind == "response.function_call_arguments.delta":
-                    add_call({"index": event.output_index, "function": {"arguments": event.delta}})
-                    answer()
-                elif kind in _REASONING_DELTAS:
-                    thought = event.delta
-                    thoughts.append(thought)
-                    if reason is not None:
-                        reason(thought)
-                    thinking()
-                elif kind == "response.output_item.added":
-                    item = event.item
-                    if item.type == "function_call":
-                        add_call(
-                            {
-                                "index": event.output_index,
-                                "id": item.call_id,
-                                "type": "function",
-                                "function": {"name": item.name, "arguments": item.arguments or ""},
-                            }
-                        )
-                        if item.id:
-                            call_items[item.call_id] = item.id
-                        answer()
-                    elif item.type == "reasoning":
-                        thinking()
-                    else:
-                        alive()
-                elif kind == "response.output_item.done":
-                    item = event.item
-                    if item.type == "reasoning":
-                        # The SDK's own faithful dump: every field the API sent, as it sent it.
-                        kept.append(item.to_dict())
-                    alive()
-                elif kind == "response.refusal.delta":
-                    refusal.append(event.delta)
-                    answer()
-                elif kind == "response.completed":
-                    usage = event.response.usage
-                    finish = "stop"
-                    alive()
-                elif kind == "response.incomplete":
-                    response = event.response
-                    usage = response.usage
-                    details = response.incomplete_details
-                    cause = details.reason if details is not None else None
-                    finish = _INCOMPLETE.get(cause or "", "length")
-                    alive()
-                elif kind == "response.failed":
-                    response = event.response
-                    raise _stream_error(stream, response.error, "the response failed")
-                elif kind == "error":
-                    raise _stream_error(
-                        stream,
-                        {"code": event.code, "message": event.message, "param": event.param},
-                        "error event mid-stream",
-                    )
-                else:
-                    alive()
-
-    first_answer_at = watchdog.statistics().first_answer_at
-    text_out = "".join(content) if content else None
-    refusal_out = "".join(refusal) if refusal else None
-    assembled = accumulator.assembled()
-    calls = accumulator.tool_calls() if all(c.complete for c in assembled) else None
-    if finish == "stop" and assembled:
-        finish = "tool_calls"
-    completion = AssembledCompletion(
-        content=text_out,
-        tool_calls=assembled if calls is None else calls,
-        finish_reason=finish,
-        refusal=refusal_out,
-    )
-    defect = detect_completion_defect(completion)
-    if defect is not None:
-        raise defect.as_error()
-    extra: dict[str, Any] = {}
-    if kept:
-        # The call items' ids tie each call to its reasoning item: kept with it.
-        state: dict[str, Any] = {"provider": RESPONSES_NAME, "reasoning": kept}
-        if call_items:
-            state["calls"] = call_items
-        extra[PROVIDER_STATE_KEY] = state
-    input_tokens, output_tokens, cached, reasoned = _usage(usage)
-    return ModelTurnResult(
-        content=text_out if text_out is not None else refusal_out,
-        tool_calls=accumulator.tool_calls() if calls is None else calls,
-        reasoning="".join(thoughts) if thoughts else None,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cached_tokens=cached,
-        reasoning_tokens=reasoned,
-        time_to_first_token=None if first_answer_at is None else first_answer_at - started,
-        extra=extra,
-    )
+        reader = await read(client, request, items, arguments, watchdog)
+    return reader.result(started)
 
 
-def _usage(usage: Any) -> tuple[int, int, int, int]:
-    # (input, output, cached of the input, reasoning of the output).
-    if usage is None:
-        return 0, 0, 0, 0
-    prompt = usage.input_tokens_details
-    completion = usage.output_tokens_details
-    cached = (prompt.cached_tokens or 0) if prompt is not None else 0
-    reasoned = (completion.reasoning_tokens or 0) if completion is not None else 0
-    return usage.input_tokens or 0, usage.output_tokens or 0, cached, reasoned
-
-
-def _refuse_a_body_that_is_not_a_stream(stream: Any) -> None:
+async def _read_sdk(
+    client: openai.AsyncOpenAI,
+    request: ProviderRequest,
+    items: list[dict[str, Any]],
+    arguments: dict[str, Any],
+    watchdog: StreamWatchdog,
+) -> ResponsesEventReader:
     import openai
 
-    content_type = stream.response.headers.get("content-type", "")
+    # **arguments defeats the SDK's overloads; stream=True always returns a stream.
+    stream = cast(
+        "openai.AsyncStream[Any]",
+        await client.responses.create(
+            model=request.model,
+            input=items,  # type: ignore[arg-type]
+            stream=True,
+            **arguments,
+        ),
+    )
+    async with stream:
+        response = stream.response
+        _refuse_a_body_that_is_not_a_stream(response)
+        reader = ResponsesEventReader(watchdog, request.text_stream, response)
+        feed, model_type = reader.feed, openai.BaseModel
+        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
+        async for event in stream:
+            # The fields the server sent, those the SDK does not model
+            # included; a value that is not an object the SDK leaves as it was.
+            value: object = event
+            feed(event.to_dict(warnings=False) if isinstance(value, model_type) else value)
+            unyielded += 1
+            if unyielded == _EVENTS_PER_CHECKPOINT:
+                unyielded = 0
+                await checkpoint()
+    return reader
+
+
+async def _read_lean(
+    client: openai.AsyncOpenAI,
+    request: ProviderRequest,
+    items: list[dict[str, Any]],
+    arguments: dict[str, Any],
+    watchdog: StreamWatchdog,
+) -> ResponsesEventReader:
+    # with_streaming_response: the SDK's request (and its status errors) with
+    # the body left unread; the event stream read by the chat path's reader,
+    # which follows the SDK's rules (the Responses API streams in the same mode).
+    opened = client.responses.with_streaming_response.create(
+        model=request.model,
+        input=items,  # type: ignore[arg-type]
+        stream=True,
+        **arguments,
+    )
+    async with opened as raw:
+        response = raw.http_response
+        _refuse_a_body_that_is_not_a_stream(response)
+        reader = ResponsesEventReader(watchdog, request.text_stream, response)
+        await read_lean_events(response, reader.feed)
+    return reader
+
+
+def _refuse_a_body_that_is_not_a_stream(response: httpx2.Response) -> None:
+    import openai
+
+    content_type = response.headers.get("content-type", "")
     if content_type and "event-stream" not in content_type.lower():
         raise openai.APIResponseValidationError(
-            response=stream.response,
+            response=response,
             body=None,
             message=(
-                f"the endpoint answered {stream.response.status_code} with Content-Type "
+                f"the endpoint answered {response.status_code} with Content-Type "
                 f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
                 "the OpenAI Responses API?"
             ),

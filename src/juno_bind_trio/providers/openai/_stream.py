@@ -45,7 +45,7 @@ so that routing can decide between "ask again", "ask someone else" and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, TypeAlias, cast
 
 import anyio
@@ -76,6 +76,7 @@ __all__ = [
     "StreamPath",
     "check_client",
     "check_stream_path",
+    "read_lean_events",
     "stream_chat_completion",
 ]
 
@@ -260,7 +261,6 @@ async def _read_lean(
     watchdog: StreamWatchdog,
     text_stream: TurnTextStream | None,
 ) -> ChunkReader:
-    import openai
 
     # with_streaming_response: the SDK's request (and its status errors) with
     # the body left unread for this function.
@@ -274,39 +274,57 @@ async def _read_lean(
         response = raw.http_response
         _refuse_a_body_that_is_not_a_stream(response)
         reader = ChunkReader(watchdog, text_stream, response)
-        feed, loads = reader.feed, json.loads
-        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
-        decoder = SSEDataDecoder()
-        pieces = response.aiter_bytes()
-        timeouts, lost = timeout_errors(), request_errors()
-        try:
-            while True:
-                try:
-                    piece = await pieces.__anext__()
-                except StopAsyncIteration:
-                    decoder.finish()
-                    return reader
-                except timeouts as error:
-                    raise openai.APITimeoutError(request=response.request) from error
-                except lost as error:
-                    raise openai.APIConnectionError(request=response.request) from error
-                for event, data in decoder.feed(piece):
-                    if data.startswith("[DONE]"):
-                        await _drain(response, pieces)
-                        return reader
-                    chunk = loads(data)
-                    if event is not None and event.startswith("thread."):
-                        # As the SDK reads an Assistants event: wrapped, never an error.
-                        chunk = {"data": chunk, "event": event}
-                    elif chunk.__class__ is dict and chunk.get("error"):
-                        _raise_error_event(response, chunk["error"])
-                    feed(chunk)
-                    unyielded += 1
-                    if unyielded == _CHUNKS_PER_CHECKPOINT:
-                        unyielded = 0
-                        await checkpoint()
-        finally:
-            await pieces.aclose()
+        await read_lean_events(response, reader.feed)
+    return reader
+
+
+async def read_lean_events(response: httpx2.Response, feed: Callable[[Any], object]) -> None:
+    """Read the event stream of *response* as the SDK's ``AsyncStream`` reads it, handing each
+    event's JSON value to *feed*.
+
+    The SDK's rules (its legacy stream mode, which chat completions and the
+    Responses API both use): ``[DONE]`` ends the stream, the rest of an
+    HTTP/1.1 body read for keep-alive; an Assistants ``thread.*`` event is
+    wrapped as ``{"data": ..., "event": ...}``; any other value with a truthy
+    ``error`` is raised as ``APIError``; a read timeout is ``APITimeoutError``,
+    a lost connection ``APIConnectionError``; a garbled event's
+    ``json.JSONDecodeError`` is raised as it is.
+    """
+    import openai
+
+    loads = json.loads
+    checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
+    decoder = SSEDataDecoder()
+    pieces = response.aiter_bytes()
+    timeouts, lost = timeout_errors(), request_errors()
+    try:
+        while True:
+            try:
+                piece = await pieces.__anext__()
+            except StopAsyncIteration:
+                decoder.finish()
+                return
+            except timeouts as error:
+                raise openai.APITimeoutError(request=response.request) from error
+            except lost as error:
+                raise openai.APIConnectionError(request=response.request) from error
+            for event, data in decoder.feed(piece):
+                if data.startswith("[DONE]"):
+                    await _drain(response, pieces)
+                    return
+                chunk = loads(data)
+                if event is not None and event.startswith("thread."):
+                    # As the SDK reads an Assistants event: wrapped, never an error.
+                    chunk = {"data": chunk, "event": event}
+                elif chunk.__class__ is dict and chunk.get("error"):
+                    _raise_error_event(response, chunk["error"])
+                feed(chunk)
+                unyielded += 1
+                if unyielded == _CHUNKS_PER_CHECKPOINT:
+                    unyielded = 0
+                    await checkpoint()
+    finally:
+        await pieces.aclose()
 
 
 def _raise_error_event(response: httpx2.Response, error: object) -> NoReturn:

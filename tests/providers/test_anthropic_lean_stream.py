@@ -1,0 +1,634 @@
+"""The Anthropic lean stream path against its SDK path: same stream, same turn, same error.
+
+``stream_path="lean"`` reads the body as the SDK's stream of plain objects;
+``"sdk"`` lets the SDK build a pydantic event per event. Everything a caller
+or routing can observe must be the same on both: the result (text, tool
+calls, thinking blocks with their signatures, usage), the text stream's
+events, the exception (type, message, body, status, cause), its routing
+verdict, the virtual time it took and when the connection was closed. The
+whole fault matrix of the fake goes through both, then a random corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+import anyio
+import anyio.lowlevel
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import run_on
+from juno_bind_trio.completion import ListSink, TurnTextStream
+from juno_bind_trio.providers import ProviderRequest, RoutedModel
+from juno_bind_trio.providers.anthropic import (
+    AnthropicAdapter,
+    classify_anthropic_error,
+    open_anthropic_client,
+)
+from juno_bind_trio.providers.openai._stream import StreamPath
+from juno_bind_trio.routing import Candidate, RouteAction, RouteCursor, RoutePlan, RouteStage
+from juno_bind_trio.testing import (
+    CloseBeforeResponse,
+    Disconnect,
+    ErrorEvent,
+    ErrorResponse,
+    FakeResponse,
+    Finish,
+    MalformedChunk,
+    Pause,
+    RawEvent,
+    ReasoningDelta,
+    StreamEvent,
+    StreamResponse,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    open_fake_anthropic_server,
+)
+
+pytestmark = pytest.mark.anyio
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+CURSOR = RouteCursor(0, 0, 1, 1, "claude-test")
+NEXT = RouteAction.NEXT_CANDIDATE
+_PORT = re.compile(r"(?<=127\.0\.0\.1:)\d+|(?<=127\.0\.0\.1', )\d+")
+
+
+def _ended(gone: float | None, completed: float | None, start: float) -> float | None:
+    at = gone if gone is not None else completed
+    return None if at is None else at - start
+
+
+def _raised(error: Exception) -> tuple[Any, ...]:
+    verdict = classify_anthropic_error(error, Candidate("anthropic"), CURSOR)
+    response = getattr(error, "response", None)
+    return (
+        "raised",
+        type(error),
+        _PORT.sub("PORT", str(error)),  # each attempt has a server of its own
+        getattr(error, "body", None),
+        getattr(error, "status_code", None),
+        getattr(error, "type", None),
+        getattr(error, "kind", None),
+        None if response is None else response.status_code,
+        type(error.__cause__),
+        verdict.action,
+        verdict.reason,
+        verdict.retry_after,
+    )
+
+
+async def _attempt(
+    script: Sequence[FakeResponse],
+    path: StreamPath,
+    *,
+    refused: bool = False,
+    options: dict[str, Any] | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+) -> tuple[Any, ...]:
+    """Everything observable about one attempt: its outcome, the text stream, time, the socket."""
+    sink = ListSink()
+    stream = TurnTextStream(sink=sink, turn_id="t")
+    stream.begin_attempt()
+    start = anyio.current_time()
+    async with open_fake_anthropic_server(list(script)) as server:
+        url = server.refused_base_url if refused else server.base_url
+        async with open_anthropic_client(base_url=url, api_key="k") as client:
+            adapter = AnthropicAdapter(client, stream_path=path)
+            request = ProviderRequest(
+                model="claude-test",
+                messages=MESSAGES,
+                tools=list(tools),
+                options=options or {},
+                text_stream=stream,
+                time_to_first_token=5.0,
+                inter_chunk_timeout=4.0,
+            )
+            try:
+                result = await adapter.stream_turn(request)
+            except Exception as error:
+                outcome = _raised(error)
+            else:
+                outcome = (
+                    "returned",
+                    result.content,
+                    [call.to_wire() for call in result.tool_calls],
+                    result.reasoning,
+                    json.dumps(dict(result.extra), sort_keys=True),
+                    result.input_tokens,
+                    result.output_tokens,
+                    result.cached_tokens,
+                    result.reasoning_tokens,
+                    result.time_to_first_token,
+                )
+            ended = anyio.current_time() - start
+            await anyio.sleep(1)  # let the server see the client go
+    gone = [_ended(r.client_gone_at, r.completed_at, start) for r in server.requests]
+    return outcome, [repr(e) for e in sink.events], ended, gone, len(server.requests)
+
+
+async def _both(script: Sequence[FakeResponse], **options: Any) -> tuple[Any, ...]:
+    lean = await _attempt(script, "lean", **options)
+    sdk = await _attempt(script, "sdk", **options)
+    assert lean == sdk
+    return lean
+
+
+def _event(name: str, data: object) -> RawEvent:
+    return RawEvent(f"event: {name}\ndata: {json.dumps(data)}")
+
+
+def _delta(delta: object, index: object = 0) -> RawEvent:
+    return _event(
+        "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    )
+
+
+def _start(block: object, index: int = 0) -> RawEvent:
+    return _event(
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+FAULTS: list[tuple[str, list[FakeResponse]]] = [
+    ("healthy", [StreamResponse.of_text("Hel", "lo", usage=Usage(12, 2, cached_tokens=3))]),
+    ("tool-calls", [StreamResponse.of_tool_calls(("c1", "t", '{"a": 1}'), ("c2", "u", "{}"))]),
+    (
+        "thinking",
+        [
+            StreamResponse(
+                [ReasoningDelta("let me "), ReasoningDelta("see"), TextDelta("x"), Finish()]
+            )
+        ],
+    ),
+    (
+        "thinking-then-tool",
+        [
+            StreamResponse(
+                [
+                    ReasoningDelta("hm"),
+                    ToolCallDelta(0, id="c1", name="t", arguments='{"a"'),
+                    ToolCallDelta(0, arguments=": 2}"),
+                    Finish("tool_calls"),
+                ]
+            )
+        ],
+    ),
+    ("429", [ErrorResponse(429, retry_after=2)]),
+    ("529", [ErrorResponse(529)]),
+    ("500", [ErrorResponse(500)]),
+    ("401", [ErrorResponse(401)]),
+    ("403", [ErrorResponse(403)]),
+    ("400", [ErrorResponse(400)]),
+    ("400-too-long", [ErrorResponse(400, "prompt is too long: 210000 tokens > 200000")]),
+    ("404", [ErrorResponse(404)]),
+    ("408", [ErrorResponse(408)]),
+    ("409", [ErrorResponse(409)]),
+    ("413", [ErrorResponse(413)]),
+    ("close-before-response", [CloseBeforeResponse()]),
+    ("disconnect", [StreamResponse([TextDelta("par"), Disconnect()])]),
+    ("disconnect-at-once", [StreamResponse([Disconnect()])]),
+    (
+        "error-event-overloaded",
+        [StreamResponse([TextDelta("par"), ErrorEvent(type="overloaded_error")])],
+    ),
+    ("error-event-api", [StreamResponse([ErrorEvent()])]),
+    ("error-event-invalid", [StreamResponse([ErrorEvent("nope", type="invalid_request_error")])]),
+    (
+        "error-event-too-long",
+        [StreamResponse([ErrorEvent("prompt is too long", type="invalid_request_error")])],
+    ),
+    ("error-event-no-data", [StreamResponse([RawEvent("event: error")])]),
+    ("error-event-not-json", [StreamResponse([RawEvent("event: error\ndata: oops")])]),
+    ("error-event-a-list", [StreamResponse([RawEvent("event: error\ndata: [1]")])]),
+    ("malformed-event", [StreamResponse([TextDelta("par"), MalformedChunk()])]),
+    (
+        "ping",
+        [
+            StreamResponse(
+                [RawEvent('event: ping\ndata: {"type": "ping"}'), TextDelta("a"), Finish()]
+            )
+        ],
+    ),
+    (
+        "no-event-name",
+        [StreamResponse([RawEvent('data: {"type": "oops"}'), TextDelta("a"), Finish()])],
+    ),
+    ("comment", [StreamResponse([RawEvent(": keep-alive"), TextDelta("a"), Finish()])]),
+    (
+        "empty-data",
+        [
+            StreamResponse(
+                [RawEvent("event: content_block_delta\ndata: "), TextDelta("a"), Finish()]
+            )
+        ],
+    ),
+    (
+        "null-event",
+        [
+            StreamResponse(
+                [TextDelta("a"), RawEvent("event: content_block_delta\ndata: null"), Finish()]
+            )
+        ],
+    ),
+    (
+        "a-list",
+        [StreamResponse([TextDelta("a"), RawEvent("event: content_block_delta\ndata: [1, 2]")])],
+    ),
+    ("a-string", [StreamResponse([RawEvent('event: message_start\ndata: "text"')])]),
+    (
+        "type-missing",
+        [StreamResponse([RawEvent('event: content_block_delta\ndata: {"index": 0}')])],
+    ),
+    (
+        "delta-missing",
+        [
+            StreamResponse(
+                [
+                    TextDelta("a"),
+                    _event("content_block_delta", {"type": "content_block_delta", "index": 0}),
+                ]
+            )
+        ],
+    ),
+    (
+        "text-not-a-string",
+        [StreamResponse([TextDelta("a"), _delta({"type": "text_delta", "text": 5}), Finish()])],
+    ),
+    ("text-missing", [StreamResponse([TextDelta("a"), _delta({"type": "text_delta"}), Finish()])]),
+    (
+        "unknown-delta",
+        [
+            StreamResponse(
+                [TextDelta("a"), _delta({"type": "citations_delta", "citation": {}}), Finish()]
+            )
+        ],
+    ),
+    (
+        "unknown-block",
+        [
+            StreamResponse(
+                [_start({"type": "server_tool_use", "id": "s"}), TextDelta("a"), Finish()]
+            )
+        ],
+    ),
+    (
+        "unknown-event",
+        [
+            StreamResponse(
+                [_event("later_event", {"type": "later_event"}), TextDelta("a"), Finish()]
+            )
+        ],
+    ),
+    (
+        "tool-use-whole",
+        [
+            StreamResponse(
+                [
+                    _start({"type": "tool_use", "id": "c9", "name": "t", "input": {"a": [1, 2]}}),
+                    Finish("tool_calls"),
+                ]
+            )
+        ],
+    ),
+    (
+        "tool-use-no-name",
+        [
+            StreamResponse(
+                [_start({"type": "tool_use", "id": "c9", "input": {}}), Finish("tool_calls")]
+            )
+        ],
+    ),
+    (
+        "redacted-thinking",
+        [
+            StreamResponse(
+                [_start({"type": "redacted_thinking", "data": "opaque"}), TextDelta("a"), Finish()]
+            )
+        ],
+    ),
+    (
+        "text-block-with-text",
+        [StreamResponse([_start({"type": "text", "text": "whole"}), Finish()])],
+    ),
+    (
+        "usage-odd",
+        [
+            StreamResponse(
+                [
+                    TextDelta("a"),
+                    _event(
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "end_turn"},
+                            "usage": {"output_tokens": "3"},
+                        },
+                    ),
+                ]
+            )
+        ],
+    ),
+    (
+        "usage-cache-null",
+        [
+            StreamResponse(
+                [
+                    _event(
+                        "message_start",
+                        {
+                            "type": "message_start",
+                            "message": {
+                                "id": "m",
+                                "usage": {
+                                    "input_tokens": 4,
+                                    "output_tokens": 1,
+                                    "cache_read_input_tokens": None,
+                                },
+                            },
+                        },
+                    ),
+                    TextDelta("a"),
+                    Finish(),
+                ]
+            )
+        ],
+    ),
+    (
+        "usage-not-a-count",
+        [
+            StreamResponse(
+                [
+                    TextDelta("a"),
+                    _event(
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "end_turn"},
+                            "usage": {"output_tokens": "x"},
+                        },
+                    ),
+                ]
+            )
+        ],
+    ),
+    (
+        "index-a-string",
+        [
+            StreamResponse(
+                [
+                    _start({"type": "tool_use", "id": "c1", "name": "t", "input": {}}),
+                    _delta({"type": "input_json_delta", "partial_json": "{}"}, index="0"),
+                    Finish("tool_calls"),
+                ]
+            )
+        ],
+    ),
+    ("no-message-stop", [StreamResponse([TextDelta("half")], done=False)]),
+    ("empty", [StreamResponse([Finish("stop")])]),
+    ("max-tokens", [StreamResponse([TextDelta("cut"), Finish("length")])]),
+    ("refusal", [StreamResponse([Finish("content_filter")])]),
+    ("pause-turn", [StreamResponse([TextDelta("a"), Finish("pause_turn")])]),
+    ("bad-arguments", [StreamResponse.of_tool_calls(("c1", "t", '{"a": '))]),
+    ("stall-first-token", [StreamResponse.of_text("late", first_byte_delay=math.inf)]),
+    ("stall-thinking", [StreamResponse([ReasoningDelta("hm"), Pause(math.inf)])]),
+    (
+        "stall-between-deltas",
+        [StreamResponse([TextDelta("a"), Pause(2), TextDelta("b"), Pause(math.inf)])],
+    ),
+    ("paced", [StreamResponse.of_text("a", "b", "c", first_byte_delay=1, chunk_delay=2)]),
+]
+
+
+@pytest.mark.parametrize("script", [pytest.param(s, id=name) for name, s in FAULTS])
+async def test_every_fault_ends_the_same_on_both_paths(script: list[FakeResponse]) -> None:
+    await _both(script)
+
+
+async def test_thinking_blocks_keep_their_signatures_on_both_paths() -> None:
+    script = [StreamResponse([ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("x"), Finish()])]
+    outcome = (await _both(script))[0]
+    state = json.loads(outcome[4])
+    [block] = next(iter(state.values()))["thinking"]
+    assert block["thinking"] == "ab"
+    assert block["signature"]  # the fake signs the block it streamed
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["null-event", "a-list", "a-string", "type-missing", "text-not-a-string", "usage-not-a-count"],
+)
+async def test_an_event_of_the_wrong_shape_moves_to_the_next_candidate(name: str) -> None:
+    outcome = (await _both(dict(FAULTS)[name]))[0]
+    assert (outcome[1], outcome[9]) == (anthropic.APIResponseValidationError, NEXT)
+
+
+async def test_an_overloaded_error_event_is_the_sdks_status_error_on_both_paths() -> None:
+    outcome = (await _both(dict(FAULTS)["error-event-overloaded"]))[0]
+    assert issubclass(outcome[1], anthropic.APIStatusError)
+    assert outcome[9] is NEXT
+
+
+async def test_a_refused_connection_is_the_same_on_both_paths() -> None:
+    outcome = (await _both([], refused=True))[0]
+    assert outcome[1] is anthropic.APIConnectionError
+
+
+async def test_a_cancel_closes_the_connection_at_once_on_both_paths() -> None:
+    async def cancelled(path: StreamPath) -> list[float | None]:
+        start = anyio.current_time()
+        script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
+        async with (
+            open_fake_anthropic_server(script) as server,
+            open_anthropic_client(base_url=server.base_url, api_key="k") as client,
+        ):
+            request = ProviderRequest(
+                model="claude-test",
+                messages=MESSAGES,
+                time_to_first_token=10.0,
+                inter_chunk_timeout=10.0,
+            )
+            with anyio.move_on_after(2.25) as scope:
+                await AnthropicAdapter(client, stream_path=path).stream_turn(request)
+            assert scope.cancelled_caught
+            await anyio.sleep(1)
+        return [
+            None if r.client_gone_at is None else r.client_gone_at - start for r in server.requests
+        ]
+
+    assert await cancelled("lean") == await cancelled("sdk") == [2.25]
+
+
+async def test_the_lean_path_reuses_the_connection() -> None:
+    script = [StreamResponse.of_text("a"), StreamResponse.of_text("b")]
+    async with (
+        open_fake_anthropic_server(script) as server,
+        open_anthropic_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        adapter = AnthropicAdapter(client)
+        for _ in script:
+            await adapter.stream_turn(
+                ProviderRequest(
+                    model="claude-test",
+                    messages=MESSAGES,
+                    time_to_first_token=5.0,
+                    inter_chunk_timeout=5.0,
+                )
+            )
+    assert [r.connection for r in server.requests] == [0, 0]
+
+
+async def test_routing_decides_the_same_on_both_paths() -> None:
+    plan = RoutePlan(
+        [
+            RouteStage("claude-a", [Candidate("a"), Candidate("b")]),
+            RouteStage("claude-b", [Candidate("b")]),
+        ],
+        max_retries=1,
+    )
+
+    async def route(path: StreamPath, fault: FakeResponse) -> Any:
+        async with (
+            open_fake_anthropic_server([fault, StreamResponse.of_text("again")]) as a,
+            open_fake_anthropic_server([StreamResponse.of_text("from b")] * 2) as b,
+            open_anthropic_client(base_url=a.base_url, api_key="a") as client_a,
+            open_anthropic_client(base_url=b.base_url, api_key="b") as client_b,
+        ):
+            model = RoutedModel(
+                plan=plan,
+                adapters={
+                    "a": AnthropicAdapter(client_a, stream_path=path),
+                    "b": AnthropicAdapter(client_b, stream_path=path),
+                },
+                time_to_first_token=5.0,
+                inter_chunk_timeout=5.0,
+            )
+            result = await model.route(MESSAGES)
+        trail = [
+            (r.candidate.provider, r.cursor.model, r.action, type(r.error), r.adjusted)
+            for r in result.attempts
+        ]
+        return trail, result.unwrap().content if result.ok else None
+
+    for _, script in FAULTS:
+        assert await route("lean", script[0]) == await route("sdk", script[0])
+
+
+# --- a random corpus ----------------------------------------------------------------------
+
+_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
+_ODD_EVENTS = st.sampled_from(
+    [
+        RawEvent('event: ping\ndata: {"type": "ping"}'),
+        RawEvent('data: {"type": "content_block_delta"}'),
+        RawEvent("event: content_block_delta\ndata: "),
+        RawEvent('event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}'),
+        _delta({"type": "text_delta", "text": ""}),
+        _delta({"type": "signature_delta", "signature": "s"}, index=7),
+        _delta({"type": "thinking_delta", "thinking": "t"}, index=7),
+        _delta({"type": "input_json_delta", "partial_json": "{}"}, index=3),
+        _delta({"type": "text_delta", "text": None}),
+        _start({"type": "text", "text": ""}, index=5),
+        _start({"type": "tool_use", "id": "w", "name": "t", "input": {"k": "v"}}, index=4),
+        _start({"type": "redacted_thinking", "data": "d"}, index=6),
+        _event(
+            "message_delta", {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 2}}
+        ),
+        _event("message_stop", {"type": "message_stop"}),
+        RawEvent('event: error\ndata: {"type": "error", "error": {"type": "api_error"}}'),
+        RawEvent('event: message_start\ndata: {"type": "message_start", "message": {}}'),
+    ]
+)
+_EVENT: st.SearchStrategy[StreamEvent] = st.one_of(
+    st.builds(TextDelta, _TEXT),
+    st.builds(ReasoningDelta, _TEXT),
+    st.builds(
+        ToolCallDelta,
+        st.integers(0, 2),
+        st.one_of(st.none(), st.sampled_from(["c0", "c1"])),
+        st.one_of(st.none(), st.sampled_from(["f", "g"])),
+        st.one_of(st.none(), st.sampled_from(['{"a"', ": 1}", "{}", ""])),
+    ),
+    st.builds(Finish, st.sampled_from(["stop", "length", "tool_calls", "content_filter"])),
+    st.builds(Usage, st.integers(0, 9), st.integers(0, 9), cached_tokens=st.integers(0, 3)),
+    st.builds(Pause, st.integers(1, 6)),
+    st.builds(
+        ErrorEvent,
+        type=st.sampled_from(["overloaded_error", "api_error", "invalid_request_error"]),
+    ),
+    st.just(MalformedChunk()),
+    _ODD_EVENTS,
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(_EVENT, max_size=10),
+    ending=st.sampled_from(["done", "no-done", "disconnect", "stall"]),
+)
+def test_a_random_stream_ends_the_same_on_both_paths(
+    backend: str, events: list[StreamEvent], ending: str
+) -> None:
+    tail: list[StreamEvent] = (
+        [Disconnect()] if ending == "disconnect" else [Pause(math.inf)] if ending == "stall" else []
+    )
+    script = [StreamResponse([*events, *tail], done=ending != "no-done")]
+    run_on(backend, _both, script)
+
+
+# --- the keyword ----------------------------------------------------------------------------
+
+
+async def test_the_stream_path_is_checked_by_name_and_lean_by_default() -> None:
+    async with open_anthropic_client(base_url="http://127.0.0.1:9", api_key="k") as client:
+        with pytest.raises(
+            ValueError, match="AnthropicAdapter: stream_path must be 'lean' or 'sdk'"
+        ):
+            AnthropicAdapter(client, stream_path="fast")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="AnthropicAdapter: stream_path"):
+            AnthropicAdapter(client, stream_path=None)  # type: ignore[arg-type]
+        assert AnthropicAdapter(client).stream_path == "lean"
+        assert AnthropicAdapter(client, stream_path="sdk").stream_path == "sdk"
+
+
+@pytest.mark.parametrize("path", ["lean", "sdk"])
+async def test_many_events_in_one_read_do_not_hold_the_event_loop(path: StreamPath) -> None:
+    # 64 events in one write, so one read: without a checkpoint every few
+    # events the whole answer would be read in one task step.
+    one = _delta({"type": "text_delta", "text": "x"}).data
+    script = [StreamResponse([TextDelta(""), RawEvent("\n\n".join([one] * 64)), Finish()])]
+    sink = ListSink()
+    stream = TurnTextStream(sink=sink, turn_id="t")
+    stream.begin_attempt()
+    seen: set[int] = set()
+    async with (
+        open_fake_anthropic_server(script) as server,
+        open_anthropic_client(base_url=server.base_url, api_key="k") as client,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def watch() -> None:
+            while True:
+                seen.add(sum(1 for e in sink.events if getattr(e, "text", None) == "x"))
+                await anyio.lowlevel.checkpoint()
+
+        tg.start_soon(watch)
+        request = ProviderRequest(
+            model="claude-test",
+            messages=MESSAGES,
+            text_stream=stream,
+            time_to_first_token=5.0,
+            inter_chunk_timeout=5.0,
+        )
+        result = await AnthropicAdapter(client, stream_path=path).stream_turn(request)
+        tg.cancel_scope.cancel()
+    assert result.content == "x" * 64
+    assert {n for n in seen if 0 < n < 64}, seen
