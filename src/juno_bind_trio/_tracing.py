@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from juno_bind_trio._calls import assistant_message
 
@@ -148,18 +148,49 @@ def current(span: Span) -> Iterator[None]:
 
 # --- the run span ---------------------------------------------------------------------------
 
-# The run whose span is open in this context, that span, and whether the run records
-# message content (read when the span started): a loop that runs for a run which
-# already has its span (the Agent's) records on it, never opens a second.
-_RUN: ContextVar[tuple[str, Span, bool] | None] = ContextVar(
-    "juno_bind_trio.run_span", default=None
-)
+
+@final
+class _Held:
+    """The run whose span is open in this context: its id, that span, whether the run
+    records message content (read when the span started), and the agent speaking when
+    the run has handoffs (``None`` otherwise). One object shared by every task of the
+    run, so that a handoff made in one is seen by the spans the others start."""
+
+    __slots__ = ("captures", "run_id", "span", "speaking")
+
+    def __init__(self, run_id: str, span: Span, captures: bool) -> None:
+        self.run_id = run_id
+        self.span = span
+        self.captures = captures
+        self.speaking: str | None = None
+
+
+# A loop that runs for a run which already has its span (the Agent's) records on it,
+# never opens a second.
+_RUN: ContextVar[_Held | None] = ContextVar("juno_bind_trio.run_span", default=None)
 
 
 def _run_captures() -> bool:
     """Whether the run this context is in records message content; read now if in none."""
     held = _RUN.get()
-    return capture_content() if held is None else held[2]
+    return capture_content() if held is None else held.captures
+
+
+def run_speaking(agent: str | None) -> None:
+    """The agent speaking in the run this context is in, from now on (a run with handoffs):
+    its ``chat`` and ``execute_tool`` spans carry it as ``gen_ai.agent.name``, and the
+    run's span as ``juno.agent.in_charge``. A no-op outside a traced run."""
+    held = _RUN.get()
+    if held is not None and agent is not None:
+        held.speaking = agent
+        held.span.set_attribute("juno.agent.in_charge", agent)
+
+
+def _speaking(attributes: dict[str, Any]) -> dict[str, Any]:
+    held = _RUN.get()
+    if held is not None and held.speaking is not None:
+        attributes["gen_ai.agent.name"] = held.speaking
+    return attributes
 
 
 @contextmanager
@@ -178,8 +209,8 @@ def run_span(run_id: str, *, agent: str | None = None) -> Iterator[Span | None]:
         yield None
         return
     held = _RUN.get()
-    if held is not None and held[0] == run_id:
-        yield held[1]
+    if held is not None and held.run_id == run_id:
+        yield held.span
         return
     attributes: dict[str, str] = {"gen_ai.operation.name": "invoke_agent"}
     if agent is not None:
@@ -190,7 +221,7 @@ def run_span(run_id: str, *, agent: str | None = None) -> Iterator[Span | None]:
         kind=_otel_trace.SpanKind.INTERNAL,
         attributes=attributes,
     )
-    marker = _RUN.set((run_id, span, capture_content()))
+    marker = _RUN.set(_Held(run_id, span, capture_content()))
     try:
         with current(span):
             yield span
@@ -216,7 +247,7 @@ def run_event(name: str, attributes: Mapping[str, str | int] | None = None) -> N
     """An event on the span of the run this context is in; a no-op when there is none."""
     held = _RUN.get()
     if held is not None:
-        held[1].add_event(name, attributes=dict(attributes or {}))
+        held.span.add_event(name, attributes=dict(attributes or {}))
 
 
 # --- model attempts ---------------------------------------------------------------------------
@@ -259,7 +290,7 @@ class AttemptSpans:
         if server is not None:
             attributes["server.address"], attributes["server.port"] = server
         span = self._tracer.start_span(
-            f"chat {model}", kind=_otel_trace.SpanKind.CLIENT, attributes=attributes
+            f"chat {model}", kind=_otel_trace.SpanKind.CLIENT, attributes=_speaking(attributes)
         )
         if self._capture:
             span.set_attribute("gen_ai.input.messages", _as_json(messages))
@@ -372,11 +403,13 @@ class ToolSpans:
         return self._tracer.start_span(
             f"execute_tool {name}",
             kind=_otel_trace.SpanKind.INTERNAL,
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": name,
-                "gen_ai.tool.call.id": call_id,
-            },
+            attributes=_speaking(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": call_id,
+                }
+            ),
         )
 
     def start(self, call_id: str, name: str, arguments: str) -> object:

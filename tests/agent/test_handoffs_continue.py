@@ -10,13 +10,21 @@ request. A history naming an agent the graph does not reach is refused.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from agent_scripts import Say, ScriptedModel, call
 
 from juno_bind_trio import GuardrailTripped, UsageError
-from juno_bind_trio.agent import Agent, GuardrailResult, HandoffEvent, RunContext, tool
+from juno_bind_trio.agent import (
+    Agent,
+    GuardrailResult,
+    HandoffEvent,
+    RunContext,
+    agent_in_charge,
+    tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -133,3 +141,47 @@ async def test_the_agent_in_charge_itself_continues_the_history_as_is() -> None:
     assert [m for m in second.messages if m["role"] == "system"] == [
         {"role": "system", "content": "You are billing."}
     ]
+
+
+def _marker(to: str, frm: str | None, *, switched: bool) -> str:
+    data: dict[str, Any] = {"transferred_to": to, "transferred_from": frm}
+    if switched:
+        data["in_charge"] = True
+    return json.dumps(data, separators=(",", ":"))
+
+
+def test_agent_in_charge_reads_the_last_handoff_of_a_transcript() -> None:
+    turn: dict[str, Any] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("h", "transfer_to_b")],
+    }
+    user: dict[str, Any] = {"role": "user", "content": "hi"}
+    assert agent_in_charge([user]) is None
+    switched: list[dict[str, Any]] = [
+        user,
+        turn,
+        {"role": "tool", "tool_call_id": "h", "content": _marker("b", "a", switched=True)},
+    ]
+    assert agent_in_charge(switched) == "b"
+    # Cut off inside the handoff's batch: the agent that handed off still speaks.
+    open_batch: list[dict[str, Any]] = [
+        user,
+        turn,
+        {"role": "tool", "tool_call_id": "h", "content": _marker("b", "a", switched=False)},
+    ]
+    assert agent_in_charge(open_batch) == "a"
+    # A tool answer that merely looks like a marker, for a call no turn made, is not one.
+    stray = [
+        user,
+        {"role": "tool", "tool_call_id": "zz", "content": _marker("c", "a", switched=True)},
+    ]
+    assert agent_in_charge(stray) is None
+    with pytest.raises(TypeError, match="agent_in_charge"):
+        agent_in_charge("not a transcript")  # type: ignore[arg-type]
+
+
+async def test_agent_in_charge_agrees_with_the_result() -> None:
+    triage, _, _ = _agents([Say(None, [call("h", "transfer_to_billing")])], [Say("Hello.")])
+    result = await triage.run("hi")
+    assert agent_in_charge(result.messages) == result.agent_name == "billing"

@@ -23,19 +23,21 @@ from juno_bind_trio.agent import (
     AgentRun,
     Compaction,
     GuardrailResult,
+    HandoffEvent,
     ResetEvent,
     RunContext,
     TextEvent,
     ToolCallEndedEvent,
     ToolDefinition,
     ToolGuard,
+    TurnEndedEvent,
     UsageLimits,
     input_guardrail,
     tool,
 )
 from juno_bind_trio.agent._compaction import DEFAULT_COMPACTION_INSTRUCTIONS, SUMMARY_PREFIX
 from juno_bind_trio.store import SqliteRunStore
-from juno_bind_trio.testing import check_tool_call_history
+from juno_bind_trio.testing import CrashingStore, check_tool_call_history, run_until_crash
 
 pytestmark = pytest.mark.anyio
 
@@ -375,3 +377,79 @@ async def test_max_iterations_is_the_runs_across_the_handoff() -> None:
     result = await agent.run("look everything up")
     assert result.reason == "max_iterations"
     assert result.iterations == 3
+
+
+# --- who is speaking, as a reader sees it ------------------------------------------------
+
+
+async def test_each_turn_ended_event_and_the_handle_name_the_agent_speaking() -> None:
+    agent, _, _, _ = _pair(
+        [Say(None, [call("t1", "lookup", order="1"), call("h", "transfer_to_billing")])],
+        [Say(None, [call("b1", "refund", order="1")]), Say("done")],
+    )
+    seen: list[tuple[str, str | None]] = []
+    async with agent.open_run("refund order 1") as run:
+        assert run.agent_name == "triage"
+        async for event in run:
+            if isinstance(event, TurnEndedEvent):
+                seen.append(("turn", event.agent))
+                assert event.to_wire()["agent"] == event.agent
+            elif isinstance(event, HandoffEvent):
+                seen.append(("handoff", run.agent_name))
+    assert seen == [
+        ("turn", "triage"),
+        ("handoff", "billing"),
+        ("turn", "billing"),
+        ("turn", "billing"),
+    ]
+    assert run.agent_name == "billing"
+
+
+async def test_an_unnamed_agents_turns_carry_no_agent_on_the_wire() -> None:
+    plain = Agent(ScriptedModel([Say("hi")]))
+    async with plain.open_run("hello") as run:
+        ended = [e async for e in run if isinstance(e, TurnEndedEvent)]
+    assert [e.agent for e in ended] == [None]
+    assert "agent" not in ended[0].to_wire()
+    assert run.agent_name is None
+
+
+async def test_a_resumed_run_checks_the_targets_open_turn_with_the_targets_guards(
+    tmp_path: Path,
+) -> None:
+    """A crash after billing's answer (the run's second) leaves billing's calls unstarted:
+    the resume, under billing, runs them through billing's guard, not triage's."""
+    effects: list[str] = []
+    lookup, refund = _tools(effects)
+    billing_guard = _refuse("billing_guard", "billing")
+
+    def build(store: Any, billing_turns: list[Say]) -> Agent[None, Any]:
+        billing = Agent(
+            ScriptedModel(billing_turns),
+            name="billing",
+            tools=[refund],
+            tool_guards=[billing_guard],
+        )
+        return Agent(
+            ScriptedModel([_HAND_OFF]),
+            name="triage",
+            tools=[lookup],
+            handoffs=[billing],
+            store=store,
+            store_owner="w1",
+        )
+
+    async with SqliteRunStore(tmp_path / "runs.db") as store:
+        crashing = CrashingStore(store, "after_model_answer", 2)
+        first = build(crashing, [Say(None, [call("b1", "refund", order="1")])])
+        assert await run_until_crash(lambda: first.run("refund 1", run_id="r1"))
+        assert effects == []
+        # The resumed billing is asked once more, after its open turn's call is answered.
+        result = await build(store, [Say("sorry")]).resume("r1")
+        receipts = await store.receipts("r1")
+    assert result.agent_name == "billing"
+    assert tool_answers(result.messages)["b1"]["kind"] == "authz"
+    assert effects == []
+    # Never started: no receipt, or (a resumed open turn's refusal, recorded as its
+    # answer) a failed one; never one that says the refund ran.
+    assert {r.tool_call_id: r.state for r in receipts}.get("b1") in (None, "failed")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 
+import pydantic
 import pytest
 
-from juno_bind_trio.agent import Agent, tool
+from juno_bind_trio.agent import Agent, ToolCallDeltaEvent, ToolOutput, tool
 from juno_bind_trio.testing import FakeResponse, StreamResponse, open_fake_openai_server
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +122,40 @@ async def test_two_hops_with_tools_on_each_side(monkeypatch: pytest.MonkeyPatch)
     assert json.loads(answers["t2"])["transferred_to"] == "billing"
     assert json.loads(answers["b2"])["transferred_from"] == "billing"
     assert result.stats.model_calls == 5
+
+
+class Invoice(pydantic.BaseModel):
+    number: str
+    total: float
+
+
+async def test_a_targets_tool_mode_answer_streams_as_its_partial_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triage answers in text; billing in tool mode: the reader's partial output follows
+    billing's output type from the handoff on, as its final-answer call streams."""
+    script: dict[str, list[FakeResponse]] = {
+        "triage-m": [StreamResponse.of_tool_calls(("h1", "transfer_to_billing", "{}"))],
+        "billing-m": [
+            StreamResponse.of_tool_calls(
+                ("f1", "final_result", '{"number": "A-1", "total": 12.5}'), fragments=6
+            )
+        ],
+    }
+    async with open_fake_openai_server(script) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        billing: Agent[None, Invoice] = Agent(
+            "openai:billing-m", name="billing", output_type=ToolOutput(Invoice)
+        )
+        triage = Agent("openai:triage-m", name="triage", handoffs=[billing])
+        streaming: list[object] = []  # the partial output after each argument fragment
+        async with triage, billing, triage.open_run("invoice please") as run:
+            async for event in run:
+                if isinstance(event, ToolCallDeltaEvent) and event.turn_id.endswith(":2"):
+                    streaming.append(run.partial_output)
+    assert run.result is not None
+    output: object = run.result.output  # the target's type: the starting agent's says str
+    assert output == Invoice(number="A-1", total=12.5)
+    assert len(streaming) > 1
+    assert any(isinstance(p, Invoice) for p in streaming)  # seen while it streamed

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from juno_bind_trio.agent import (
+    HandoffEvent,
     ReasoningEvent,
     ResetEvent,
     RunEndedEvent,
@@ -51,6 +52,7 @@ EVENTS: list[object] = [
         1, "c4", "slow", "interrupted", "interrupted", '{"success":false,"error":"cut off"}'
     ),
     ToolCallEndedEvent(1, "c5", "later", "not_run", "not_run", '{"success":false,"error":"stop"}'),
+    HandoffEvent("triage", "billing", "c1"),  # the next turn is another agent's
     ReasoningEvent("t2", 0, "All answered."),
     TextEvent("t2", 0, 0, "Done."),
     TurnEndedEvent(2, "t2", "Done.", 0),

@@ -44,6 +44,7 @@ from ._guardrails import output_guardrail as output_guardrail
 from ._handle import AgentRun as AgentRun
 from ._handoff import Handoff as Handoff
 from ._handoff import HandoffInputFilter as HandoffInputFilter
+from ._handover import agent_in_charge as agent_in_charge
 from ._limits import UsageLimits as UsageLimits
 from ._output_modes import NativeOutput as NativeOutput
 from ._output_modes import PromptedOutput as PromptedOutput
@@ -108,6 +109,7 @@ __all__ = [
     "TurnEndedEvent",
     "UsageLimitExceeded",
     "UsageLimits",
+    "agent_in_charge",
     "drop_old_tool_results",
     "input_guardrail",
     "keep_last_turns",

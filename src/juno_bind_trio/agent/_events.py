@@ -108,22 +108,31 @@ class ToolCallEndedEvent:
 
 @attrs.frozen
 class TurnEndedEvent:
-    """Model turn *iteration* returned: its final text and how many tool calls it asked for."""
+    """Model turn *iteration* returned: its final text and how many tool calls it asked for.
+
+    *agent*: the name of the agent whose turn it was (the agent in charge: a
+    handoff's target after one; ``None`` for an unnamed agent).
+    """
 
     iteration: int
     turn_id: str
     content: str | None
     tool_calls: int
+    agent: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """``{"kind": "turn_ended", "iteration", "turnId", "content", "toolCalls"}``."""
-        return {
+        """``{"kind": "turn_ended", "iteration", "turnId", "content", "toolCalls", "agent"}``
+        (``"agent"`` only for a named agent's turn)."""
+        wire: dict[str, Any] = {
             "kind": "turn_ended",
             "iteration": self.iteration,
             "turnId": self.turn_id,
             "content": self.content,
             "toolCalls": self.tool_calls,
         }
+        if self.agent is not None:
+            wire["agent"] = self.agent
+        return wire
 
 
 @attrs.frozen

@@ -95,6 +95,12 @@ class AgentRun(Generic[OutputT]):
         return self._core.run_id
 
     @property
+    def agent_name(self) -> str | None:
+        """The name of the agent in charge now: the starting agent's, then a handoff's
+        target's from the [HandoffEvent][juno_bind_trio.agent.HandoffEvent] on."""
+        return self._core.agent.name
+
+    @property
     def turn_id(self) -> str | None:
         """The turn the last event read belongs to, ``None`` before any."""
         return self._turn_id
@@ -131,7 +137,11 @@ class AgentRun(Generic[OutputT]):
         """
         view = self._view
         answer = self._tool_answer
-        if answer is not None and (view is None or not view.final):
+        # The final-answer call streaming now: in a turn whose text view is not final
+        # (or has none yet: the view still held is an earlier turn's, ended).
+        if answer is not None and (
+            view is None or view.turn_id != answer.turn_id or not view.final
+        ):
             streaming = answer.current()
             if streaming is not None:
                 with contextlib.suppress(Exception):

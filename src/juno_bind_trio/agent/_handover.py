@@ -43,6 +43,7 @@ __all__ = [
     "Handover",
     "LastHandoff",
     "accepted",
+    "agent_in_charge",
     "all_handoffs",
     "compaction_in_charge",
     "last_handoff",
@@ -86,6 +87,7 @@ class Handover:
         """The run's own model is open; targets' models are opened on *exits*."""
         self.models[self.core.settings.model] = model
         self.exits = exits
+        _tracing.run_speaking(self.core.agent.name)  # its spans say who speaks
 
     async def model(self) -> ModelFn:
         """The model of the agent in charge (a target's opened at its first turn)."""
@@ -218,6 +220,7 @@ class Handover:
         # tools starts descends from it.
         links = core.chain.links
         core.chain = ChainRef((*links[:-1], ChainLink(links[-1].run_id, settings.name)))
+        _tracing.run_speaking(settings.name)
 
     async def _instructions_of(self, settings: RunSettings) -> str | None:
         core = self.core
@@ -431,8 +434,11 @@ def all_handoffs(messages: Sequence[Mapping[str, Any]]) -> list[LastHandoff]:
     calls: dict[str, tuple[int, str]] = {}  # call id: (its turn's index, its tool)
     for index, message in enumerate(messages):
         if message.get("role") == "assistant":
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") if isinstance(call, Mapping) else None
+            listed = message.get("tool_calls")
+            for call in listed if isinstance(listed, list | tuple) else ():
+                if not isinstance(call, Mapping):
+                    continue  # not a call: a transcript read as it is, never refused here
+                function = call.get("function")
                 name = function.get("name") if isinstance(function, Mapping) else None
                 if isinstance(call.get("id"), str) and isinstance(name, str):
                     calls[call["id"]] = (index, name)
@@ -443,6 +449,32 @@ def all_handoffs(messages: Sequence[Mapping[str, Any]]) -> list[LastHandoff]:
             continue
         found.append(LastHandoff(marked[0], marked[1], call_id, calls[call_id][1], marked[2]))
     return found
+
+
+def agent_in_charge(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The name of the agent in charge at the end of a transcript that records handoffs.
+
+    ```python
+    stored = await store.load("run-7")
+    print(agent_in_charge(stored.messages) or "the agent that started it")
+    ```
+
+    *messages*: a run's transcript (``AgentResult.messages``, a stored run's
+    or a conversation's). The target of its last handoff once the target took
+    over (the switch made: its instructions in place); the agent that handed
+    off while that handoff's batch is still open (a run suspended or cut off
+    in it); ``None`` when the transcript records no handoff: the agent that
+    started the run speaks. What a resumed or continued run goes on under.
+    """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise TypeError(
+            f"agent_in_charge: messages must be a list of messages, got {messages!r:.80}"
+        )
+    given: Sequence[object] = messages  # a host's list: anything but a message is passed over
+    last = last_handoff([m for m in given if isinstance(m, Mapping)])
+    if last is None:
+        return None
+    return last.to_agent if last.switched else last.from_agent
 
 
 def last_handoff(messages: Sequence[Mapping[str, Any]]) -> LastHandoff | None:

@@ -389,9 +389,8 @@ class _RunCore(Generic[OutputT]):
             self.output_problem = self.reask_owed
             self.reask_owed = None
         if self.emit is not None:
-            self.emit(
-                TurnEndedEvent(self.iteration, turn.turn_id, result.content, len(result.tool_calls))
-            )
+            calls, agent = len(result.tool_calls), self.agent.name  # the agent speaking
+            self.emit(TurnEndedEvent(self.iteration, turn.turn_id, result.content, calls, agent))
         return result
 
     async def turn_would_end(self, result: ModelTurnResult) -> bool:

@@ -12,6 +12,7 @@ Events are the ``ag-ui-protocol`` package's own models, encoded by its
 | a tool call | ``TOOL_CALL_START`` (under the attempt's message) / ``ARGS`` / ``END`` |
 | a call answered | ``TOOL_CALL_RESULT`` (not run or interrupted: its content says so) |
 | a **reset** | ``MESSAGES_SNAPSHOT`` without the withdrawn attempt's message |
+| a handoff | ``CUSTOM`` named ``handoff``, its value the run's ``handoff`` frame |
 
 The reset
 ---------
@@ -45,6 +46,7 @@ from typing import Any, Final
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
+    CustomEvent,
     FunctionCall,
     Message,
     MessagesSnapshotEvent,
@@ -73,6 +75,7 @@ from ag_ui.encoder import EventEncoder
 
 from juno_bind_trio._validate import error_kind
 from juno_bind_trio.agent import (
+    HandoffEvent,
     ReasoningEvent,
     ResetEvent,
     RunEndedEvent,
@@ -213,6 +216,10 @@ class AGUIEncoder:
                         tool_call_id=call_id,
                     )
                 )
+        elif isinstance(event, HandoffEvent):
+            # The run changed hands: AG-UI has no agent field on a step, so a custom
+            # event says so, between the handoff's answer and the target's first step.
+            out.append(CustomEvent(name="handoff", value=event.to_wire()))
         elif isinstance(event, RunEndedEvent):
             self._settle_calls(messages, out)
             self._end_reasoning(out)

@@ -31,7 +31,7 @@ import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
 from juno_bind_trio._validate import error_kind
-from juno_bind_trio.agent import Deny
+from juno_bind_trio.agent import Deny, agent_in_charge
 from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
@@ -241,6 +241,10 @@ class LiveRun:
         default=None, init=False, repr=False
     )
     _decisions: list[dict[str, Any]] = attrs.field(factory=list, init=False, repr=False)
+    # #32: the agent speaking (its turns' ``agent``, a handoff's ``toAgent``), and each
+    # turn's, for a client that resyncs from the snapshot after a handoff.
+    _agent: str | None = attrs.field(default=None, init=False, repr=False)
+    _turn_agents: dict[str, str] = attrs.field(factory=dict, init=False, repr=False)
     # A stored run continued by its store's resume: the decisions, and who made them.
     _resuming: tuple[dict[str, Any], str] | None = attrs.field(default=None, init=False, repr=False)
 
@@ -302,6 +306,8 @@ class LiveRun:
             turn: dict[str, Any] = {"turnId": turn_id, "text": view.text, "final": view.final}
             if not view.final:
                 turn |= {"epoch": view.epoch, "lastSeq": view.last_seq}
+            if turn_id in self._turn_agents:
+                turn["agent"] = self._turn_agents[turn_id]
             turns.append(turn)
         handle = self._handle
         transcript = (
@@ -314,6 +320,7 @@ class LiveRun:
             "status": self.status,
             "reason": self.reason,
             "lastEventId": self.last_event_id,
+            "agent": self._agent,
             "turns": turns,
             "toolCalls": list(self._tool_calls.values()),
             "transcript": transcript,
@@ -366,6 +373,12 @@ class LiveRun:
             if isinstance(turn_id, str) and turn_id:
                 content = wire.get("content")
                 self._view(turn_id).finalize(content if isinstance(content, str) else "")
+                agent = wire.get("agent")
+                if isinstance(agent, str):
+                    self._agent = self._turn_agents[turn_id] = agent
+        elif kind == "handoff":
+            agent = wire.get("toAgent")
+            self._agent = agent if isinstance(agent, str) else self._agent
         elif kind == "tool_call_started":
             call_id = str(wire.get("toolCallId"))
             self._tool_calls[call_id] = {
@@ -559,6 +572,7 @@ def _stored_run(
         "status": run.status,
         "reason": run.reason,
         "lastEventId": 0,
+        "agent": agent_in_charge(messages),  # None: no handoff, the starting agent speaks
         "turns": turns,
         "toolCalls": calls,
         "transcript": messages,

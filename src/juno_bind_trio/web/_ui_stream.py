@@ -17,6 +17,7 @@ events map onto it one for one:
 | a call failed, was not run, or was interrupted | ``tool-output-error``, its text saying which |
 | a **reset** (a fallback withdrew the attempt) | ``reset-step`` |
 | the turn's tool calls answered, or the turn ended without any | ``finish-step`` |
+| a handoff (the run changed hands) | ``data-handoff``, its data the run's ``handoff`` frame |
 | the run failed | ``error`` |
 | the run ended | ``finish`` (with its reason), then ``[DONE]`` |
 
@@ -35,6 +36,7 @@ from typing import Any, Final
 
 from juno_bind_trio._validate import error_kind
 from juno_bind_trio.agent import (
+    HandoffEvent,
     ReasoningEvent,
     ResetEvent,
     RunEndedEvent,
@@ -253,6 +255,9 @@ class UIMessageStreamEncoder:
                             "errorText": _error_text(event),
                         }
                     )
+        elif isinstance(event, HandoffEvent):
+            # The run changed hands: a data part (``data-handoff``) the host's UI reads.
+            out.append({"type": "data-handoff", "data": event.to_wire()})
         elif isinstance(event, RunEndedEvent):
             self._settle_calls(messages, out)
             self._end_text(out)

@@ -100,6 +100,17 @@ test("a handoff names the agent speaking from then on", async () => {
   equal(view.agent, "billing");
 });
 
+test("a turn names its agent, and a resync brings the agent speaking back", async () => {
+  const { view } = setup({ current: { transcript: [] } });
+  view.watch("r1");
+  const source = FakeEventSource.last;
+  source.push(1, { kind: "turn_ended", iteration: 1, turnId: "r1:1", content: null, toolCalls: 1, agent: "triage" });
+  equal(view.agent, "triage");
+  const snapshot = { runId: "r1", status: "running", agent: "billing", lastEventId: 9, turns: [], toolCalls: [] };
+  source.push(9, { kind: "resync", snapshot });
+  equal(view.agent, "billing");
+});
+
 test("a hold-buffer overflow resyncs the turn from the snapshot and streaming continues", async () => {
   const snapshot = { current: { turns: [{ turnId: "r1:1", text: "The answer is", final: false, epoch: 1, lastSeq: 5 }] } };
   const { view, turns, calls } = setup(snapshot, 2);

@@ -41,7 +41,7 @@ export class LiveView {
     this.runId = null;
     this.status = "idle";
     this.reason = null;
-    this.agent = null; // the agent speaking, once a handoff named it
+    this.agent = null; // the agent speaking: its turns', a handoff's, the snapshot's
     this.toolCalls = new Map(); // toolCallId -> { toolName, arguments, status, content }
     this.pending = []; // calls waiting for a decision: { id, name, arguments, kind }
     this.lastEventId = 0;
@@ -118,6 +118,7 @@ export class LiveView {
         break;
       }
       case "turn_ended":
+        if (event.agent) this.agent = event.agent;
         this.run.finalize(event.turnId, event.content ?? "");
         this._finish(event.turnId);
         break;
@@ -190,6 +191,7 @@ export class LiveView {
         content: call.content ?? null,
       });
     }
+    if (snapshot.agent) this.agent = snapshot.agent;
     if (snapshot.reason) this.reason = snapshot.reason;
     if (snapshot.pending) this.pending = snapshot.pending;
     this.status = snapshot.status;
