@@ -6,7 +6,10 @@ streamed text of CHUNKS chunks and prints its base URL on the first line;
 ``--stall`` (``serving(CHUNKS, stall=True)``) every answer is its first chunk
 and then silence, the connection held open: streams that are open and idle. In another
 process, the server's CPU time is not counted against the client being
-measured, and the client talks to it over real loopback sockets.
+measured, and the client talks to it over real loopback sockets. With
+``--wire anthropic`` or ``--wire responses`` (``serving(CHUNKS, wire=...)``) it
+is the fake Anthropic Messages API or the fake Responses API instead, the same
+answer spoken in that provider's events.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def answer_text(chunks: int) -> str:
@@ -24,7 +28,7 @@ def answer_text(chunks: int) -> str:
 
 
 @contextmanager
-def serving(chunks: int, *, stall: bool = False) -> Iterator[str]:
+def serving(chunks: int, *, stall: bool = False, wire: str = "openai") -> Iterator[str]:
     """Start the server, yield its base URL, stop it."""
     process = subprocess.Popen(
         [
@@ -32,6 +36,7 @@ def serving(chunks: int, *, stall: bool = False) -> Iterator[str]:
             str(Path(__file__).resolve()),
             str(chunks),
             *(["--stall"] if stall else []),
+            *(["--wire", wire] if wire != "openai" else []),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -47,7 +52,7 @@ def serving(chunks: int, *, stall: bool = False) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def main(chunks: int, *, stall: bool = False) -> None:
+def main(chunks: int, *, stall: bool = False, wire: str = "openai") -> None:
     import math
     from functools import partial
 
@@ -61,6 +66,18 @@ def main(chunks: int, *, stall: bool = False) -> None:
         answer = StreamResponse.of_text(*(f"tok{i} " for i in range(chunks)))
 
     async def serve() -> None:
+        if wire != "openai":
+            from juno_bind_trio.testing import (
+                open_fake_anthropic_server,
+                open_fake_responses_server,
+            )
+
+            opener: Any = (
+                open_fake_anthropic_server if wire == "anthropic" else open_fake_responses_server
+            )
+            async with opener(lambda _request: answer) as fake:
+                print(fake.base_url, flush=True)
+                await trio.sleep_forever()
         async with trio.open_nursery() as nursery:
             server = await nursery.start(partial(serve_fake_openai, lambda _request: answer))
             print(server.base_url, flush=True)
@@ -69,4 +86,9 @@ def main(chunks: int, *, stall: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200, stall="--stall" in sys.argv[2:])
+    rest = sys.argv[2:]
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 200,
+        stall="--stall" in rest,
+        wire=rest[rest.index("--wire") + 1] if "--wire" in rest else "openai",
+    )

@@ -350,3 +350,48 @@ _RULES: list[Rule[Any]] = [
 @given(st.sampled_from(_RULES), _VALUES)
 def test_every_rule_returns_or_refuses_in_the_one_shape(rule: Rule[Any], value: object) -> None:
     _refusal(rule, value)  # asserts the message; any other exception fails the test
+
+
+_TOOL_NAME_ALPHABET = st.sampled_from(
+    "abcxyzABCXYZ0189_-" + " .:/\n\t\x00é"  # the rule's own characters, and some it refuses
+)
+
+
+@given(st.text(_TOOL_NAME_ALPHABET, max_size=70))
+def test_one_tool_name_rule_for_every_place_that_names_a_tool(name: str) -> None:
+    """ToolDef, @tool, Tool.from_schema, ToolOutput and MCP's names keep one rule."""
+    from juno_bind_trio._validate import is_tool_name
+    from juno_bind_trio.agent import Tool, ToolOutput, tool
+    from juno_bind_trio.plugins import ToolDef
+
+    wanted = 1 <= len(name) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-") for c in name)
+    assert is_tool_name(name) is wanted
+
+    async def handler(ctx: object, arguments: dict[str, Any]) -> object:
+        return None
+
+    async def fn() -> None:
+        return None
+
+    makers: list[Callable[[], object]] = [
+        lambda: ToolDef(name=name, description="d", parameters={"type": "object"}, handler=handler),
+        lambda: tool(fn, name=name),
+        lambda: Tool.from_schema(
+            name=name, description=None, parameters={"type": "object"}, handler=handler
+        ),
+        lambda: ToolOutput(int, name=name),
+    ]
+    for make in makers:
+        if wanted:
+            make()
+        else:
+            with pytest.raises(ValueError):
+                make()
+
+
+def test_a_name_with_a_trailing_newline_is_no_tool_name() -> None:
+    """``$`` matches before a final newline: ToolOutput took ``"final\\n"`` before one rule."""
+    from juno_bind_trio.agent import ToolOutput
+
+    with pytest.raises(ValueError, match="ToolOutput: name must be 1-64"):
+        ToolOutput(int, name="final\n")

@@ -18,7 +18,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring
 from typing import Any, Final, NoReturn
 
@@ -382,3 +382,29 @@ def canonical(value: object, where: str) -> str:
 def sha256_hex(data: bytes) -> str:
     """The SHA-256 of *data*, lowercase hex: the package's default digest."""
     return hashlib.sha256(data).hexdigest()
+
+
+# How many local references in a row follow_ref follows before it stops (a cycle).
+_MAX_REF_HOPS: Final = 32
+
+
+def follow_ref(schema: object, root: Mapping[str, Any]) -> Any:
+    """*schema* with its local ``$ref`` followed: a JSON pointer into *root*
+    (``#/$defs/Name``), a bounded number of hops in a row.
+
+    Lenient, for readers that only look a schema up: a reference that is not
+    local, or that names nothing, leaves *schema* as it is.
+    """
+    for _ in range(_MAX_REF_HOPS):
+        if not isinstance(schema, Mapping):
+            return schema
+        ref = schema.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return schema
+        node: object = root
+        for part in ref[2:].split("/"):
+            if not isinstance(node, Mapping):
+                return schema
+            node = node.get(part.replace("~1", "/").replace("~0", "~"))
+        schema = node
+    return schema

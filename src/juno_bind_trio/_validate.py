@@ -32,7 +32,7 @@ import operator
 import re
 import reprlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, Generic, TypeVar, final, overload
+from typing import Any, Final, Generic, TypeGuard, TypeVar, final, overload
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -49,6 +49,7 @@ __all__ = [
     "having",
     "instance_of",
     "is_async_callable",
+    "is_tool_name",
     "matching",
     "non_empty_str",
     "one_of",
@@ -76,6 +77,20 @@ _SHOWN.maxlevel = 3
 _SHOWN.maxstring = 80
 _SHOWN.maxother = 80
 _SHOWN.maxlong = 40
+
+# The function-name rule of OpenAI-compatible APIs, which every tool name keeps.
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_tool_name(value: object) -> TypeGuard[str]:
+    """Whether *value* is a name a model can call a tool by: a ``str`` of 1 to 64 letters,
+    digits, ``_`` or ``-`` (the function-name rule of OpenAI-compatible APIs).
+
+    Checked where a tool is named (``ToolDef``, ``@tool``, ``Tool.from_schema``,
+    ``ToolOutput``, an MCP server's tools), so a bad name fails there, not as a
+    400 on the first request that offers it.
+    """
+    return isinstance(value, str) and _TOOL_NAME.fullmatch(value) is not None
 
 
 def shown(value: object) -> str:

@@ -212,3 +212,37 @@ async def test_a_later_call_reusing_an_id_does_not_inherit_its_approval() -> Non
     assert second.reason == "suspended"
     assert ran == [5]
     assert second.pending == (PendingToolCall("c1", "refund", {"amount": 9000}, "approval"),)
+
+
+async def test_decisions_with_a_new_prompt_answer_the_calls_before_the_prompt() -> None:
+    """In memory, a prompt may come with the decisions of every waiting call: the calls
+    are answered first (the approved one runs), and the model reads the prompt after
+    them. (The decisions used to be dropped: the calls stayed "not run".)"""
+    effects: list[Any] = []
+    agent = make_agent(effects)
+    first = await agent.run("refund order 17")
+    done = await agent.run(
+        "and now the receipt, please",
+        message_history=first.messages,
+        approvals={"c1": True},
+        results={"c3": "tue"},
+    )
+    assert done.reason == "completed"
+    assert effects == [("lookup", "17"), ("refund", 500)]
+    assert answers(done.messages) == {"c1": "refunded 500", "c2": "order 17", "c3": "tue"}
+    roles = [m["role"] for m in done.messages]
+    assert roles == ["user", "assistant", "tool", "tool", "tool", "user", "assistant"]
+    assert done.messages[5]["content"] == "and now the receipt, please"
+    assert done.new_messages() == done.messages[5:]
+
+
+def test_the_approval_names_are_the_same_objects_in_both_places() -> None:
+    """Pinned: Deny, Approve and PendingToolCall import from juno_bind_trio.agent and
+    from juno_bind_trio, as one object each."""
+    import juno_bind_trio
+    import juno_bind_trio.agent
+
+    for name in ("Deny", "Approve", "PendingToolCall"):
+        assert getattr(juno_bind_trio, name) is getattr(juno_bind_trio.agent, name)
+        assert name in juno_bind_trio.__all__
+        assert name in juno_bind_trio.agent.__all__

@@ -16,8 +16,9 @@ from agent_scripts import Say, ScriptedModel, call, tool_answers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from juno_bind_trio._json import follow_ref as _resolve
 from juno_bind_trio.agent import Agent, tool
-from juno_bind_trio.agent._tool_nulls import _accepts_null, _resolve, drop_absent_nulls
+from juno_bind_trio.agent._tool_nulls import _accepts_null, drop_absent_nulls
 
 pytestmark = pytest.mark.anyio
 
@@ -136,3 +137,25 @@ def test_the_walk_reads_every_value_as_the_recursive_reading_did(value: dict[str
     before = json.dumps(value, sort_keys=True)
     assert drop_absent_nulls(value, SCHEMA, SCHEMA) == reference(value, SCHEMA, SCHEMA)
     assert json.dumps(value, sort_keys=True) == before  # the input is not changed
+
+
+def test_follow_ref_follows_local_pointers_and_leaves_the_rest() -> None:
+    """The one $ref reader of "null means not given" and of MCP's arguments."""
+    root = {
+        "$defs": {
+            "A": {"$ref": "#/$defs/B"},
+            "B": {"type": "integer"},
+            "a/b~c": {"type": "string"},
+            "Loop": {"$ref": "#/$defs/Loop"},
+        }
+    }
+    assert _resolve({"$ref": "#/$defs/A"}, root) == {"type": "integer"}  # two hops
+    assert _resolve({"$ref": "#/$defs/a~1b~0c"}, root) == {"type": "string"}  # escapes
+    for kept in ({"$ref": "other.json#/x"}, {"$ref": 3}, {"type": "null"}, [1], None):
+        assert _resolve(kept, root) is kept
+    # A pointer through a non-object leaves the schema; one naming nothing gives None.
+    through = {"$ref": "#/$defs/B/type/x"}
+    assert _resolve(through, root) is through
+    assert _resolve({"$ref": "#/$defs/Missing"}, root) is None
+    # A cycle ends after a bounded number of hops, on the cycle.
+    assert _resolve({"$ref": "#/$defs/Loop"}, root) == {"$ref": "#/$defs/Loop"}

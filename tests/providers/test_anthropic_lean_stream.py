@@ -408,6 +408,7 @@ FAULTS: list[tuple[str, list[FakeResponse]]] = [
 ]
 
 
+@pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
 @pytest.mark.parametrize("script", [pytest.param(s, id=name) for name, s in FAULTS])
 async def test_every_fault_ends_the_same_on_both_paths(script: list[FakeResponse]) -> None:
     await _both(script)
@@ -440,6 +441,36 @@ async def test_an_overloaded_error_event_is_the_sdks_status_error_on_both_paths(
 async def test_a_refused_connection_is_the_same_on_both_paths() -> None:
     outcome = (await _both([], refused=True))[0]
     assert outcome[1] is anthropic.APIConnectionError
+
+
+async def test_the_sdk_read_timeout_is_the_same_on_both_paths() -> None:
+    async def timed_out(path: StreamPath) -> tuple[Any, ...]:
+        start = anyio.current_time()
+        script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
+        async with (
+            open_fake_anthropic_server(script) as server,
+            open_anthropic_client(base_url=server.base_url, api_key="k") as primed,
+        ):
+            client = primed.with_options(timeout=anthropic.Timeout(None, connect=5.0, read=3.0))
+            # As open_anthropic_client does: the SDK's platform probe answered
+            # already (with_options drops it), or the first request would run
+            # it in a thread, which the autojump clock does not wait for.
+            client._platform = primed._platform
+            request = ProviderRequest(
+                model="claude-test",
+                messages=MESSAGES,
+                time_to_first_token=100.0,
+                inter_chunk_timeout=100.0,
+            )
+            try:
+                await AnthropicAdapter(client, stream_path=path).stream_turn(request)
+            except Exception as error:
+                return _raised(error), anyio.current_time() - start
+        raise AssertionError("no timeout")
+
+    lean, sdk = await timed_out("lean"), await timed_out("sdk")
+    assert lean == sdk
+    assert (lean[0][1], lean[1]) == (anthropic.APITimeoutError, 3.0)
 
 
 async def test_a_cancel_closes_the_connection_at_once_on_both_paths() -> None:
@@ -486,6 +517,7 @@ async def test_the_lean_path_reuses_the_connection() -> None:
     assert [r.connection for r in server.requests] == [0, 0]
 
 
+@pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
 async def test_routing_decides_the_same_on_both_paths() -> None:
     plan = RoutePlan(
         [
@@ -569,6 +601,7 @@ _EVENT: st.SearchStrategy[StreamEvent] = st.one_of(
 )
 
 
+@pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(
     events=st.lists(_EVENT, max_size=10),

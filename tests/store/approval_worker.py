@@ -4,6 +4,11 @@
     python approval_worker.py approve DB RUN_ID EFFECTS   # resume with the decisions
     python approval_worker.py hang    DB RUN_ID EFFECTS   # the same, the refund never returns
     python approval_worker.py resume  DB RUN_ID EFFECTS   # a plain resume
+    python approval_worker.py refund-only  DB RUN_ID EFFECTS  # approve the refund alone
+    python approval_worker.py date-only    DB RUN_ID EFFECTS  # the host's date alone
+    python approval_worker.py talk         DB RUN_ID EFFECTS  # "start" in conversation "t"
+    python approval_worker.py talk-approve DB RUN_ID EFFECTS  # the decisions, on "t"
+    python approval_worker.py talk-hang    DB RUN_ID EFFECTS  # the same, the refund hangs
 
 The model asks for a refund (it needs an approval), a lookup and a date the
 host picks (an external tool), then answers. ``approve`` approves the refund
@@ -82,17 +87,28 @@ def tools(effects: str, *, hang: bool) -> list[Any]:
 
 async def step(command: str, db: str, run_id: str, effects: str) -> None:
     async with open_store(db) as store:
-        hang = command == "hang"
+        hang = command in ("hang", "talk-hang")
         agent = Agent(
             model, tools=tools(effects, hang=hang), store=store, lease_ttl=600 if hang else 30
         )
         print("ready", flush=True)
         if command == "start":
             result = await agent.run("refund order 17", run_id=run_id)
+        elif command == "talk":
+            result = await agent.run("refund order 17", run_id=run_id, conversation="t")
+        elif command in ("talk-approve", "talk-hang"):
+            # The conversation's road: its waiting run resumes, decisions written first.
+            result = await agent.run(
+                conversation="t", approvals={"c1": True}, results={"c3": "tue"}
+            )
         elif command in ("approve", "hang"):
             result = await agent.resume(
                 run_id, approvals={"c1": True}, results={"c3": "tue"}, principal="ann"
             )
+        elif command == "refund-only":
+            result = await agent.resume(run_id, approvals={"c1": True}, principal="ann")
+        elif command == "date-only":
+            result = await agent.resume(run_id, results={"c3": {"day": "tue"}}, principal="host")
         else:
             result = await agent.resume(run_id)
     print("finished", result.reason, ",".join(p.id for p in result.pending) or "-", flush=True)

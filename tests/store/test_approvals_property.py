@@ -1,5 +1,10 @@
 """A property: whatever mix of approvals, denials, external answers and crashes a run meets,
-every call is answered exactly once and truthfully, and a provider accepts the transcript."""
+every call is answered exactly once and truthfully, and a provider accepts the transcript.
+
+The decisions of each round arrive by one of the two roads a store-backed host has:
+``agent.resume(run_id, ...)``, or ``agent.run(conversation=..., ...)`` (the run is a
+conversation's, and that road resumes it); after every round the store's
+``list_waiting`` lists the run exactly when a call of it still waits."""
 
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ def decisions_for(kind: str) -> st.SearchStrategy[Decision]:
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[list[str], list[tuple[dict[int, Decision], Any]]]:
+    """The calls' kinds; each round's decisions and crash (and road: see ``play``)."""
     kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=4))
     waiting = [i for i, k in enumerate(kinds) if k != "plain"]
     rounds: list[tuple[dict[int, Decision], Any]] = []
@@ -60,7 +66,8 @@ def scenarios(draw: st.DrawFn) -> tuple[list[str], list[tuple[dict[int, Decision
                 ),
             )
         )
-        rounds.append((decided, crash))
+        road = draw(st.sampled_from(["resume", "conversation"]))
+        rounds.append((decided, (crash, road)))
     return kinds, rounds
 
 
@@ -100,8 +107,16 @@ class World:
         return Agent(self.model, tools=self.tools, store=store, store_owner="w1")
 
 
-async def resume(agent: Agent[None, str], decided: dict[int, Decision]) -> None:
+async def resume(
+    agent: Agent[None, str], decided: dict[int, Decision], road: str = "resume"
+) -> None:
     approvals, results, errors = keywords(decided)
+    if road == "conversation" and decided:
+        done = await agent.run(
+            conversation="t", approvals=approvals, results=results, errors=errors
+        )
+        assert done.run_id == "r1"  # the stored run went on, not a copy of it
+        return
     await agent.resume("r1", approvals=approvals, results=results, errors=errors)
 
 
@@ -128,12 +143,12 @@ async def play(
     store: RunStore, kinds: list[str], rounds: list[tuple[dict[int, Decision], Any]]
 ) -> None:
     world = World(kinds)
-    first = await world.agent(store).run("go", run_id="r1")
+    first = await world.agent(store).run("go", run_id="r1", conversation="t")
     waiting = {i for i, k in enumerate(kinds) if k != "plain"}
     assert first.reason == ("suspended" if waiting else "completed")
     decided: dict[int, Decision] = {}
     crashed_while: set[int] = set()  # approved calls whose resume crashed
-    for given_decisions, crash in rounds:
+    for given_decisions, (crash, road) in rounds:
         if (await store.get_run("r1")).status == "completed":
             break
         fresh = {i: d for i, d in given_decisions.items() if i not in decided}
@@ -145,12 +160,18 @@ async def play(
             )
             world.dies_in_tool = target if in_tool else None
         agent = world.agent(target)
-        if await run_until_crash(lambda: resume(agent, fresh)):  # noqa: B023
+        if await run_until_crash(lambda: resume(agent, fresh, road)):  # noqa: B023
             crashed_while |= {
                 i for i, (what, _) in {**decided, **fresh}.items() if what == "approve"
             }
         decided.update(fresh)
         world.dies_in_tool = None
+        # The store is truthful: the run is listed as waiting exactly while a call waits.
+        still = await store.pending_calls("r1")
+        listed = [r.run_id for r in await store.list_waiting()]
+        assert listed == (["r1"] if still else []), (listed, still)
+        if (await store.get_run("r1")).status == "suspended":
+            assert still
     # The rest decided, then plain resumes until the run ends.
     rest = {i: ("approve", None) if kinds[i] == "approval" else ("result", "late") for i in waiting}
     rest = {i: d for i, d in rest.items() if i not in decided}
@@ -163,7 +184,10 @@ async def play(
     loaded = await store.load("r1")
     assert loaded.record.status == "completed"
     assert await store.pending_calls("r1") == []
+    assert await store.list_waiting() == []
     messages = loaded.messages
+    assert await store.conversation_messages("t") == messages
+    assert [r.run_id for r in await store.list_runs()] == ["r1"]
     check_history(messages)
     await provider_accepts(messages)
     answers = {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
@@ -198,12 +222,22 @@ async def play(
 @given(scenario=scenarios())
 # The cases that matter most, always: the process dies inside an approved call, after
 # its effect; a crash right after the receipt; a mix decided over several resumes.
-@example(scenario=(["approval"], [({0: ("approve", None)}, ("in_tool", 1))]))
-@example(scenario=(["approval", "plain"], [({0: ("approve", None)}, ("after_calls_started", 1))]))
+@example(scenario=(["approval"], [({0: ("approve", None)}, (("in_tool", 1), "resume"))]))
+@example(scenario=(["approval"], [({0: ("approve", None)}, (("in_tool", 1), "conversation"))]))
+@example(
+    scenario=(
+        ["approval", "plain"],
+        [({0: ("approve", None)}, (("after_calls_started", 1), "resume"))],
+    )
+)
 @example(
     scenario=(
         ["approval", "external", "approval"],
-        [({1: ("result", 3)}, None), ({0: ("deny", "no")}, ("before_save", 1)), ({}, None)],
+        [
+            ({1: ("result", 3)}, (None, "conversation")),
+            ({0: ("deny", "no")}, (("before_save", 1), "conversation")),
+            ({}, (None, "resume")),
+        ],
     )
 )
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

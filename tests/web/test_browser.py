@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +207,50 @@ def test_approve_on_the_page_runs_the_call_once_and_the_run_goes_on(backend: str
         assert effects == [50]  # once
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"live_view_approved_{backend}.png"), full_page=True)
+
+
+@pytest.mark.one_backend_by_default
+def test_approve_on_the_page_resumes_the_stored_run_and_shows_the_hosts_call(
+    backend: str, tmp_path: Path
+) -> None:
+    """With a store: an external call is shown as waiting on the host, with no buttons;
+    Approve resumes the stored run itself (same id), the refund runs once, and the run
+    waits again, in the store, on the host's call alone."""
+    from browser import ROOT, script_server
+
+    store = str(tmp_path / "runs.db")
+    server = script_server(ROOT / "tests" / "web" / "approval_server.py", backend, store)
+    with server as (url, _process), launched() as page:
+
+        def get(path: str) -> Any:
+            return page.evaluate(f"fetch({url + path!r}).then(r => r.json())")
+
+        page.goto(url)
+        page.fill("#prompt", "Refund my order, please.")
+        page.click("#start")
+        page.wait_for_selector(
+            "#pending li[data-call-id='call_refund'] button.approve", timeout=20_000
+        )
+        run_id = page.evaluate("window.liveView.runId")
+        host = "#pending li[data-call-id='call_date']"
+        assert page.get_attribute(host, "data-kind") == "external"
+        assert page.text_content(f"{host} em.external") == "waiting on the host"
+        assert page.eval_on_selector_all(f"{host} button", "buttons => buttons.length") == 0
+        assert get("waiting") == [{"runId": run_id, "calls": ["call_refund", "call_date"]}]
+        assert get("effects") == []
+        page.click("#pending button.approve")
+        page.wait_for_function(
+            "() => document.getElementById('status').textContent === 'ended'"
+            " && document.getElementById('reason').textContent === '(suspended)'"
+            " && window.liveView.pending.length === 1",
+            timeout=20_000,
+        )
+        assert page.evaluate("window.liveView.runId") == run_id  # the stored run went on
+        assert page.eval_on_selector_all(
+            "#pending li", "items => items.map(item => item.dataset.callId)"
+        ) == ["call_date"]
+        assert page.eval_on_selector_all("#pending button", "buttons => buttons.length") == 0
+        assert get("effects") == [50]  # once
+        assert get("waiting") == [{"runId": run_id, "calls": ["call_date"]}]
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"live_view_host_call_{backend}.png"), full_page=True)

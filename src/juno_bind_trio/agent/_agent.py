@@ -436,15 +436,13 @@ class Agent(Generic[DepsT, OutputT]):
           ``"conflict"``, which the calling tool may let reach its model.
         * *usage_limits*: this run's [UsageLimits][juno_bind_trio.agent.UsageLimits],
           instead of the agent's.
-        * *approvals*, *results*, *errors*: decisions for the calls a suspended
-          run left waiting (``AgentResult.pending``), by call id, when
-          *message_history* is that run's ``messages``: ``True`` /
-          [Approve][juno_bind_trio.agent.Approve] runs the call, ``False`` /
-          [Deny][juno_bind_trio.agent.Deny] answers it as a failure of kind
-          ``"authz"``; *results* and *errors* answer an external tool's
-          calls. No *prompt* is needed then; a call left undecided stays
-          waiting. (With a store, continue with
-          [resume][juno_bind_trio.agent.Agent.resume].)
+        * *approvals*, *results*, *errors*: decisions, by call id, for the calls
+          waiting at the end of *message_history* (``AgentResult.pending``):
+          ``True`` / [Approve][juno_bind_trio.agent.Approve] runs the call,
+          ``False`` / [Deny][juno_bind_trio.agent.Deny] answers it as a failure
+          of kind ``"authz"``; *results* / *errors* answer an external call. No
+          *prompt* is needed; an undecided call stays waiting. With a store, use
+          [resume][juno_bind_trio.agent.Agent.resume] (this is a ``UsageError``).
         * *conversation*: a conversation's id (``"thread-42"``), with a
           *store*: the run starts from that conversation's history (a new id
           starts a new one), and its messages are added to it when it ends,
@@ -452,8 +450,8 @@ class Agent(Generic[DepsT, OutputT]):
           One run at a time per conversation: a second is refused with
           [ConversationBusy][juno_bind_trio.ConversationBusy] while the first
           goes. A run that fails or is cancelled leaves the conversation as it
-          was. With *approvals* / *results* / *errors* and no *prompt*, the run
-          continues the calls the conversation's last run left waiting.
+          was. With decisions and no *prompt*, the stored run whose calls wait
+          at its end is resumed (as [resume][juno_bind_trio.agent.Agent.resume]).
         * *extra_tools*: tools for this run only, next to the agent's (an
           [ExternalTool][juno_bind_trio.agent.ExternalTool] a frontend runs,
           say); a name the agent's tools already use is a ``ValueError``.
@@ -551,37 +549,24 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> AgentResult[OutputT]:
         """Continue a stored run from where it stopped, on this worker.
 
-        Loads the run from the agent's store, heals its transcript, and
-        answers the calls its last turn left unanswered by their receipts: a
-        call that finished is answered from its receipt and not run again; a
-        call that never started runs now; an interrupted call to a
-        non-repeatable tool is answered as interrupted ("check its effect
-        before repeating it") and never run again, unless the tool declares
-        ``uses_idempotency_key``. Then the run goes on as
-        [run][juno_bind_trio.agent.Agent.run] would.
+        Loads the run from the agent's store, heals its transcript, and answers
+        the calls its last turn left unanswered by their receipts: one that
+        finished from its receipt, not run again; one never started runs now;
+        an interrupted call to a non-repeatable tool is answered interrupted
+        and never run again, unless the tool declares ``uses_idempotency_key``.
+        Then the run goes on as [run][juno_bind_trio.agent.Agent.run] would.
 
         * *usage_limits*: this resume's [UsageLimits][juno_bind_trio.agent.UsageLimits],
-          instead of the agent's. They count from zero, what this resume
-          spends: the store keeps no usage of the run before it. The calls
-          of the turn the run stopped in were asked for before the resume,
-          so answering them (from receipts, or by running them) is not
-          counted against ``tool_calls_limit``.
+          counted from zero, not counting the calls of the turn it stopped in.
         * *approvals*, *results*, *errors*: decisions for the calls the
-          suspended run waits on (``AgentResult.pending``,
-          ``RunStore.pending_calls``), by call id, as for
-          [run][juno_bind_trio.agent.Agent.run]. They are written to the store
-          (with *principal*, who decided, and the time) before the run is
-          claimed, so they hold from then on: a later plain ``resume`` never
-          needs them again (after a crash while an approved call ran, it
-          answers that call ``"interrupted"`` rather than run it again,
-          unless the tool is repeatable). An id that waits for nothing
-          (unknown, already decided, past its deadline), a decision of the
-          wrong sort, or a run cancelled while it waited raises
-          [UsageError][juno_bind_trio.UsageError] naming it, and nothing is
-          written. A call left undecided keeps waiting: the run ends
-          ``"suspended"`` again, its ``pending`` listing what still waits
-          (``RunStore.list_waiting`` and ``python -m juno_bind_trio.store DB
-          waiting`` list such runs).
+          suspended run waits on (``AgentResult.pending``), by call id, as for
+          [run][juno_bind_trio.agent.Agent.run]; written to the store, with
+          *principal* and the time, before the run is claimed, so they hold
+          from then on (after a crash during an approved call, a plain
+          ``resume`` answers it ``"interrupted"``, never runs it again unless
+          it is repeatable). An id that waits for nothing, a decision of the
+          wrong sort, or a run cancelled meanwhile is a ``UsageError`` naming
+          it, nothing written; an undecided call keeps waiting (``"suspended"``).
 
         :raises UsageLimitExceeded: the resumed run reached a usage limit and
             stopped softly; the error carries the result so far.
@@ -595,3 +580,20 @@ class Agent(Generic[DepsT, OutputT]):
         core = self._core("Agent.resume", locals(), prompt="")
         core.resuming = True
         return await core.run()
+
+    def open_resume(
+        self,
+        run_id: str,
+        *,
+        deps: DepsT | None = None,
+        usage_limits: UsageLimits | None = None,
+        approvals: Mapping[str, bool | Approve | Deny] | None = None,
+        results: Mapping[str, object] | None = None,
+        errors: Mapping[str, str] | None = None,
+        principal: str | None = None,
+    ) -> AbstractAsyncContextManager[AgentRun[OutputT]]:
+        """[resume][juno_bind_trio.agent.Agent.resume], streamed as ``open_run`` is."""
+        check_resume(self._settings, run_id, "Agent.open_resume")
+        core = self._core("Agent.open_resume", locals(), prompt="", pipe=EventPipe())
+        core.resuming = True
+        return OpenRun(core, cast("EventPipe", core.pipe))

@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from juno_bind_trio._errors import SchemaError
 from juno_bind_trio._options import candidate_option_clashes, checked_request_options
-from juno_bind_trio._validate import error_kind, is_async_callable, shown
+from juno_bind_trio._validate import (
+    a_bool,
+    count,
+    instance_of,
+    is_async_callable,
+    non_empty_str,
+    one_of,
+    optional,
+    positive_seconds,
+)
 from juno_bind_trio.providers import RoutedModel, StringModel
 from juno_bind_trio.providers.openai import OpenAIChatAdapter, OpenAIChatModel
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
@@ -39,7 +48,15 @@ from ._tool_guards import check_tool_guards
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["agent_settings", "check_limits", "model_source", "positive"]
+__all__ = ["agent_settings", "check_limits", "model_source"]
+
+_COUNT: Final = count(minimum=1)
+_OPTIONAL_NAME: Final = optional(non_empty_str())
+_LEASE_TTL: Final = positive_seconds()
+_DIALECT: Final = one_of(*SCHEMA_DIALECTS)
+_CHAIN_RULE: Final = optional(instance_of(ChainRule))
+_COMPACTION: Final = optional(instance_of(Compaction))
+_LIMITS: Final = optional(instance_of(UsageLimits, expects="a UsageLimits"))
 
 _OPENAI_PREFIX: Final = "openai:"
 _NONE_TYPE: Final = type(None)
@@ -180,17 +197,7 @@ def model_source(
 
 
 def check_limits(owner: str, limits: object) -> None:
-    if limits is not None and not isinstance(limits, UsageLimits):
-        raise TypeError(f"{owner}: usage_limits must be a UsageLimits or None, got {limits!r}")
-
-
-def positive(owner: str, name: str, value: object, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        word = "a positive integer" if minimum == 1 else "a non-negative integer"
-        raise (TypeError if not isinstance(value, int) or isinstance(value, bool) else ValueError)(
-            f"{owner}: {name} must be {word}, got {value!r}"
-        )
-    return value
+    _LIMITS.check(f"{owner}: usage_limits", limits)
 
 
 def agent_settings(
@@ -229,25 +236,14 @@ def agent_settings(
     description for ``repr``, and the client the agent owns (if any)."""
     check_limits(owner, usage_limits)
     store = check_store(owner, store)
-    given_owner: object = store_owner
-    if given_owner is not None and (not isinstance(given_owner, str) or not given_owner):
-        raise error_kind(given_owner, str)(
-            f"{owner}: store_owner must be a non-empty str or None, got {store_owner!r}"
-        )
-    if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float):
-        raise TypeError(f"{owner}: lease_ttl must be a positive number, got {lease_ttl!r}")
-    if not 0 < lease_ttl < float("inf"):
-        raise ValueError(f"{owner}: lease_ttl must be a positive number, got {lease_ttl!r}")
-    if not isinstance(strict, bool):
-        raise TypeError(f"{owner}: strict must be a bool, got {strict!r}")
+    _OPTIONAL_NAME.check(f"{owner}: store_owner", store_owner)
+    lease_ttl = _LEASE_TTL.check(f"{owner}: lease_ttl", lease_ttl)
+    a_bool().check(f"{owner}: strict", strict)
     if schema_dialect is None:
         schema_dialect = "openai_strict" if strict else "openai"
-    elif schema_dialect not in SCHEMA_DIALECTS:
-        raise ValueError(
-            f"{owner}: schema_dialect must be one of {', '.join(SCHEMA_DIALECTS)}, "
-            f"got {schema_dialect!r}"
-        )
-    elif strict and schema_dialect != "openai_strict":
+    else:
+        _DIALECT.check(f"{owner}: schema_dialect", schema_dialect)
+    if strict and schema_dialect != "openai_strict":
         raise ValueError(
             f"{owner}: strict=True asks for OpenAI strict mode, which schema_dialect "
             f"{schema_dialect!r} contradicts; leave schema_dialect out"
@@ -263,27 +259,19 @@ def agent_settings(
             f"deps returning one, an async function of the run's RunContext returning "
             f"one, or None, got {instructions!r}"
         )
-    given_name: object = name
-    if given_name is not None and (not isinstance(given_name, str) or not given_name):
-        raise error_kind(given_name, str)(
-            f"{owner}: name must be a non-empty str or None, got {name!r}"
-        )
+    _OPTIONAL_NAME.check(f"{owner}: name", name)
     if text_sink is not None and not callable(getattr(text_sink, "emit", None)):
         raise TypeError(
             f"{owner}: text_sink must be a TurnStreamSink (with emit and retractable), "
             f"got {text_sink!r}"
         )
-    if chain_rule is not None and not isinstance(chain_rule, ChainRule):
-        raise TypeError(f"{owner}: chain_rule must be a ChainRule or None, got {chain_rule!r}")
+    _CHAIN_RULE.check(f"{owner}: chain_rule", chain_rule)
     check_prepare(owner, "prepare_tools", prepare_tools)
     processors = check_processors(owner, history_processors)
-    if compaction is not None and not isinstance(compaction, Compaction):
-        raise TypeError(
-            f"{owner}: compaction must be a Compaction or None, got {shown(compaction)}"
-        )
-    positive(owner, "max_iterations", max_iterations)
-    positive(owner, "per_tool_limit", per_tool_limit)
-    positive(owner, "max_output_retries", max_output_retries, minimum=0)
+    _COMPACTION.check(f"{owner}: compaction", compaction)
+    _COUNT.check(f"{owner}: max_iterations", max_iterations)
+    _COUNT.check(f"{owner}: per_tool_limit", per_tool_limit)
+    count().check(f"{owner}: max_output_retries", max_output_retries)
     output = output_plan(owner, output_type, strict=strict)
     model = bind_output_tool(model, output)
     source, described, owned = model_source(

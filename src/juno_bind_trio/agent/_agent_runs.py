@@ -13,7 +13,7 @@ import attrs
 import sniffio
 
 from juno_bind_trio._errors import UsageError
-from juno_bind_trio._validate import error_kind, shown
+from juno_bind_trio._validate import error_kind, non_empty_str, optional, shown
 from juno_bind_trio.run import StopSignal
 from juno_bind_trio.transcript import heal_transcript
 
@@ -187,12 +187,7 @@ def run_core(
             f"{owner}: stop must be None or a CancelScope (anything with a bool "
             f"cancel_called), got {stop!r}"
         )
-    if run_id is None:
-        run_id = new_run_id()
-    elif not isinstance(run_id, str) or not run_id:
-        raise error_kind(run_id, str)(
-            f"{owner}: run_id must be a non-empty str or None, got {run_id!r}"
-        )
+    run_id = optional(non_empty_str()).check(f"{owner}: run_id", run_id) or new_run_id()
     if parent is not None and not isinstance(parent, RunContext):
         raise TypeError(
             f"{owner}: parent must be the RunContext of the tool starting this run, got {parent!r}"
@@ -280,12 +275,10 @@ def run_in_own_loop(
     return anyio.run(run_and_close, backend=backend)
 
 
-def check_resume(agent_settings: RunSettings, run_id: object) -> None:
+def check_resume(agent_settings: RunSettings, run_id: object, owner: str = "Agent.resume") -> None:
     """``resume``'s own checks: the agent has a store, and *run_id* is a run's id."""
     if agent_settings.store is None:
-        raise UsageError("Agent.resume: this agent has no store; build it with Agent(store=...)")
+        raise UsageError(f"{owner}: this agent has no store; build it with Agent(store=...)")
     given: object = run_id
     if not isinstance(given, str) or not given:
-        raise error_kind(given, str)(
-            f"Agent.resume: run_id must be a non-empty str, got {run_id!r}"
-        )
+        raise error_kind(given, str)(f"{owner}: run_id must be a non-empty str, got {run_id!r}")

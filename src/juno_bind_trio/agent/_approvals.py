@@ -91,6 +91,8 @@ APPROVAL_TIMED_OUT_MESSAGE: Final = (
 
 # The key of the placeholder answer that marks a call as waiting (in its content).
 _AWAITING: Final = "awaiting"
+# The key of the placeholder that names the run the call waits in (a store resumes it).
+_RUN: Final = "run_id"
 # The key of a suspend directive's payload that carries the pending call.
 _PAYLOAD: Final = "pending_tool_call"
 
@@ -222,19 +224,45 @@ def read_decisions(
 # --- the placeholder answer ------------------------------------------------------------
 
 
-def placeholder(call: PendingToolCall) -> dict[str, Any]:
+def placeholder(call: PendingToolCall, run_id: str | None = None) -> dict[str, Any]:
     """The answer a waiting call holds in the transcript until it is decided.
 
     A failure of kind ``"not_run"`` (true: it has not run), with the pending
-    call under ``"awaiting"`` so a continuation in memory finds it again.
+    call under ``"awaiting"`` so a continuation in memory finds it again, and
+    the id of the run it waits in under ``"run_id"``: with a store, that run
+    is the one to continue (``Agent.resume``), never a copy of it in memory.
     """
     text = (
         "This call is waiting for a person's approval and has not run yet"
         if call.kind == "approval"
         else "This call is run by the host and has not been answered yet"
     )
-    content = {"success": False, "kind": "not_run", "error": text, _AWAITING: call.to_json()}
+    content: dict[str, Any] = {
+        "success": False,
+        "kind": "not_run",
+        "error": text,
+        _AWAITING: call.to_json(),
+    }
+    if run_id is not None:
+        content[_RUN] = run_id
     return tool_message(call.id, json.dumps(content))
+
+
+def waiting_run(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The id of the run whose calls wait at the end of *messages* (its placeholders
+    name it), or ``None``: no call waits there, or its placeholder names no run."""
+    for index in sorted(_trailing_indices(messages)):
+        message = messages[index]
+        if waiting_in(message) is None:
+            continue
+        content = message.get("content")
+        try:
+            run_id = json.loads(content).get(_RUN) if isinstance(content, str) else None
+        except (ValueError, AttributeError):
+            run_id = None
+        if isinstance(run_id, str) and run_id:
+            return run_id
+    return None
 
 
 def waiting_in(message: Mapping[str, Any]) -> PendingToolCall | None:
@@ -264,14 +292,14 @@ def pending_of(suspensions: Sequence[SuspendDirective]) -> tuple[PendingToolCall
     return tuple(found)
 
 
-def _held(call: PendingToolCall) -> ToolCallOutcome:
+def _held(call: PendingToolCall, run_id: str | None) -> ToolCallOutcome:
     reason = (
         f"approval required: {call.name}"
         if call.kind == "approval"
         else f"external result required: {call.name}"
     )
     return ToolCallOutcome(
-        tool_message=placeholder(call),
+        tool_message=placeholder(call, run_id),
         suspend=SuspendDirective(
             tool_call_id=call.id, reason=reason, payload={_PAYLOAD: call.to_json()}
         ),
@@ -319,7 +347,16 @@ class ApprovalGate:
     in the order it met them: the result's ``pending``.
     """
 
-    __slots__ = ("_clock", "_context", "decisions", "expired", "held", "tools", "waiting")
+    __slots__ = (
+        "_clock",
+        "_context",
+        "decisions",
+        "expired",
+        "held",
+        "run_id",
+        "tools",
+        "waiting",
+    )
 
     def __init__(self, decisions: Mapping[str, Decision] | None = None) -> None:
         self.decisions: dict[str, Decision] = dict(decisions or {})
@@ -327,6 +364,7 @@ class ApprovalGate:
         self.held: list[PendingToolCall] = []
         self.expired: list[PendingToolCall] = []
         self.tools: Mapping[str, Tool] = {}
+        self.run_id: str | None = None  # named in the placeholders (see placeholder)
         self._clock: Callable[[], float] = _now
         self._context: Callable[[ToolCall], RunContext[Any]] | None = None
 
@@ -335,9 +373,12 @@ class ApprovalGate:
         tools: Mapping[str, Tool],
         context: Callable[[ToolCall], RunContext[Any]],
         clock: Callable[[], float] | None = None,
+        *,
+        run_id: str | None = None,
     ) -> None:
-        """The run's tools, how it builds a call's context, and its clock."""
+        """The run's tools, how it builds a call's context, its clock and its id."""
         self.tools = tools
+        self.run_id = run_id
         self._context = context
         if clock is not None:
             self._clock = clock
@@ -423,7 +464,7 @@ class ApprovalGate:
                 )
                 return ToolCallOutcome(tool_message=decision_message(expired, call_id))
             self.held.append(known)
-            return _held(known)
+            return _held(known, self.run_id)
         found = self.tools.get(call.name)
         if found is None or (not found.external and found.requires_approval is False):
             return None
@@ -450,7 +491,7 @@ class ApprovalGate:
         expires = None if timeout is None else self._clock() + timeout
         pending = PendingToolCall(call_id, call.name, arguments, kind, expires)
         self.held.append(pending)
-        return _held(pending)
+        return _held(pending, self.run_id)
 
     def outer(
         self, run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
@@ -490,14 +531,19 @@ class ApprovalGate:
         dispatch: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
         *,
         per_tool_limit: int,
+        end: int | None = None,
     ) -> bool:
         """Answer, in place, the waiting calls of the history's last turn (a run in memory).
 
+        *end*: where the history ends in *messages* (a new prompt follows it): the
+        waiting calls are the history's last, not the prompt's.
+
         Returns whether any still waits (the run ends ``"suspended"`` then).
         """
-        indices = sorted(_trailing_indices(messages))
+        history = messages if end is None else messages[:end]
+        indices = sorted(_trailing_indices(history))
         to_run: list[tuple[int, ToolCall]] = []
-        calls = _trailing_calls(messages)
+        calls = _trailing_calls(history)
         for index in indices:
             held = waiting_in(messages[index])
             if held is None:
@@ -561,11 +607,32 @@ def _answer(call_id: str, result: outcome.Outcome[ToolCallOutcome]) -> dict[str,
 
 
 def check_continuation(
-    gate: ApprovalGate, history: Sequence[Mapping[str, Any]], *, prompted: bool
+    gate: ApprovalGate,
+    history: Sequence[Mapping[str, Any]],
+    *,
+    prompted: bool,
+    stored: bool = False,
 ) -> None:
     """A run in memory continuing its history: the decisions name waiting calls, and a
-    run without a new prompt has calls to continue."""
+    run without a new prompt has calls to continue.
+
+    *stored*: the agent keeps its runs in a store, where the calls of a history
+    that ends waiting belong to a stored run: that run is continued, by
+    ``Agent.resume``, never a copy of it here (which would run an approved call
+    with no receipt, and leave the stored run waiting for ever).
+    """
     waiting = trailing_waiting(history)
+    if stored and waiting:
+        run_id = waiting_run(history)
+        named = "RUN_ID" if run_id is None else repr(run_id)
+        raise UsageError(
+            "Agent.run: message_history ends with calls waiting for a decision ("
+            + ", ".join(waiting)
+            + ") and this agent keeps its runs in a store: continue the stored run "
+            f"itself, with `await agent.resume({named}, approvals=..., results=..., "
+            "errors=...)`; it runs each approved call once, under its receipt, and records "
+            "how the run ends (a copy continued in memory would do neither)"
+        )
     gate.check_decisions("Agent.run", waiting)
     gate.adopt(tuple(waiting.values()), {})
     # A history whose last turn's calls are answered (by a frontend that ran them, say)
@@ -616,7 +683,12 @@ def bind_gate(core: Any) -> None:
             children=core.children,
         )
 
-    core.gate.bind(core.tools, context_for)
+    core.gate.bind(core.tools, context_for, run_id=core.run_id)
     # A run on a conversation is checked once its history is read (_run.with_history).
     if (core.settings.store is None or not core.resuming) and core.conversation is None:
-        check_continuation(core.gate, core.state.messages[: core.new_start], prompted=core.prompted)
+        check_continuation(
+            core.gate,
+            core.state.messages[: core.new_start],
+            prompted=core.prompted,
+            stored=core.settings.store is not None,
+        )

@@ -18,6 +18,7 @@ import attrs
 
 from ._context import RunContext
 from ._output_modes import NativeOutput, PromptedOutput, ToolOutput
+from ._tool_signature import is_run_context
 
 __all__ = ["NAME_PART", "Member", "OutputFunction", "members_of", "union_of"]
 
@@ -48,7 +49,7 @@ class OutputFunction:
                 f"{owner}: output function {function!r} has annotations that do not resolve "
                 f"({type(exc).__name__}: {exc})"
             ) from None
-        takes_context = bool(parameters) and _is_run_context(
+        takes_context = bool(parameters) and is_run_context(
             hints.get(parameters[0].name, parameters[0].annotation)
         )
         values = parameters[1:] if takes_context else parameters
@@ -78,10 +79,6 @@ class OutputFunction:
 
 def _name_of(function: object) -> str:
     return str(getattr(function, "__name__", None) or type(function).__name__)
-
-
-def _is_run_context(annotation: object) -> bool:
-    return annotation is RunContext or typing.get_origin(annotation) is RunContext
 
 
 def _is_function(value: object) -> bool:

@@ -29,9 +29,10 @@ sees it as a reset and the transcript keeps only the answer that passed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Generic, TypeVar, final
+
+from juno_bind_trio._validate import is_tool_name
 
 __all__ = [
     "DEFAULT_OUTPUT_TOOL",
@@ -45,7 +46,6 @@ __all__ = [
 T = TypeVar("T")
 
 DEFAULT_OUTPUT_TOOL: Final = "final_result"
-_TOOL_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def _check_description(owner: str, description: object) -> str | None:
@@ -88,7 +88,7 @@ class ToolOutput(Generic[T]):
         given: object = name
         if not isinstance(given, str):
             raise TypeError(f"{owner}: name must be a str, got {name!r}")
-        if not _TOOL_NAME.match(given):
+        if not is_tool_name(given):
             raise ValueError(
                 f"{owner}: name must be 1-64 letters, digits, '_' or '-' (a tool name), "
                 f"got {name!r}"

@@ -83,7 +83,7 @@ from ._reask import Extra, answer_of, reask_message
 from ._result import AgentResult, OutputT
 from ._session import InMemorySession, RunSession
 from ._steps import collect_tools, offered_only, open_turn_port, shape_turn, step_tools
-from ._store_session import StoreSession
+from ._store_session import StoreSession, continue_in_conversation
 from ._tool import Tool
 from ._tool_guards import after_guards, refusing_calls
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
@@ -500,6 +500,7 @@ class _RunCore(Generic[OutputT]):
                 self.state.messages,
                 refusing_calls(self, self.dispatch),
                 per_tool_limit=self.settings.per_tool_limit,
+                end=self.new_start,  # a new prompt after the history is not its last turn
             )
             if held:
                 await session.finish("suspended")
@@ -543,6 +544,8 @@ class _RunCore(Generic[OutputT]):
             if counter is not None:
                 counter.running += 1
         try:
+            if self.conversation is not None and (self.gate.decisions or not self.prompted):
+                await continue_in_conversation(self)  # decisions: the stored run resumes
             if self.settings.instructions_awaited and not self.resuming:
                 await self._await_instructions()
             collect_tools(self)

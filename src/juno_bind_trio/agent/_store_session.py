@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, final
 
 import anyio
 
-from juno_bind_trio._errors import ConversationBusy, LeaseLostError
+from juno_bind_trio._errors import ConversationBusy, LeaseLostError, UsageError
 from juno_bind_trio.loop import LoopResult, RunStats
+from juno_bind_trio.run import root_chain
 from juno_bind_trio.store import (
     DurableRun,
     RunStore,
@@ -34,7 +35,7 @@ from juno_bind_trio.store import (
     open_durable_run,
 )
 
-from ._approvals import ApprovalGate
+from ._approvals import ApprovalGate, waiting_run
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import LoopEndReason, LoopState
@@ -42,7 +43,13 @@ if TYPE_CHECKING:
 
     from ._session import ModelPort, ToolPort
 
-__all__ = ["StoreSession", "StoreSpec", "check_store"]
+__all__ = [
+    "StoreSession",
+    "StoreSpec",
+    "check_store",
+    "continue_in_conversation",
+    "conversation_waiting_run",
+]
 
 StoreSpec = str | os.PathLike[str] | RunStore
 """What ``Agent(store=...)`` takes: a SQLite file's path, or an open RunStore."""
@@ -64,6 +71,44 @@ async def _opened(store: StoreSpec) -> AsyncIterator[RunStore]:
         return
     async with SqliteRunStore(store) as opened:
         yield opened
+
+
+async def conversation_waiting_run(store: StoreSpec, conversation: str) -> str | None:
+    """The run whose calls wait for a decision at the end of *conversation*, or ``None``.
+
+    ``Agent.run(conversation=..., approvals=...)`` continues that run (durably, as
+    ``Agent.resume`` does), not a copy of it: its waiting calls' placeholders,
+    the last messages of the conversation, name it.
+    """
+    async with _opened(store) as opened:
+        history = await opened.conversation_messages(conversation)
+    return waiting_run(history)
+
+
+async def continue_in_conversation(core: Any) -> None:
+    """Decisions on a conversation: the run continued is the one whose calls wait at the
+    conversation's end, resumed from the store (its decisions written first, each
+    approved call run under its receipt), not a new run copying it.
+
+    *core* is the run (``_run._RunCore``): made, here, the resume of that run.
+    """
+    conversation = core.conversation
+    store = core.settings.store
+    assert conversation is not None
+    assert store is not None
+    found = await conversation_waiting_run(store, conversation)
+    if found is None:
+        return  # nothing waits: the decisions are refused naming their ids (with_history)
+    if core.prompted:
+        raise UsageError(
+            f"Agent.run: run {found!r} of conversation {conversation!r} waits for these "
+            "decisions; continue it with them and no prompt "
+            f"(agent.run(conversation={conversation!r}, approvals=...)), then send the prompt"
+        )
+    core.run_id = found
+    core.chain = root_chain(found, agent=core.settings.name)
+    core.resuming = True
+    core.conversation = None  # the resumed run takes its conversation's hold again
 
 
 @final

@@ -10,7 +10,6 @@ package's one rule, for every reader of the call.
 from __future__ import annotations
 
 import json
-import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol, final
@@ -20,7 +19,7 @@ import pydantic
 
 from juno_bind_trio._calls import ToolCall, parse_arguments
 from juno_bind_trio._errors import SchemaError, ToolCallArgumentsError, ToolFailureError, UsageError
-from juno_bind_trio._validate import is_async_callable
+from juno_bind_trio._validate import a_bool, is_async_callable, is_tool_name
 from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._approvals import ApprovalPredicate, check_approval_options
@@ -34,9 +33,9 @@ __all__ = [
     "Toolset",
     "announce_start",
     "check_deps_value",
-    "check_flag",
     "check_name",
     "check_tool_deps",
+    "check_tool_options",
     "run_tools",
     "validation_message",
 ]
@@ -44,13 +43,11 @@ __all__ = [
 ToolFunction = Callable[..., Any]
 """What ``@tool`` accepts: async or sync, typed parameters, an optional ``RunContext`` first."""
 
-# The function-name rule of OpenAI-compatible APIs (the same rule ToolDef checks).
-_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_SHOWN: Final = 60
 
 
 def check_name(owner: str, name: object) -> str:
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+    if not is_tool_name(name):
         raise ValueError(
             f"{owner}: a tool name must be 1 to 64 letters, digits, '_' or '-' "
             f"(the function-name rule of OpenAI-compatible APIs), got {name!r}"
@@ -58,10 +55,33 @@ def check_name(owner: str, name: object) -> str:
     return name
 
 
-def check_flag(owner: str, name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}: {name} must be a bool, got {value!r}")
-    return value
+def check_tool_options(
+    owner: str,
+    *,
+    description: object,
+    serial: object,
+    repeatable: object,
+    uses_idempotency_key: object,
+    requires_approval: object,
+    external: object,
+    approval_timeout: object,
+    prepare: object,
+) -> tuple[bool | ApprovalPredicate, bool, float | None, bool]:
+    """What ``@tool`` and ``Tool.from_schema`` both take, checked one way: the approval
+    options (see `check_approval_options`) and the resolved *repeatable* returned."""
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"{owner}: description must be a str or None, got {description!r}")
+    approval, waits_outside, timeout, repeats = check_approval_options(
+        owner, requires_approval, external, approval_timeout, repeatable
+    )
+    for flag, value in (
+        ("serial", serial),
+        ("repeatable", repeats),
+        ("uses_idempotency_key", uses_idempotency_key),
+    ):
+        a_bool().check(f"{owner}: {flag}", value)
+    check_prepare(owner, "prepare", prepare)
+    return approval, waits_outside, timeout, repeats
 
 
 def _shown(value: object) -> str:
@@ -226,13 +246,18 @@ class Tool:
         [tool][juno_bind_trio.agent.tool].
         """
         owner = "Tool.from_schema"
-        check_prepare(owner, "prepare", prepare)
-        approval, external, approval_timeout, repeatable = check_approval_options(
-            owner, requires_approval, external, approval_timeout, repeatable
-        )
         check_name(owner, name)
-        if description is not None and not isinstance(description, str):
-            raise TypeError(f"{owner}: description must be a str or None, got {description!r}")
+        approval, external, approval_timeout, repeatable = check_tool_options(
+            owner,
+            description=description,
+            serial=serial,
+            repeatable=repeatable,
+            uses_idempotency_key=uses_idempotency_key,
+            requires_approval=requires_approval,
+            external=external,
+            approval_timeout=approval_timeout,
+            prepare=prepare,
+        )
         if not isinstance(parameters, Mapping):
             raise TypeError(
                 f"{owner}: parameters must be a JSON Schema mapping, got {parameters!r}"
@@ -253,12 +278,6 @@ class Tool:
         given: object = handler
         if not callable(given) or not is_async_callable(given):
             raise TypeError(f"{owner}: handler must be an async function, got {handler!r}")
-        for flag, value in (
-            ("serial", serial),
-            ("repeatable", repeatable),
-            ("uses_idempotency_key", uses_idempotency_key),
-        ):
-            check_flag(owner, flag, value)
 
         async def invoke(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
             announce_start(ctx)

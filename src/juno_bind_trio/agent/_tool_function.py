@@ -17,6 +17,7 @@ a failure is reported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, cast, overload
 
@@ -29,16 +30,16 @@ from juno_bind_trio._cancel import cancelled_now
 from juno_bind_trio._errors import AbortedToolCallError, ToolFailureError
 from juno_bind_trio._validate import is_async_callable
 
-from ._approvals import ApprovalPredicate, check_approval_options
+from ._approvals import ApprovalPredicate
 from ._context import RunContext
-from ._prepare import PrepareFn, check_prepare
+from ._prepare import PrepareFn
 from ._tool import (
     Tool,
     ToolFunction,
     Toolset,
     announce_start,
-    check_flag,
     check_name,
+    check_tool_options,
     validation_message,
 )
 from ._tool_guards import ToolGuard, check_tool_guards
@@ -73,18 +74,17 @@ def _function_tool(
     owner = f"tool {tool_name!r}" if isinstance(tool_name, str) else "tool"
     check_name(owner, tool_name)
     assert tool_name is not None
-    if description is not None and not isinstance(description, str):
-        raise TypeError(f"{owner}: description must be a str or None, got {description!r}")
-    approval, waits_outside, approval_timeout, repeatable = check_approval_options(
-        owner, requires_approval, external, approval_timeout, repeatable
+    approval, waits_outside, approval_timeout, repeatable = check_tool_options(
+        owner,
+        description=description,
+        serial=serial,
+        repeatable=repeatable,
+        uses_idempotency_key=uses_idempotency_key,
+        requires_approval=requires_approval,
+        external=external,
+        approval_timeout=approval_timeout,
+        prepare=prepare,
     )
-    for flag, value in (
-        ("serial", serial),
-        ("repeatable", repeatable),
-        ("uses_idempotency_key", uses_idempotency_key),
-    ):
-        check_flag(owner, flag, value)
-    check_prepare(owner, "prepare", prepare)
     read = read_function(fn, owner, description)
     validate_python = read.model.__pydantic_validator__.validate_python
     names = read.names
@@ -292,26 +292,8 @@ def tool(
         what to change).
     :raises ValueError: the name breaks the function-name rule.
     """
-    if fn is None:
-
-        def decorate(function: ToolFunction) -> Tool:
-            return _function_tool(
-                function,
-                name=name,
-                description=description,
-                serial=serial,
-                repeatable=repeatable,
-                uses_idempotency_key=uses_idempotency_key,
-                requires_approval=requires_approval,
-                external=external,
-                approval_timeout=approval_timeout,
-                guards=guards,
-                prepare=prepare,
-            )
-
-        return decorate
-    return _function_tool(
-        fn,
+    make = functools.partial(
+        _function_tool,
         name=name,
         description=description,
         serial=serial,
@@ -323,6 +305,7 @@ def tool(
         guards=guards,
         prepare=prepare,
     )
+    return make if fn is None else make(fn)
 
 
 def collect_tools(owner: str, given: Iterable[object]) -> list[Tool | Toolset]:

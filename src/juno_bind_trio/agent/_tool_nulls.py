@@ -11,30 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from juno_bind_trio._json import follow_ref
+
 __all__ = ["MAX_UNION_DEPTH", "drop_absent_nulls"]
 
 # How deep unions nest inside unions in a schema before it is read as going no further.
 MAX_UNION_DEPTH: Final = 32
 
 
-def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    seen = 0
-    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and seen < 32:
-        ref: str = schema["$ref"]
-        if not ref.startswith("#/"):
-            return schema
-        node: Any = root
-        for part in ref[2:].split("/"):
-            if not isinstance(node, Mapping):
-                return schema
-            node = node.get(part.replace("~1", "/").replace("~0", "~"))
-        schema = node
-        seen += 1
-    return schema
-
-
 def _accepts_null(schema: Any, root: Mapping[str, Any], depth: int = 0) -> bool:
-    schema = _resolve(schema, root)
+    schema = follow_ref(schema, root)
     if not isinstance(schema, Mapping):
         return True
     kind = schema.get("type")
@@ -53,7 +39,7 @@ def _accepts_null(schema: Any, root: Mapping[str, Any], depth: int = 0) -> bool:
 def _object_schema(value: Any, schema: Any, root: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The schema *value* (a dict or a list) is read against: a union's option of its shape."""
     for _ in range(MAX_UNION_DEPTH):
-        schema = _resolve(schema, root)
+        schema = follow_ref(schema, root)
         if not isinstance(schema, Mapping):
             return None
         options = schema.get("anyOf") or schema.get("oneOf")
@@ -61,7 +47,7 @@ def _object_schema(value: Any, schema: Any, root: Mapping[str, Any]) -> Mapping[
             return schema
         wanted = "object" if isinstance(value, dict) else "array"
         for option in options:
-            resolved = _resolve(option, root)
+            resolved = follow_ref(option, root)
             if isinstance(resolved, Mapping) and resolved.get("type") == wanted:
                 schema = resolved
                 break

@@ -23,10 +23,10 @@ from pydantic_core import PydanticUndefined
 from ._context import RunContext
 from ._docstrings import parse_docstring
 
-__all__ = ["Signature", "function_name", "read_function"]
+__all__ = ["Signature", "function_name", "is_run_context", "read_function"]
 
 
-def _is_run_context(annotation: object) -> bool:
+def is_run_context(annotation: object) -> bool:
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     return annotation is RunContext or get_origin(annotation) is RunContext
@@ -107,7 +107,7 @@ def read_function(fn: Callable[..., Any], owner: str, description: str | None) -
     context_deps: object = None
     for position, parameter in enumerate(signature.parameters.values()):
         annotation = hints.get(parameter.name, parameter.annotation)
-        if _is_run_context(annotation):
+        if is_run_context(annotation):
             if position != 0:
                 raise TypeError(
                     f"{owner}: parameter {parameter.name!r} is a RunContext but not the first "

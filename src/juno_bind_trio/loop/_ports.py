@@ -14,13 +14,13 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, Final
 
 import anyio.lowlevel
 
 from juno_bind_trio._calls import ToolCall
 from juno_bind_trio._errors import ToolFailureError, UsageError
-from juno_bind_trio._validate import error_kind, is_async_callable
+from juno_bind_trio._validate import count, error_kind, is_async_callable
 
 from ._results import ToolCallOutcome
 
@@ -47,6 +47,9 @@ __all__ = [
 ]
 
 # --- at construction -------------------------------------------------------------------
+
+
+_COUNT: Final = count(minimum=1)
 
 
 def required_async(name: str) -> Any:
@@ -82,11 +85,7 @@ def check_state(_instance: Any, _attribute: Any, value: Any) -> None:
 
 
 def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"ToolLoop: {name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"ToolLoop: {name} must be a positive integer, got {value!r}")
-    return value
+    return _COUNT.check(f"ToolLoop: {name}", value)
 
 
 def check_max_iterations(value: int) -> int:

@@ -28,7 +28,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from juno_bind_trio._errors import MCPToolError, ToolFailureError
-from juno_bind_trio._validate import error_kind
+from juno_bind_trio._json import follow_ref
+from juno_bind_trio._validate import error_kind, is_tool_name
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "MCPToolInfo"]
 
@@ -40,9 +41,9 @@ appended, so the model knows it read only the start; see
 [open_mcp_stdio][juno_bind_trio.mcp.open_mcp_stdio]'s ``max_result_chars``.
 """
 
-# The function-name rule of OpenAI-compatible APIs, which every tool offered to
-# a model must satisfy. MCP allows more (dots, slashes, 128 characters).
-_MODEL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# What the function-name rule of OpenAI-compatible APIs (which every tool offered
+# to a model must satisfy: _validate.is_tool_name) leaves out of a name. MCP allows
+# more (dots, slashes, 128 characters).
 _NOT_IN_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
 _PREFIX: Final = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
@@ -100,7 +101,7 @@ def model_name(server_name: str, prefix: str | None) -> str:
     """The name the model calls a server's tool by; ``ValueError`` when none fits the rule."""
     base = _NOT_IN_NAME.sub("_", server_name)
     name = f"{prefix}_{base}" if prefix is not None else base
-    if _MODEL_NAME.fullmatch(name) is None:
+    if not is_tool_name(name):
         raise ValueError(
             f"the MCP tool {server_name!r} cannot be offered to a model: {name!r} is not 1 to "
             "64 letters, digits, '_' or '-' (the function-name rule of OpenAI-compatible APIs)"
@@ -332,25 +333,7 @@ class ArgumentCheck:
         )
 
 
-_MAX_REFS: Final = 32
 _MAX_SCHEMA_DEPTH: Final = 64
-
-
-def _resolve(schema: object, root: Mapping[str, Any]) -> object:
-    """*schema* with its local ``$ref`` (``#/$defs/...``) followed, a bounded number of hops."""
-    for _ in range(_MAX_REFS):
-        if not isinstance(schema, Mapping):
-            return schema
-        ref = schema.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            return schema
-        node: object = root
-        for part in ref[2:].split("/"):
-            if not isinstance(node, Mapping):
-                return schema
-            node = node.get(part.replace("~1", "/").replace("~0", "~"))
-        schema = node
-    return schema
 
 
 def _accepts_null(schema: object, root: Mapping[str, Any]) -> bool:
@@ -364,7 +347,7 @@ def _accepts_null(schema: object, root: Mapping[str, Any]) -> bool:
     pending: list[tuple[object, int]] = [(schema, 0)]
     while pending:
         node, depth = pending.pop()
-        node = _resolve(node, root)
+        node = follow_ref(node, root)
         if not isinstance(node, Mapping) or depth > _MAX_SCHEMA_DEPTH:
             return True
         options = node.get("anyOf") or node.get("oneOf")
@@ -402,14 +385,14 @@ def drop_absent_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
     while pending:
         item, sub, parent, key = pending.pop()
         parent[key] = item
-        sub = _resolve(sub, schema)
+        sub = follow_ref(sub, schema)
         if not isinstance(sub, Mapping):
             continue
         options = sub.get("anyOf") or sub.get("oneOf")
         if isinstance(options, list) and isinstance(item, (dict, list)):
             wanted = "object" if isinstance(item, dict) else "array"
             for option in options:
-                resolved = _resolve(option, schema)
+                resolved = follow_ref(option, schema)
                 if isinstance(resolved, Mapping) and resolved.get("type") == wanted:
                     pending.append((item, resolved, parent, key))
                     break

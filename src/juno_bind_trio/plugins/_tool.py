@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -23,7 +22,7 @@ from juno_bind_trio._failures import (
     tool_failure_content,
     tool_failure_message,
 )
-from juno_bind_trio._validate import is_async_callable
+from juno_bind_trio._validate import is_async_callable, is_tool_name
 
 __all__ = [
     "TOOL_FAILURE_KINDS",
@@ -40,15 +39,10 @@ ToolHandler = Callable[..., Awaitable[Any]]
 """An async callable that executes a tool; the host's dispatcher decides its arguments
 (typically the parsed call arguments)."""
 
-# The function-name rule of OpenAI-compatible APIs. Checked here so a bad name
-# fails where the tool is defined, not as a 400 on the first request that
-# offers it, far from the code that named it.
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
 
 def _check_name(given: str) -> str:
     name: object = given  # checked at run time, whatever the type says
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+    if not is_tool_name(name):
         raise ValueError(
             "ToolDef: name must be 1 to 64 letters, digits, '_' or '-' "
             f"(the function-name rule of OpenAI-compatible APIs), got {name!r}"

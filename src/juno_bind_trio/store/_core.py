@@ -259,7 +259,11 @@ def _lease(
     ex(
         "UPDATE juno_runs SET lease_owner = ?, lease_token = ?, lease_expires = ?, "
         "heartbeat_at = ?, updated_at = ?, detail = ?, "
-        "status = CASE WHEN status = 'pending' THEN 'running' ELSE status END "
+        # A suspended run claimed (a resume) is running again: were a crash to end this
+        # hold, the store must not go on saying it waits (see _waiting), and a worker
+        # finds it once the lease runs out, as any run left running.
+        "status = CASE WHEN status IN ('pending', 'suspended') THEN 'running' "
+        "ELSE status END "
         "WHERE run_id = ?",
         (owner, token, expires, now, now, detail, record.run_id),
     )

@@ -230,7 +230,8 @@ def create_app(
     (snapshot), ``POST /runs/{id}/stop``, ``POST /runs/{id}/cancel``,
     ``POST /runs/{id}/decide`` (``{"approvals": {call id: true | false | reason}}``
     for a run ended ``"suspended"`` → ``201 {"runId": ...}`` of the run continuing
-    it, in memory), the
+    it: the stored run itself, same id, when the agent has a store; a new run in
+    memory otherwise), the
     JavaScript client under ``/static/``, and *page* (a path to an HTML file)
     at ``/`` when given. The app's lifespan runs
     [LiveRuns.running][juno_bind_trio.web.LiveRuns.running].

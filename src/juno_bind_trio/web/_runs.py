@@ -169,6 +169,26 @@ class _DecidingSource(Protocol):
     ) -> AbstractAsyncContextManager[RunHandle]: ...
 
 
+class _ResumingSource(Protocol):
+    """A source that continues a stored run with decisions, streaming it (Agent with a store)."""
+
+    def open_resume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, Any] | None = ...,
+        principal: str | None = ...,
+    ) -> AbstractAsyncContextManager[RunHandle]: ...
+
+
+def _resumes_durably(source: object) -> bool:
+    """Whether *source* keeps its runs in a store and resumes them (an Agent with one):
+    a decision then continues the stored run itself, never a copy in memory."""
+    return getattr(source, "store", None) is not None and callable(
+        getattr(source, "open_resume", None)
+    )
+
+
 def _wire_of(event: object) -> dict[str, Any]:
     to_wire = getattr(event, "to_wire", None)
     if to_wire is None:
@@ -221,6 +241,8 @@ class LiveRun:
         default=None, init=False, repr=False
     )
     _decisions: list[dict[str, Any]] = attrs.field(factory=list, init=False, repr=False)
+    # A stored run continued by its store's resume: the decisions, and who made them.
+    _resuming: tuple[dict[str, Any], str] | None = attrs.field(default=None, init=False, repr=False)
 
     @property
     def last_event_id(self) -> int:
@@ -414,6 +436,14 @@ class LiveRun:
         return True
 
     def _open(self, source: RunSource) -> AbstractAsyncContextManager[RunHandle]:
+        resuming = self._resuming
+        if resuming is not None:
+            # The stored run itself goes on (the agent's resume): decisions written to
+            # the store first, each approved call run once under its receipt.
+            decided, principal = resuming
+            return cast("_ResumingSource", source).open_resume(
+                self.run_id, approvals=decided, principal=principal
+            )
         going_on = self._going_on
         if going_on is None:
             return source.open_run(self.prompt, run_id=self.run_id)
@@ -469,7 +499,11 @@ _ENDED_FOR_GOOD: Final = frozenset(
 
 
 def _stored_run(
-    run_id: str, stored: StoredRun, receipts: Sequence[ReceiptRecord], now: float
+    run_id: str,
+    stored: StoredRun,
+    receipts: Sequence[ReceiptRecord],
+    now: float,
+    pending: Sequence[dict[str, Any]] = (),
 ) -> LiveRun:
     """A run read back from the store, as far as the store knows it: its saved
     transcript, each assistant message's text as a final turn (turn ``n`` of
@@ -528,12 +562,15 @@ def _stored_run(
         "turns": turns,
         "toolCalls": calls,
         "transcript": messages,
+        "pending": [dict(call) for call in pending],
+        "decisions": [],
         "stored": {
             "status": record.status,
             "iteration": record.iteration,
             "leaseExpired": record.status == "running" and (expires is None or expires <= now),
         },
     }
+    run._pending = [dict(call) for call in pending]
     return run
 
 
@@ -671,9 +708,13 @@ class LiveRuns:
             return run
         try:
             stored, receipts = await store.load_with_receipts(run_id)
+            waiting = (
+                await store.pending_calls(run_id) if stored.record.status == "suspended" else []
+            )
         except RunNotFoundError:
             return None
-        return _stored_run(run_id, stored, receipts, store.now())
+        pending = [call.to_json() for call in waiting]
+        return _stored_run(run_id, stored, receipts, store.now(), pending)
 
     def start(self, prompt: str, *, owner: str) -> LiveRun:
         """Start a run of the agent on *prompt*, owned by *owner*; return it at once.
@@ -716,7 +757,14 @@ class LiveRuns:
         *approvals*: by call id, ``True`` (approve: the call runs once, in the new run),
         ``False`` or a reason (deny: the model reads it as a failure of kind ``"authz"``).
         A call left out stays waiting. *principal*, who decided, is on the new run's
-        snapshot (``decisions``). The run goes on in memory, from *run*'s transcript.
+        snapshot (``decisions``).
+
+        With an agent that keeps its runs in a store, the stored run itself goes on,
+        under the same id (``Agent.open_resume``): the decisions are written to the
+        store with *principal* before the run is claimed, each approved call runs
+        once under its receipt, and the store records how the run ends (a run read
+        back from the store after a restart is decided the same way). Without one,
+        the run goes on in memory, as a new run, from *run*'s transcript.
 
         :raises UsageError: *run* waits for nothing, or an id it does not wait on
             (named); nothing is started.
@@ -762,6 +810,16 @@ class LiveRuns:
             )
         owner = run.owner if run.owner is not None else principal
         self._forget_old()
+        if _resumes_durably(self._source):
+            same = LiveRun(
+                run_id=run.run_id, owner=run.owner, prompt=run.prompt, max_events=self._max_events
+            )
+            same._resuming = (decided, principal)
+            same._decisions = record
+            run._pending = []  # decided: a second decision here is refused (409)
+            self._runs[run.run_id] = same
+            tasks.start_soon(same._drive, self._source, name=f"live run {run.run_id[:6]}…")
+            return same
         new = LiveRun(
             run_id=_new_run_id(owner), owner=owner, prompt=run.prompt, max_events=self._max_events
         )

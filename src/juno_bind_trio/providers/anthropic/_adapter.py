@@ -16,7 +16,7 @@ block kept whole with its signature for the next request. The raw events are rea
   and reads the event stream as its own ``AsyncStream`` of plain objects:
   its decoder, its rules for ``ping`` and ``event: error`` and its connection
   and timeout errors, unchanged, but no pydantic event per event, which is
-  about half the client's CPU time per delta. ``stream_path="sdk"`` keeps
+  a quarter of the raw SDK's CPU time per delta. ``stream_path="sdk"`` keeps
   the SDK's models. Both hand ``dict`` events to one reader (``_events.py``),
   so the two paths cannot drift apart; a differential test runs every fault
   of the fake through both.
@@ -95,7 +95,7 @@ class AnthropicAdapter:
     set none; *classify* the error classifier; *stream_path* how each stream
     is read: ``"lean"`` (the default) hands the turn each event as the plain
     ``dict`` its JSON made, ``"sdk"`` lets the SDK build a pydantic event per
-    event first, about twice the client's CPU per delta. Both raise the same
+    event first, about 1.6 times the lean path's CPU per delta. Both raise the same
     exceptions for the same stream.
 
     Request options are read as the chat-completions names a plan shares

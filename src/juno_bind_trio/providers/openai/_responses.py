@@ -75,7 +75,7 @@ class OpenAIResponsesAdapter:
     *stream_path* how each stream is read: ``"lean"`` (the default) splits the
     event stream here and hands the turn each event as the plain ``dict`` its
     JSON made, ``"sdk"`` lets the SDK build a pydantic event per event first,
-    several times the client's CPU per delta. Both raise the same exceptions
+    about four times the lean path's CPU per delta. Both raise the same exceptions
     for the same stream.
     Its name, and the ``"provider"`` of the state it writes, is
     ``"openai-responses"``.
