@@ -89,6 +89,21 @@ else:
     assert bare == "True"
 
 
+def test_a_provider_subpackage_leaves_its_sdk_to_its_first_use() -> None:
+    # The extra is found, not imported: `import anthropic` alone is some two seconds
+    # of CPU, which a host (or a test process) that never opens a client never pays.
+    probe = (
+        "import sys\n"
+        "import juno_bind_trio.providers.anthropic, juno_bind_trio.providers.google\n"
+        "print([m for m in ('anthropic', 'google.genai') if m in sys.modules])\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "[]\n"
+
+
 def test_the_base_install_imports_and_runs_without_any_extra() -> None:
     every = {module for modules in EXTRAS.values() for module in modules}
     completed = run_blocked(

@@ -4,6 +4,7 @@ subpackage reaching into another's private modules, no circle between subpackage
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -26,7 +27,10 @@ KNOWN_CROSSINGS = {
 }
 
 
+@functools.cache
 def _modules() -> list[tuple[str, str, ast.Module]]:
+    """Every module of the package, parsed once for the three tests that read it (the
+    parse and the walks below cost a second of CPU each time; the trees are only read)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE)
@@ -35,6 +39,7 @@ def _modules() -> list[tuple[str, str, ast.Module]]:
     return found
 
 
+@functools.cache
 def _imports(module: ast.Module) -> list[tuple[str, list[str], bool]]:
     """``(module, names, under TYPE_CHECKING)`` of each absolute import of the package."""
     guarded: set[int] = set()

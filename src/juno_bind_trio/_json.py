@@ -24,7 +24,14 @@ from typing import Any, Final, NoReturn
 
 from juno_bind_trio._validate import MAX_JSON_DEPTH, shown
 
-__all__ = ["canonical", "canonical_json", "decode_strict_json", "json_copy", "sha256_hex"]
+__all__ = [
+    "canonical",
+    "canonical_json",
+    "decode_strict_json",
+    "follow_ref",
+    "json_copy",
+    "sha256_hex",
+]
 
 # --- copying ------------------------------------------------------------------------
 

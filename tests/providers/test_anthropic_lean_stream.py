@@ -11,14 +11,17 @@ whole fault matrix of the fake goes through both, then a random corpus.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -552,6 +555,53 @@ async def test_routing_decides_the_same_on_both_paths() -> None:
 
     for _, script in FAULTS:
         assert await route("lean", script[0]) == await route("sdk", script[0])
+
+
+@asynccontextmanager
+async def _login_page() -> AsyncIterator[str]:
+    """A server that answers every request 200 with an HTML page, as a proxy's login page does."""
+    page = b"<html>sign in</html>"
+    answer = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n"
+        + f"content-length: {len(page)}\r\n\r\n".encode()
+        + page
+    )
+
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with client:
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                received = b""
+                while b"\r\n\r\n" not in received:
+                    received += await client.receive()
+                await client.send(answer)
+                await client.receive()  # until the client hangs up
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        yield f"http://127.0.0.1:{port}"
+        tg.cancel_scope.cancel()
+
+
+async def test_a_page_that_is_not_an_event_stream_is_refused_on_both_paths() -> None:
+    async def refused(path: StreamPath) -> tuple[Any, ...]:
+        async with _login_page() as url, open_anthropic_client(base_url=url, api_key="k") as client:
+            request = ProviderRequest(
+                model="claude-test",
+                messages=MESSAGES,
+                time_to_first_token=5.0,
+                inter_chunk_timeout=5.0,
+            )
+            with pytest.raises(Exception) as caught:
+                await AnthropicAdapter(client, stream_path=path).stream_turn(request)
+        return _raised(caught.value)
+
+    lean = await refused("lean")
+    assert lean == await refused("sdk")
+    assert lean[1] is anthropic.APIResponseValidationError
+    assert "not an event stream" in lean[2]
+    assert lean[-3] is NEXT
 
 
 # --- a random corpus ----------------------------------------------------------------------

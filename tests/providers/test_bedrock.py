@@ -721,6 +721,26 @@ async def test_a_client_that_retries_or_is_not_bedrock_is_refused() -> None:
         assert adapter.name == "bedrock"
 
 
+async def test_clients_share_one_loader_of_botocores_models_per_data_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # What botocore read from disk (endpoints, partitions, the service model) is read
+    # once a process: a second client's session takes the first one's loader.
+    monkeypatch.delenv("AWS_DATA_PATH", raising=False)
+    async with (
+        open_bedrock_client(endpoint_url="http://127.0.0.1:9", **KEYS) as first,
+        open_bedrock_client(region="eu-west-1", **KEYS) as second,
+    ):
+        assert first._loader is second._loader
+        assert second.meta.region_name == "eu-west-1"
+        assert second.meta.endpoint_url == "https://bedrock-runtime.eu-west-1.amazonaws.com"
+    # Another data path is another set of models: a loader of its own.
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    async with open_bedrock_client(endpoint_url="http://127.0.0.1:9", **KEYS) as third:
+        assert third._loader is not first._loader
+        assert str(tmp_path) in third._loader.search_paths
+
+
 @pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
 async def test_reasoning_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool

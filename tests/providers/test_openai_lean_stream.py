@@ -305,6 +305,7 @@ FAULTS: list[tuple[str, list[FakeResponse]]] = [
 ]
 
 
+@pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
 @pytest.mark.parametrize("script", [pytest.param(s, id=name) for name, s in FAULTS])
 async def test_every_fault_ends_the_same_on_both_paths(script: list[FakeResponse]) -> None:
     await _both(script)
@@ -360,6 +361,7 @@ async def test_the_lean_path_reuses_the_connection() -> None:
     assert [r.connection for r in server.requests] == [0, 0]
 
 
+@pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
 async def test_routing_decides_the_same_on_both_paths() -> None:
     plan = RoutePlan(
         [RouteStage("m1", [Candidate("a"), Candidate("b")]), RouteStage("m2", [Candidate("b")])],
@@ -429,6 +431,7 @@ _EVENT: st.SearchStrategy[StreamEvent] = st.one_of(
 )
 
 
+@pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(
     events=st.lists(_EVENT, max_size=10),

@@ -78,14 +78,13 @@ attempt that was thrown away.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, Final, Literal, final
 
 import attrs
 
 from juno_bind_trio._errors import TurnStreamUsageError
-from juno_bind_trio._validate import error_kind
+from juno_bind_trio._validate import count, error_kind
 
 from ._coalescing import CoalescingSink
 from ._events import RESET_REASONS, ResetEvent, TextEvent, TurnResetReason, TurnStreamEvent
@@ -109,21 +108,12 @@ _set_text: Final = TextEvent.__dict__["text"].__set__
 
 
 def _check_max_resets(_self: object, _attr: object, value: Any) -> None:
-    if value is None:
-        return
-    # bool is an int subclass and `True` is never a count someone meant; a float
-    # (1.5, and above all nan) is refused outright: nan compares false against
-    # everything, so an unchecked non-finite cap reads as "unbounded", the exact
-    # opposite of the safe failure on the one option whose job is to bound.
-    if isinstance(value, (bool, float)):
-        shown = repr(value) if math.isfinite(value) else str(value)
-        raise TypeError(f"TurnTextStream: max_resets must be a non-negative integer, got {shown}")
-    if not isinstance(value, int):
-        raise TypeError(f"TurnTextStream: max_resets must be a non-negative integer, got {value!r}")
-    if value < 0:
-        raise ValueError(
-            f"TurnTextStream: max_resets must be a non-negative integer, got {value!r}"
-        )
+    # A count refuses `True` and every float (1.5, and above all nan, which
+    # compares false against everything, so an unchecked non-finite cap would
+    # read as "unbounded": the opposite of the safe failure of an option whose
+    # job is to bound).
+    if value is not None:
+        count().check("TurnTextStream: max_resets", value)
 
 
 def _check_turn_id(_self: object, _attr: object, value: Any) -> None:

@@ -38,7 +38,7 @@ from typing import Any, final
 
 import attrs
 
-from juno_bind_trio._validate import error_kind
+from juno_bind_trio._validate import count, error_kind
 
 from ._events import ResetEvent, TextEvent, TurnStreamEvent
 
@@ -50,10 +50,7 @@ asks for a resync."""
 
 
 def _check_max_held(_self: object, _attr: object, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"TurnTextView: max_held must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"TurnTextView: max_held must be a positive integer, got {value!r}")
+    count(minimum=1).check("TurnTextView: max_held", value)
 
 
 def _check_turn_id(_self: object, _attr: object, value: Any) -> None:
