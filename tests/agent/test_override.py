@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 from hypothesis import given, settings
@@ -97,3 +99,58 @@ def test_each_run_sees_the_block_it_started_in(inside: list[bool]) -> None:
 
     results = anyio.run(main)
     assert results == ["stand-in" if flag else "real" for flag in inside]
+
+
+async def test_override_of_tools_on_a_model_string_keeps_the_agents_one_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Agent("openai:...") owns one client, closed by aclose(). A block replacing only
+    # the tools runs on that client: it opens none of its own that nothing would close.
+    from juno_bind_trio.providers.openai import _string
+    from juno_bind_trio.testing import StreamResponse, open_fake_openai_server
+
+    opened: list[str] = []
+    closed: list[str] = []
+    real_opener = _string.string_adapter_opener
+
+    def counting_opener(owner: str, *, base_url: str | None, api_key: str | None) -> Any:
+        open_adapter = real_opener(owner, base_url=base_url, api_key=api_key)
+
+        async def spied() -> tuple[Any, Any]:
+            adapter, close = await open_adapter()
+            name = f"client {len(opened)}"
+            opened.append(name)
+
+            async def spied_close() -> None:
+                closed.append(name)
+                await close()
+
+            return adapter, spied_close
+
+        return spied
+
+    monkeypatch.setattr(_string, "string_adapter_opener", counting_opener)
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look *key* up."""
+        return f"value of {key}"
+
+    script = [
+        StreamResponse.of_tool_calls(("c1", "lookup", '{"key": "k"}')),
+        StreamResponse.of_text("found"),
+        StreamResponse.of_text("outside"),
+    ]
+    async with open_fake_openai_server(script) as server:
+        agent = Agent("openai:gpt-test", base_url=server.base_url, api_key="k")
+        with agent.override(tools=[lookup]):
+            inside = await agent.run("look k up")
+        assert (await agent.run("and now")).output == "outside"
+        await agent.aclose()
+    assert inside.output == "found"
+    assert "value of k" in str(server.requests[1].json["messages"])
+    assert [r.json.get("tools") is not None for r in server.requests] == [True, True, False]
+    assert opened == ["client 0"]
+    assert closed == ["client 0"]
+    # Every request, inside the block and out, went over the one client's one connection.
+    assert [r.connection for r in server.requests] == [0, 0, 0]

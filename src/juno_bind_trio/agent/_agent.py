@@ -369,6 +369,7 @@ class Agent(Generic[DepsT, OutputT]):
         yours (the block could not close the client it would open): a function
         model, ``testing.TestModel`` / ``FunctionModel``, or an
         ``OpenAIChatModel``. Checked as the constructor checks them, on entry.
+        Without *model*, the runs use the agent's own model and its one client.
         """
         settings = override_settings(self._settings, self._arguments, model=model, tools=tools)
         token = self._overrides.set(_Override(settings, deps))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, cast, final
 
 import anyio
 import attrs
@@ -83,10 +83,25 @@ def override_settings(
             changes[key] = None
     if not isinstance(tools, Unset):
         changes["tools"] = tools
-    if changes:
-        # The stand-in agent's settings, checked as Agent(...) checks its own.
-        settings = agent_settings("Agent", **{**arguments, **changes})[0]
-    return settings
+    if not changes:
+        return settings
+    if isinstance(model, Unset):
+        # The agent's own model, not the same model built again: built again, a model
+        # string would own a second client, which the agent's aclose() never closes.
+        # The stand-in is built over a placeholder and then given the agent's model.
+        changes.update(model=_kept_model, request_options=None)
+        for key in ("base_url", "api_key", "client"):
+            changes[key] = None
+    # The stand-in agent's settings, checked as Agent(...) checks its own.
+    replaced = agent_settings("Agent", **{**arguments, **changes})[0]
+    if isinstance(model, Unset):
+        replaced = attrs.evolve(replaced, model=settings.model)
+    return replaced
+
+
+async def _kept_model(turn: object) -> NoReturn:
+    # Never called: override_settings puts the agent's own model in its place.
+    raise AssertionError("the placeholder model of Agent.override was called")  # pragma: no cover
 
 
 Prompt: TypeAlias = str | Sequence[Mapping[str, Any]]
