@@ -240,7 +240,9 @@ class RunStore(Protocol):
         decision of the wrong sort (``"approved"``/``"denied"`` for an approval,
         ``"result"``/``"error"`` for an external call), or a run cancelled while
         it waited raises [UsageError][juno_bind_trio.UsageError] naming it, and
-        nothing is written."""
+        nothing is written. A run another worker is resuming (its lease live)
+        raises [RunLeasedError][juno_bind_trio.RunLeasedError] and nothing is
+        written: decide again once the run waits."""
         ...
 
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
