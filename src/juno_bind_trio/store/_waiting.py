@@ -212,6 +212,8 @@ def decide(
     now: float,
     run_id: str,
     decisions: Mapping[str, CallDecision],
+    *,
+    owner: str | None = None,
 ) -> list[PendingCallRecord]:
     """Record *decisions* (by call id) on the run's waiting calls, stamped *now*.
 
@@ -220,7 +222,8 @@ def decide(
     raises [UsageError][juno_bind_trio.UsageError] naming it, and nothing is
     written; a run another worker holds (a live lease: it is mid-resume)
     raises [RunLeasedError][juno_bind_trio.RunLeasedError], checked under the
-    same row lock as the write. Returns the decided rows as written.
+    same row lock as the write (*owner*'s own lease, left by its crash, does
+    not count: it resumes next). Returns the decided rows as written.
     """
     record = get_run(ex, run_id, dialect.lock_row)
     if record.status == "cancelled":
@@ -231,7 +234,7 @@ def decide(
         )
     holder = record.lease_owner
     expires = record.lease_expires_at
-    if holder is not None and expires is not None and expires > now:
+    if holder is not None and holder != owner and expires is not None and expires > now:
         # A worker is mid-resume on the run: it read the waiting calls when it
         # claimed, so a decision written now would never be applied by it, yet
         # its next suspension keeps the row (decided), and the run would drop
