@@ -285,9 +285,44 @@ async def test_two_workers_resuming_the_approved_run_at_once_run_it_once(
         tg.start_soon(lambda: worker("w2", approvals={"c1": True}, results={"c3": 1}))
         await shop.entered.wait()  # w2 holds the run, its refund under way
         await worker("w3")  # a plain resume meanwhile
-        await worker("w4", approvals={"c1": True})  # and the same approval again
+        await worker("w4", approvals={"c1": True})  # and the same approval again: refused
         shop.gate.set()
-    assert outcomes == {"w2": "completed", "w3": "RunLeasedError", "w4": "UsageError"}
+    assert outcomes == {"w2": "completed", "w3": "RunLeasedError", "w4": "RunLeasedError"}
+    assert shop.effects.count(("refund", 500)) == 1
+
+
+async def test_a_decision_refused_while_another_worker_resumes_changes_nothing(
+    store: RunStore,
+) -> None:
+    # w2 resumes with c1 approved and c3 still waiting; while it holds the run,
+    # a decision for c3 arrives (through resume and through the store). Both
+    # are refused with RunLeasedError, so neither may be written: w2 would
+    # suspend again keeping the decided row, never applying it, and the run
+    # would drop out of list_waiting with c3 unanswered.
+    shop = Shop()
+    await suspended(shop, store)
+    shop.gate = anyio.Event()
+    outcomes: dict[str, object] = {}
+
+    async def resume_w2() -> None:
+        outcomes["w2"] = (await shop.agent(store, "w2").resume("r1", approvals={"c1": True})).reason
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(resume_w2)
+        await shop.entered.wait()  # w2 holds the run, its refund under way
+        before = await store.call_decisions("r1")
+        with pytest.raises(RunLeasedError, match="c3"):
+            await shop.agent(store, "w3").resume("r1", results={"c3": "tue"})
+        with pytest.raises(RunLeasedError, match="c3"):
+            await store.decide_calls("r1", {"c3": CallDecision(kind="result", answer="tue")})
+        assert await store.call_decisions("r1") == before
+        shop.gate.set()
+    assert outcomes == {"w2": "suspended"}
+    assert [c.id for c in await store.pending_calls("r1")] == ["c3"]
+    assert [r.run_id for r in await store.list_waiting()] == ["r1"]
+    done = await shop.agent(store, "w4").resume("r1", results={"c3": "wed"})
+    assert done.reason == "completed"
+    assert answers(done.messages)["c3"] == "wed"
     assert shop.effects.count(("refund", 500)) == 1
 
 

@@ -16,7 +16,7 @@ from asgi_driver import Client
 
 from juno_bind_trio.agent import Agent, ExternalTool, RunContext, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
-from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
+from juno_bind_trio.store import CallDecision, PostgresRunStore, RunStore, SqliteRunStore
 from juno_bind_trio.web import LiveRuns, create_app
 from module_files import load_file
 
@@ -185,3 +185,37 @@ async def test_a_run_read_back_after_a_restart_is_decided_in_the_store(make_stor
             assert [c["id"] for c in again["pending"]] == ["r50", "d1"]
         assert shop.refunds == [500]
         assert await waiting(store) == {run_id: ["r50", "d1"]}
+
+
+async def test_a_decision_the_store_refuses_is_a_409_naming_the_call(make_store: Any) -> None:
+    # The page still shows r50 waiting, but another process settled it; then a
+    # worker holds the run. Each refusal is a 409 naming the call, never a
+    # failed run: nothing ran, nothing was written, the run is shown as it was.
+    shop = Shop()
+    async with make_store() as store, serving(shop.agent(store)) as app:
+        client = Client(app)
+        run_id = (await client.request("POST", "/runs", json_body={"prompt": "refund"})).json()[
+            "runId"
+        ]
+        await ended(client, run_id)
+        await store.decide_calls(run_id, {"r50": CallDecision(kind="denied", answer="no")})
+        audit = await store.call_decisions(run_id)
+        settled = await client.request(
+            "POST", f"/runs/{run_id}/decide", json_body={"approvals": {"r50": True}}
+        )
+        assert settled.status == 409, settled.body
+        assert "'r50'" in settled.json()["error"]
+        assert "already settled" in settled.json()["error"]
+        shown = (await client.request("GET", f"/runs/{run_id}")).json()
+        assert shown["reason"] == "suspended"
+        assert [c["id"] for c in shown["pending"]] == ["r50", "r500", "d1"]
+        lease = await store.claim_run(run_id, owner="elsewhere", ttl=60.0)
+        leased = await client.request(
+            "POST", f"/runs/{run_id}/decide", json_body={"approvals": {"r500": True}}
+        )
+        assert leased.status == 409, leased.body
+        assert "'elsewhere'" in leased.json()["error"]
+        assert "r500" in leased.json()["error"]
+        assert (await store.get_run(run_id)).lease_owner == lease.owner
+        assert await store.call_decisions(run_id) == audit
+        assert shop.refunds == []

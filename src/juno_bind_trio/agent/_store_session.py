@@ -208,7 +208,7 @@ class StoreSession:
                         run_id, messages=first, chain=chain, agent=agent, conversation_id=held
                     )
                 elif gate is not None and gate.decisions:
-                    await _decide(opened, run_id, gate)
+                    await _decide(opened, run_id, gate, owner)
                 async with open_durable_run(
                     opened,
                     run_id,
@@ -356,7 +356,7 @@ async def _hold_again(store: RunStore, run: DurableRun, ttl: float) -> str:
     return conversation
 
 
-async def _decide(store: RunStore, run_id: str, gate: ApprovalGate) -> None:
+async def _decide(store: RunStore, run_id: str, gate: ApprovalGate, owner: str) -> None:
     """Write the resume's decisions before the claim: from then on they hold.
 
     Corrected arguments are validated against the tool first, which needs the
@@ -371,7 +371,7 @@ async def _decide(store: RunStore, run_id: str, gate: ApprovalGate) -> None:
         check.tools = gate.tools
         check.check_decisions("Agent.resume", waiting)
         gate.decisions.update(check.decisions)
-    await store.decide_calls(run_id, gate.decisions)
+    await store.decide_calls(run_id, gate.decisions, owner=owner)
 
 
 def _check_kept(lost: bool, run_id: str, owner: str) -> None:

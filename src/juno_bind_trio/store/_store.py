@@ -231,7 +231,7 @@ class RunStore(Protocol):
         ...
 
     async def decide_calls(
-        self, run_id: str, decisions: Mapping[str, CallDecision]
+        self, run_id: str, decisions: Mapping[str, CallDecision], *, owner: str | None = None
     ) -> list[PendingCallRecord]:
         """Record *decisions* by call id, stamped with the store's time: all or nothing.
 
@@ -240,7 +240,11 @@ class RunStore(Protocol):
         decision of the wrong sort (``"approved"``/``"denied"`` for an approval,
         ``"result"``/``"error"`` for an external call), or a run cancelled while
         it waited raises [UsageError][juno_bind_trio.UsageError] naming it, and
-        nothing is written."""
+        nothing is written. A run another worker is resuming (its lease live)
+        raises [RunLeasedError][juno_bind_trio.RunLeasedError] and nothing is
+        written: decide again once the run waits. *owner*, the worker about to
+        resume the run, is not refused by its own lease (one left live by a
+        crash of a worker under the same name, which takes its runs back)."""
         ...
 
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
@@ -767,7 +771,7 @@ class ThreadedRunStore:
         return await self._run(_waiting.list_waiting, self._clock(), limit=limit, write=False)
 
     async def decide_calls(
-        self, run_id: str, decisions: Mapping[str, CallDecision]
+        self, run_id: str, decisions: Mapping[str, CallDecision], *, owner: str | None = None
     ) -> list[PendingCallRecord]:
         where = f"{type(self).__name__}.decide_calls"
         _text(f"{where}: run_id", run_id)
@@ -786,8 +790,16 @@ class ThreadedRunStore:
                     f"'approved', 'denied', 'result' or 'error', got {decision!r:.80}"
                 )
             _core.dumps(f"{where}: decisions[{call_id!r}].answer", decision.answer)
+        if owner is not None:
+            _text(f"{where}: owner", owner)
         return await self._run(
-            _waiting.decide, self._dialect, self._clock(), run_id, dict(decisions), write=True
+            _waiting.decide,
+            self._dialect,
+            self._clock(),
+            run_id,
+            dict(decisions),
+            owner=owner,
+            write=True,
         )
 
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import attrs
 
-from juno_bind_trio._errors import StoreDataError, UsageError
+from juno_bind_trio._errors import RunLeasedError, StoreDataError, UsageError
 from juno_bind_trio._pending import DECISION_KINDS, CallDecision, PendingToolCall
 
 from . import _core
@@ -212,13 +212,18 @@ def decide(
     now: float,
     run_id: str,
     decisions: Mapping[str, CallDecision],
+    *,
+    owner: str | None = None,
 ) -> list[PendingCallRecord]:
     """Record *decisions* (by call id) on the run's waiting calls, stamped *now*.
 
     All or nothing: an id that waits for nothing (unknown, decided, expired),
     a decision of the wrong sort for its call, or a run cancelled meanwhile
     raises [UsageError][juno_bind_trio.UsageError] naming it, and nothing is
-    written. Returns the decided rows as written.
+    written; a run another worker holds (a live lease: it is mid-resume)
+    raises [RunLeasedError][juno_bind_trio.RunLeasedError], checked under the
+    same row lock as the write (*owner*'s own lease, left by its crash, does
+    not count: it resumes next). Returns the decided rows as written.
     """
     record = get_run(ex, run_id, dialect.lock_row)
     if record.status == "cancelled":
@@ -226,6 +231,20 @@ def decide(
             f"run {run_id!r} was cancelled while its calls waited for a decision, so "
             f"there is nothing to decide (calls {sorted(decisions)}); nothing was written. "
             f"Resume it without decisions (agent.resume({run_id!r})) if it should go on"
+        )
+    holder = record.lease_owner
+    expires = record.lease_expires_at
+    if holder is not None and holder != owner and expires is not None and expires > now:
+        # A worker is mid-resume on the run: it read the waiting calls when it
+        # claimed, so a decision written now would never be applied by it, yet
+        # its next suspension keeps the row (decided), and the run would drop
+        # out of list_waiting with the call unanswered. Refuse before writing.
+        raise RunLeasedError(
+            f"run {run_id!r} is leased by another worker ({holder!r}) for "
+            f"{expires - now:.3g} s more, which is resuming it; the decision for calls "
+            f"{', '.join(sorted(decisions))} was not written. Decide again once the run "
+            "waits (it is listed by list_waiting)",
+            run_id,
         )
     rows: dict[str, PendingCallRecord] = {}
     if record.pending_iteration is not None:

@@ -254,9 +254,9 @@ class CrashingStore:
         return await self._pass(lambda: self._store.list_waiting(limit=limit))
 
     async def decide_calls(
-        self, run_id: str, decisions: Mapping[str, CallDecision]
+        self, run_id: str, decisions: Mapping[str, CallDecision], *, owner: str | None = None
     ) -> list[PendingCallRecord]:
-        return await self._pass(lambda: self._store.decide_calls(run_id, decisions))
+        return await self._pass(lambda: self._store.decide_calls(run_id, decisions, owner=owner))
 
     async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
         return await self._pass(lambda: self._store.call_decisions(run_id))

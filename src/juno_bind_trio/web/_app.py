@@ -231,7 +231,10 @@ def create_app(
     ``POST /runs/{id}/decide`` (``{"approvals": {call id: true | false | reason}}``
     for a run ended ``"suspended"`` → ``201 {"runId": ...}`` of the run continuing
     it: the stored run itself, same id, when the agent has a store; a new run in
-    memory otherwise), the
+    memory otherwise; answered once the run is under way, and ``409 {"error": ...}``
+    naming the call when the store refuses the decision -- settled by another
+    process, or the run held by a worker resuming it -- with nothing written and
+    the run shown as it was), the
     JavaScript client under ``/static/``, and *page* (a path to an HTML file)
     at ``/`` when given. The app's lifespan runs
     [LiveRuns.running][juno_bind_trio.web.LiveRuns.running].
@@ -417,6 +420,11 @@ def create_app(
             return _refuse(429, str(exc))
         except (UsageError, TypeError) as exc:
             return _refuse(400, str(exc))
+        refusal = await runs.refused(going_on)
+        if refusal is not None:
+            # The store refused (a call settled by another process, the run leased
+            # by a worker resuming it): nothing was written, and the run is as it was.
+            return _refuse(409, f"the decision was refused: {refusal}")
         return JSONResponse(
             {"runId": going_on.run_id, "events": f"/runs/{going_on.run_id}/events"},
             status_code=201,

@@ -29,9 +29,9 @@ import anyio
 import anyio.abc
 import attrs
 
-from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
+from juno_bind_trio._errors import RunLeasedError, RunLimitError, RunNotFoundError, UsageError
 from juno_bind_trio._validate import error_kind
-from juno_bind_trio.agent import Deny, agent_in_charge
+from juno_bind_trio.agent import Deny, RunEndedEvent, agent_in_charge
 from juno_bind_trio.completion import ResetEvent, TextEvent, TurnTextView, event_from_wire
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
@@ -247,6 +247,14 @@ class LiveRun:
     _turn_agents: dict[str, str] = attrs.field(factory=dict, init=False, repr=False)
     # A stored run continued by its store's resume: the decisions, and who made them.
     _resuming: tuple[dict[str, Any], str] | None = attrs.field(default=None, init=False, repr=False)
+    # Set once the run is under way or has ended; what refused a stored resume's
+    # decisions before it started (the store's UsageError / RunLeasedError), and the
+    # run it was to continue, which stays as it was (see ``LiveRuns.refused``).
+    _started: anyio.Event = attrs.field(factory=anyio.Event, init=False, repr=False)
+    _refusal: Exception | None = attrs.field(default=None, init=False, repr=False)
+    _continues: tuple[LiveRun, list[dict[str, Any]]] | None = attrs.field(
+        default=None, init=False, repr=False
+    )
 
     @property
     def last_event_id(self) -> int:
@@ -476,25 +484,27 @@ class LiveRun:
                 elif self._stop_requested:
                     handle.stop()
                 async for event in handle:
+                    # Under way: a stored resume's first event other than its end
+                    # comes after its decisions were written and the run claimed
+                    # (a refusal ends it at once, and raises what refused).
+                    if event.__class__ is not RunEndedEvent:
+                        self._started.set()
                     self._apply(event)
                 self._transcript = [dict(m) for m in handle.messages]
                 self._record_pending(handle)
+        except (UsageError, RunLeasedError) as exc:
+            if self._resuming is None or self._started.is_set():
+                self._failed(exc)
+            else:
+                # The store refused the decisions before the run started (a call
+                # settled by another process, the run leased by another worker):
+                # nothing was written, nothing ran; the endpoint answers 409.
+                self._refusal = exc
         except Exception as exc:  # the run's own failure: shown, not raised into the server
-            if self._handle is not None:
-                self._transcript = [dict(m) for m in self._handle.messages]
-            if self.reason is None:
-                self._append(
-                    {
-                        "kind": "run_ended",
-                        "runId": self.run_id,
-                        "reason": "failed",
-                        # The type only: an error's text may carry what the
-                        # host would not show (endpoints, internal names).
-                        "error": type(exc).__name__,
-                    }
-                )
+            self._failed(exc)
         finally:
             self._handle = None
+            self._started.set()
             for view in self._views.values():
                 if not view.final:
                     view.finalize()  # what the reader was shown is what it keeps
@@ -504,6 +514,21 @@ class LiveRun:
             self.status = "ended"
             self._push({"kind": "run_status", "runId": self.run_id, "status": "ended"})
             self._wake()
+
+    def _failed(self, exc: Exception) -> None:
+        if self._handle is not None:
+            self._transcript = [dict(m) for m in self._handle.messages]
+        if self.reason is None:
+            self._append(
+                {
+                    "kind": "run_ended",
+                    "runId": self.run_id,
+                    "reason": "failed",
+                    # The type only: an error's text may carry what the
+                    # host would not show (endpoints, internal names).
+                    "error": type(exc).__name__,
+                }
+            )
 
 
 _ENDED_FOR_GOOD: Final = frozenset(
@@ -829,6 +854,7 @@ class LiveRuns:
                 run_id=run.run_id, owner=run.owner, prompt=run.prompt, max_events=self._max_events
             )
             same._resuming = (decided, principal)
+            same._continues = (run, list(run._pending))
             same._decisions = record
             run._pending = []  # decided: a second decision here is refused (409)
             self._runs[run.run_id] = same
@@ -843,6 +869,17 @@ class LiveRuns:
         self._runs[new.run_id] = new
         tasks.start_soon(new._drive, self._source, name=f"live run {new.run_id[:6]}…")
         return new
+
+    async def refused(self, run: LiveRun) -> Exception | None:
+        """Wait until *run* (from `decide`) is under way; the store's refusal of its
+        decisions if it never started (the run it continues is put back as it was)."""
+        await run._started.wait()
+        refusal = run._refusal
+        if refusal is not None and run._continues is not None:
+            before, pending = run._continues
+            before._pending = pending
+            self._runs[run.run_id] = before
+        return refusal
 
     def _forget_old(self) -> None:
         ended = [run_id for run_id, run in self._runs.items() if run.ended]

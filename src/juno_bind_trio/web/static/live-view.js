@@ -90,7 +90,20 @@ export class LiveView {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ approvals }),
     });
-    if (response.status !== 201) throw new Error(`the decision was refused: ${response.status} ${await response.text()}`);
+    if (response.status !== 201) {
+      // The server's JSON error names the call (409: settled elsewhere, or the run is held).
+      const text = await response.text();
+      let message = `the decision was refused: ${response.status} ${text}`;
+      try {
+        const body = JSON.parse(text);
+        if (typeof body?.error === "string") message = body.error;
+      } catch {
+        // not JSON: the raw text above
+      }
+      const error = new Error(message);
+      error.status = response.status;
+      throw error;
+    }
     this.pending = [];
     this.onChange(this);
     const { runId } = await response.json();
