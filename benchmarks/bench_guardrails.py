@@ -14,14 +14,14 @@ once (``Agent(input_guardrails=[...])``), the agent built once:
   answer over loopback): a model call that takes real time, as every real
   one does. The server's CPU time is its own process's, not counted here.
 
-The in-process models are scripts (one checkpoint per turn). Each sample runs
-the run ``--runs`` times (the answer run 20 times that), timed in process
-CPU time, on each backend (``--backend``, both by default); the variants are
-interleaved round by round, the order alternating, and the figure is the
-median of the per-round ratios (guarded / plain). The scripted rows run each
-sample under an ``anyio.run`` of its own; the sdk row runs all its samples
-under one, the agents (and so their one client each) built once and warmed
-up first.
+The in-process models are scripts (one checkpoint per turn). A sample is one
+``anyio.run`` (the sdk row's samples all share one, its agents and their one
+client each built once and warmed up first) in which the two variants run
+alternately, run by run, each run timed on its own in process CPU time:
+``--runs`` pairs (the answer run 20 times that, the sdk run twice), so the
+load on a shared machine falls on both alike. On each backend
+(``--backend``, both by default); the figure is the median of the
+per-sample ratios (guarded / plain), with the median added time beside it.
 
 Beside them, the floor: the same one-checkpoint "request" bare, against it
 inside a task group that starts one task running a no-op (the backend's own
@@ -40,7 +40,6 @@ the request (``blocking=True``).
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import os
 import statistics
@@ -57,6 +56,8 @@ from bench_agent import TOOLS, TURNS, scripted_model
 from fake_endpoint import answer_text, serving
 from juno_bind_trio.agent import Agent, GuardrailResult, RunContext, input_guardrail
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
+
+Run = Callable[[], Awaitable[None]]
 
 
 async def passes(ctx: RunContext[None], messages: list[dict[str, Any]]) -> GuardrailResult:
@@ -80,24 +81,85 @@ AGENTS = {
 MESSAGES = {"tools": 2 + TURNS * 11, "answer": 2}
 
 
-def runs_of(agent: Agent[Any, Any], expected: int) -> Callable[[int], Awaitable[None]]:
-    async def run_many(runs: int) -> None:
-        for _ in range(runs):
-            result = await agent.run("go")
-            assert len(result.messages) == expected, len(result.messages)
+def run_of(agent: Agent[Any, Any], check: Callable[[Any], bool]) -> Run:
+    async def once() -> None:
+        result = await agent.run("go")
+        assert check(result), result
 
-    return run_many
+    return once
 
 
-def measure(fn: Callable[[int], Awaitable[None]], runs: int, backend: str) -> float:
+async def paired(plain: Run, guarded: Run, pairs: int) -> tuple[float, float]:
+    """CPU ns per run of each, the two alternating run by run (which goes first too)."""
+    clock = time.process_time_ns
+    spent = [0, 0]
+    order = ((0, plain), (1, guarded))
     gc.collect()
     gc.disable()
     try:
-        start = time.process_time_ns()
-        anyio.run(fn, runs, backend=backend)
-        return (time.process_time_ns() - start) / runs
+        for index in range(pairs):
+            for which, run in order if index % 2 == 0 else order[::-1]:
+                start = clock()
+                await run()
+                spent[which] += clock() - start
     finally:
         gc.enable()
+    return spent[0] / pairs, spent[1] / pairs
+
+
+def scripted_samples(row: str, backend: str, rounds: int, pairs: int) -> list[tuple[float, float]]:
+    if row == "floor":
+        plain, guarded = floor_run(backend, False), floor_run(backend, True)
+    else:
+        expected = MESSAGES[row]
+
+        def check(result: Any) -> bool:
+            return len(result.messages) == expected
+
+        plain = run_of(AGENTS[(row, False)], check)
+        guarded = run_of(AGENTS[(row, True)], check)
+    anyio.run(paired, plain, guarded, pairs, backend=backend)  # warm up
+    return [anyio.run(paired, plain, guarded, pairs, backend=backend) for _ in range(rounds)]
+
+
+# --- the sdk row: the real openai SDK against the fake server, over loopback -----------
+
+
+async def sdk_samples(
+    base_url: str, rounds: int, pairs: int, chunks: int
+) -> list[tuple[float, float]]:
+    options: dict[str, Any] = {"base_url": base_url, "api_key": "bench"}
+    plain_agent: Agent[None, str] = Agent("openai:m", **options)
+    guarded_agent: Agent[None, str] = Agent("openai:m", input_guardrails=[passes], **options)
+    expected = answer_text(chunks)
+
+    def check(result: Any) -> bool:
+        return bool(result.output == expected)
+
+    plain, guarded = run_of(plain_agent, check), run_of(guarded_agent, check)
+    async with plain_agent, guarded_agent:
+        await paired(plain, guarded, pairs)  # warm up: connections open, code paths hot
+        return [await paired(plain, guarded, pairs) for _ in range(rounds)]
+
+
+# --- the floor: one task started beside a one-checkpoint request -----------------------
+
+
+async def nothing() -> None:
+    pass
+
+
+def floor_run(backend: str, beside: bool) -> Run:
+    async def bare() -> None:
+        await anyio.lowlevel.checkpoint()
+
+    async def in_group() -> None:
+        group = trio.open_nursery() if backend == "trio" else anyio.create_task_group()
+        async with group as tasks:
+            tasks.start_soon(nothing)
+            await anyio.lowlevel.checkpoint()
+
+    return in_group if beside else bare
 
 
 # --- latency, on the virtual clock ---------------------------------------------------------
@@ -121,97 +183,6 @@ def virtual_seconds(agent: Agent[Any, Any]) -> float:
     return trio.run(once, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-# --- the sdk row: the real openai SDK against the fake server, over loopback -----------
-
-
-def sdk_agents(base_url: str) -> tuple[Agent[None, str], Agent[None, str]]:
-    """The plain and the guarded agent, each with its one client."""
-    options: dict[str, Any] = {"base_url": base_url, "api_key": "bench"}
-    return Agent("openai:m", **options), Agent("openai:m", input_guardrails=[passes], **options)
-
-
-async def sdk_runs(agent: Agent[None, str], runs: int, expected: str) -> float:
-    """CPU ns per run, *runs* runs one after another."""
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.process_time_ns()
-        for _ in range(runs):
-            result = await agent.run("go")
-            assert result.output == expected, result.output
-        return (time.process_time_ns() - start) / runs
-    finally:
-        gc.enable()
-
-
-async def sdk_samples(
-    base_url: str, rounds: int, runs: int, chunks: int
-) -> list[tuple[float, float]]:
-    plain, guarded = sdk_agents(base_url)
-    expected = answer_text(chunks)
-    costs: list[tuple[float, float]] = []
-    async with plain, guarded:
-        await sdk_runs(plain, runs, expected)  # warm up: connections open, code paths hot
-        await sdk_runs(guarded, runs, expected)
-        for round_ in range(rounds):
-            if round_ % 2:
-                g = await sdk_runs(guarded, runs, expected)
-                p = await sdk_runs(plain, runs, expected)
-            else:
-                p = await sdk_runs(plain, runs, expected)
-                g = await sdk_runs(guarded, runs, expected)
-            costs.append((p, g))
-    return costs
-
-
-# --- the floor: one task started beside a one-checkpoint request -----------------------
-
-
-async def nothing() -> None:
-    pass
-
-
-def floor_runs(backend: str, beside: bool) -> Callable[[int], Awaitable[None]]:
-    async def bare(runs: int) -> None:
-        for _ in range(runs):
-            await anyio.lowlevel.checkpoint()
-
-    async def in_group(runs: int) -> None:
-        for _ in range(runs):
-            group = trio.open_nursery() if backend == "trio" else anyio.create_task_group()
-            async with group as tasks:
-                tasks.start_soon(nothing)
-                await anyio.lowlevel.checkpoint()
-
-    return in_group if beside else bare
-
-
-def sample_of(
-    plain: Callable[[int], Awaitable[None]],
-    guarded: Callable[[int], Awaitable[None]],
-    runs: int,
-    backend: str,
-    with_guardrail: bool,
-) -> float:
-    return measure(guarded if with_guardrail else plain, runs, backend)
-
-
-def interleaved(rounds: int, sample: Callable[[bool], float]) -> list[tuple[float, float]]:
-    """(plain, guarded) per round, the order alternating, after one warm-up of each."""
-    sample(False)
-    sample(True)
-    costs: list[tuple[float, float]] = []
-    for round_ in range(rounds):
-        if round_ % 2:
-            g = sample(True)
-            p = sample(False)
-        else:
-            p = sample(False)
-            g = sample(True)
-        costs.append((p, g))
-    return costs
-
-
 def report(backend: str, row: str, costs: list[tuple[float, float]]) -> None:
     ratios = [g / p for p, g in costs]
     p_median = statistics.median(c[0] for c in costs) / 1000
@@ -220,7 +191,8 @@ def report(backend: str, row: str, costs: list[tuple[float, float]]) -> None:
     print(
         f"{backend:>7} {row:>6}: plain {p_median:8.1f} us/run, guarded {g_median:8.1f} us/run "
         f"(+{added:.1f}), ratio {statistics.median(ratios):.3f} "
-        f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(costs)} rounds)"
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(costs)} rounds)",
+        flush=True,
     )
 
 
@@ -239,12 +211,7 @@ def main() -> None:
         with serving(args.chunks) as base_url:
             for backend in backends:
                 costs = anyio.run(
-                    sdk_samples,
-                    base_url,
-                    args.rounds,
-                    args.runs,
-                    args.chunks,
-                    backend=backend,
+                    sdk_samples, base_url, args.rounds, args.runs * 2, args.chunks, backend=backend
                 )
                 report(backend, "sdk", costs)
     for backend in backends:
@@ -252,14 +219,8 @@ def main() -> None:
             # bench_agent's scripted model awaits Trio's checkpoint: its run is Trio's only.
             if row == "sdk" or (row == "tools" and backend != "trio"):
                 continue
-            runs = args.runs if row == "tools" else args.runs * 20
-            if row == "floor":
-                plain, guarded = floor_runs(backend, False), floor_runs(backend, True)
-            else:
-                plain = runs_of(AGENTS[(row, False)], MESSAGES[row])
-                guarded = runs_of(AGENTS[(row, True)], MESSAGES[row])
-            sample = functools.partial(sample_of, plain, guarded, runs, backend)
-            report(backend, row, interleaved(args.rounds, sample))
+            pairs = args.runs if row == "tools" else args.runs * 20
+            report(backend, row, scripted_samples(row, backend, args.rounds, pairs))
     alone = virtual_seconds(Agent(slow_answer))
     beside = virtual_seconds(Agent(slow_answer, input_guardrails=[slow_check]))
     before = virtual_seconds(
