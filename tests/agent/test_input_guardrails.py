@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -284,6 +286,30 @@ async def test_the_request_stays_in_the_runs_task_and_each_guardrail_runs_in_its
         assert model_tasks == [run_task, run_task]
         (first,), (second,) = guard_tasks.values()
         assert len({run_task, first, second}) == 3
+
+
+async def test_the_turns_after_the_first_call_the_model_with_no_guardrail_frame_above() -> None:
+    """After the first request the run's model is the plain one again: no later turn
+    awaits through the guardrails' wrapper."""
+    from juno_bind_trio.agent import _guardrails as guardrails_module
+
+    wrapped: list[bool] = []
+
+    async def fn(turn: ModelTurn) -> ModelTurnResult:
+        frame: FrameType | None = sys._getframe(1)
+        files: list[str] = []
+        while frame is not None:
+            files.append(frame.f_code.co_filename)
+            frame = frame.f_back
+        wrapped.append(guardrails_module.__file__ in files)
+        await anyio.sleep(1)
+        if turn.iteration > 2:
+            return ModelTurnResult(content="done")
+        return ModelTurnResult(tool_calls=(_launch_call(f"c{turn.iteration}"),))
+
+    agent = Agent(fn, tools=[launch], input_guardrails=[_passes_at(0.5)])
+    assert (await agent.run("go")).output == "done"
+    assert wrapped == [True, False, False]
 
 
 async def test_a_blocking_guardrail_gates_the_request() -> None:

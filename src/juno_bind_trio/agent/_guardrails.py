@@ -6,8 +6,9 @@ a module is *when* it runs, and what a trip may leave behind.
 
 An input guardrail checks what the first request is about to send. Run
 before the request, it adds its own latency to every run; run beside it, it
-costs nothing unless it trips. So the first request and the guardrails are
-tasks of one task group: the guardrail that trips first cancels the group's
+costs nothing unless it trips. So the first request runs inside a task group
+whose children are the guardrails (the request in the run's own task, a task
+for each guardrail): the guardrail that trips first cancels the group's
 scope, and the request stops at its next checkpoint, so no token is read
 after the trip. The request's answer is held until every guardrail has
 passed, which is the whole guarantee: the answer is never committed to the
