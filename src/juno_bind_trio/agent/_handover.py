@@ -163,7 +163,7 @@ class Handover:
         assert pending is not None
         target = pending.target
         tools, tool_dicts = run_tools(target, core.deps)
-        text = await self._instructions_of(target)
+        text = await self.instructions_of(target)
         messages: list[dict[str, Any]] = core.state.messages
         turn = _turn_of(messages, pending.call_id)
         old = core.instructions_text
@@ -222,7 +222,7 @@ class Handover:
         core.chain = ChainRef((*links[:-1], ChainLink(links[-1].run_id, settings.name)))
         _tracing.run_speaking(settings.name)
 
-    async def _instructions_of(self, settings: RunSettings) -> str | None:
+    async def instructions_of(self, settings: RunSettings) -> str | None:
         core = self.core
         instructions = settings.instructions
         if settings.instructions_awaited:
@@ -276,38 +276,35 @@ class Handover:
             self.pending = _Pending(spec, last.call_id, spec.settings())
         await self.switch()
 
+    def in_charge_of(self, history: Sequence[Mapping[str, Any]]) -> RunSettings:
+        """The settings of the agent in charge at the end of *history* (a run's
+        ``message_history``, a conversation's): the starting agent's when it records
+        no handoff, else found by name in its handoff graph, as for a resume."""
+        core = self.core
+        last = last_handoff(history)
+        if last is None:
+            return core.settings  # type: ignore[no-any-return]
+        name = last.to_agent if last.switched else last.from_agent
+        return find_settings(core.settings, name, "Agent.run")
+
     async def continue_history(self) -> Handover | None:
         """A run started on a history (``message_history=``, a conversation's) that
         records handoffs: it goes on under the agent in charge at the history's end.
 
-        That agent is found by name in the starting agent's handoff graph, as for
-        a resume; its instructions replace the starting agent's at the head of
-        the transcript, its tools, guards and output type are the run's, and its
-        model (with its input guardrails) makes the run's first request. Returns
-        the handover when the history's last handoff is not switched yet (a
-        suspended run's waiting calls), so that ``finish_open_turn`` makes it.
+        That agent's instructions head the transcript already (the run computed
+        them, and only them, before it started: ``_run._take_instructions``); here
+        its tools, guards and output type become the run's, and its model (with
+        its input guardrails) makes the run's first request. Returns the handover
+        when the history's last handoff is not switched yet (a suspended run's
+        waiting calls), so that ``finish_open_turn`` makes it.
         """
         core = self.core
-        last = last_handoff(core.state.messages[: core.new_start])
+        history = core.state.messages[: core.new_start]
+        last = last_handoff(history)
         if last is None:
             return None
-        name = last.to_agent if last.switched else last.from_agent
-        settings = find_settings(core.settings, name, "Agent.run")
+        settings = self.in_charge_of(history)
         if settings is not core.agent:
-            messages: list[dict[str, Any]] = core.state.messages
-            old = core.instructions_text
-            if old is not None and messages and messages[0] == {"role": "system", "content": old}:
-                del messages[0]
-                core.new_start -= 1
-            text = await self._instructions_of(settings)
-            if text is not None and not (
-                messages
-                and messages[0].get("role") == "system"
-                and messages[0].get("content") == text
-            ):
-                messages.insert(0, {"role": "system", "content": text})
-                core.new_start += 1
-            core.instructions_text = text
             self._put_in_charge(settings, *run_tools(settings, core.deps))
             self.starter = settings
             core.model = guarded_first_request(await self._model_of(settings), core)

@@ -198,8 +198,10 @@ class _RunCore(Generic[OutputT]):
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
         instructions = settings.instructions
-        if settings.instructions_awaited:
-            instructions = None  # awaited when the run starts (see _await_instructions)
+        if settings.instructions_awaited or settings.handoffs:
+            # Computed when the run starts (_take_instructions), for the agent in
+            # charge of its history only: with handoffs, that may not be this one.
+            instructions = None
         elif callable(instructions):
             instructions = instructions(deps)
             if not isinstance(instructions, str):
@@ -248,7 +250,9 @@ class _RunCore(Generic[OutputT]):
         serial = self.handover is not None or any(t.serial for t in self.tools.values())
         run_tool_call = session.wrap_tool_call(self.dispatch)
         gate = self.gate
-        if gate.active:  # outside the receipts: a waiting call has none
+        # Outside the receipts: a waiting call has none. With handoffs, always: a target's
+        # tools may wait for a decision though the starting agent's never do.
+        if gate.active or self.handover is not None:
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
         run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
         run_tool_call = offered_only(self, run_tool_call)  # outermost: a hidden tool is not there
@@ -411,14 +415,35 @@ class _RunCore(Generic[OutputT]):
 
     # --- the pieces -------------------------------------------------------------
 
-    async def _await_instructions(self) -> None:
-        # Before the first request (and before a durable run is first stored): the
-        # run's own context, at no tool call yet (empty call id and name, iteration 0).
-        function = self.settings.instructions
-        assert callable(function)
-        text = await function(run_context(self, 0))
-        if not isinstance(text, str):
-            raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
+    async def _take_instructions(self, history: Sequence[Mapping[str, Any]]) -> None:
+        """The instructions at the head of the run's transcript: those of the agent in
+        charge of *history* (the agent's own unless the history records a handoff).
+
+        Before the first request (and before a durable run is first stored), and
+        for that one agent only: a history handed to another agent never computes
+        the starting agent's instructions for nothing.
+        """
+        settings = self.settings
+        if self.handover is not None:
+            settings = self.handover.in_charge_of(history)
+        if settings is not self.settings:
+            assert self.handover is not None
+            text = await self.handover.instructions_of(settings)
+        elif settings.instructions_awaited:
+            # The run's own context, at no tool call yet (empty call id and name, iteration 0).
+            function = settings.instructions
+            assert callable(function)
+            text = await function(run_context(self, 0))
+            if not isinstance(text, str):
+                raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
+        elif callable(settings.instructions):
+            text = settings.instructions(self.deps)
+            if not isinstance(text, str):
+                raise TypeError(f"Agent: instructions(deps) must return a str, got {text!r}")
+        else:
+            text = settings.instructions
+        if text is None:
+            return
         messages = self.state.messages
         if not (
             messages and messages[0].get("role") == "system" and messages[0].get("content") == text
@@ -472,8 +497,11 @@ class _RunCore(Generic[OutputT]):
             with_history=self.with_history,
         )
 
-    def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The run's first transcript on a conversation (``_history.on_conversation``)."""
+    async def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run's first transcript on a conversation (``_history.on_conversation``):
+        with handoffs, under the instructions of the agent in charge of *history*."""
+        if self.handover is not None:
+            await self._take_instructions(history)
         messages, self.new_start = on_conversation(history, self.state.messages, self.new_start)
         self.state = LoopState(messages)
         check_continuation(self.gate, messages[: self.new_start], prompted=self.prompted)
@@ -545,8 +573,11 @@ class _RunCore(Generic[OutputT]):
         try:
             if self.conversation is not None and (self.gate.decisions or not self.prompted):
                 await continue_in_conversation(self)  # decisions: the stored run resumes
-            if self.settings.instructions_awaited and not self.resuming:
-                await self._await_instructions()
+            settings = self.settings
+            deferred = settings.instructions_awaited or bool(settings.handoffs)
+            # A conversation's, with handoffs: once its history is read (with_history).
+            if deferred and not self.resuming and (self.handover is None or not self.conversation):
+                await self._take_instructions(self.state.messages[: self.new_start])
             collect_tools(self)
             self.step_tools = step_tools(self)
             bind_gate(self)

@@ -170,7 +170,8 @@ class StoreSession:
         uses_idempotency_key: Callable[[str], bool] | None = None,
         gate: ApprovalGate | None = None,
         conversation: str | None = None,
-        with_history: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+        with_history: Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]]
+        | None = None,
     ) -> AsyncIterator[StoreSession]:
         """Open *store* (a path: a SQLite file, closed again after), create the run in it
         unless *resume*, claim it as *owner*, and yield its session.
@@ -183,7 +184,7 @@ class StoreSession:
 
         *conversation*: the run answers in that conversation: its hold is taken
         first ([ConversationBusy][juno_bind_trio.ConversationBusy] if another run
-        has it), and the run's first transcript is ``with_history(history)``. A
+        has it), and the run's first transcript is ``await with_history(history)``. A
         resumed run of a conversation takes its hold again.
 
         Leaving the block normally after the lease was lost raises
@@ -203,7 +204,7 @@ class StoreSession:
                         )
                         held = conversation
                         if with_history is not None:
-                            first = with_history(history)
+                            first = await with_history(history)
                     await opened.create_run(
                         run_id, messages=first, chain=chain, agent=agent, conversation_id=held
                     )
