@@ -115,12 +115,12 @@ def test_list_and_show(tmp_path: Path) -> None:
     assert main([path, "list"], out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines == [
-        "a\tpending\titeration 0\tlease -\t-",
-        "b\trunning\titeration 0\tlease w1\t-",
+        "a\tpending\titeration 0\tlease -\t-\tagent -",
+        "b\trunning\titeration 0\tlease w1\t-\tagent -",
     ]
     out = io.StringIO()
     assert main([path, "list", "--status", "pending"], out=out) == 0
-    assert out.getvalue().splitlines() == ["a\tpending\titeration 0\tlease -\t-"]
+    assert out.getvalue().splitlines() == ["a\tpending\titeration 0\tlease -\t-\tagent -"]
     out = io.StringIO()
     assert main([path, "show", "b"], out=out) == 0
     shown = json.loads(out.getvalue())
@@ -281,7 +281,7 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert done.stdout.splitlines()[0] == "a\tpending\titeration 0\tlease -\t-"
+    assert done.stdout.splitlines()[0] == "a\tpending\titeration 0\tlease -\t-\tagent -"
 
 
 @pytest.mark.parametrize(

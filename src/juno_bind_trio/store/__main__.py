@@ -9,9 +9,12 @@ stored run that cannot be read prints ``error: ...`` and exits 1.
 * ``list [--status STATUS] [--limit N]``: one line per run, tab-separated:
   id, status, iteration, lease holder (``-`` for none; ``(expired)`` once its
   time ran out), and how the run ended where the status does not say it
-  (its [detail][juno_bind_trio.store.RunRecord], or ``-``). A row that
+  (its [detail][juno_bind_trio.store.RunRecord], or ``-``), then ``agent NAME``:
+  the agent in charge (the target of the run's last handoff, else the agent
+  that started it; ``-`` for a run stored with no agent name). A row that
   cannot be read is listed as ``ID  unreadable  WHY``; the others still are.
-* ``show RUN_ID``: the run's record, transcript and receipts, as JSON.
+* ``show RUN_ID``: the run's record (``agent``, the agent that started it, and
+  ``agent_in_charge``), transcript and receipts, as JSON.
 * ``waiting [--limit N]``: the suspended runs with calls waiting for a
   decision (a person's approval, a host's result), oldest first, one line
   each, tab-separated: id, how many calls wait, and ``name:id`` of each.
@@ -103,6 +106,7 @@ def _record(record: RunRecord) -> dict[str, Any]:
         "run_id": record.run_id,
         "status": record.status,
         "agent": record.agent,
+        "agent_in_charge": record.agent_in_charge,
         "lineage": record.chain.to_dict(),
         "iteration": record.iteration,
         "open_iteration": record.pending_iteration,
@@ -141,7 +145,11 @@ def _listed(run: RunRecord, now: float) -> str:
             "any worker may claim it"
         )
     ending = "-" if ending is None else _one_line(ending)
-    return f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\t{ending}"
+    speaking = run.agent_in_charge or "-"
+    return (
+        f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\t{ending}"
+        f"\tagent {speaking}"
+    )
 
 
 async def _list(store: ThreadedRunStore, status: str | None, limit: int, out: TextIO) -> None:
