@@ -106,8 +106,32 @@ def last_handoff(messages: Sequence[Mapping[str, Any]]) -> LastHandoff | None:
 def in_charge(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The name of the agent in charge at the end of *messages*, or ``None`` when they
     record no handoff: the target of the last handoff once the switch is made, the agent
-    that handed off while that handoff's batch is still open."""
-    last = last_handoff(messages)
-    if last is None:
-        return None
-    return last.to_agent if last.switched else last.from_agent
+    that handed off while that handoff's batch is still open.
+
+    The store reads it at every transcript it saves, so it looks from the end for the
+    last marker and only then for its call: ``last_handoff``'s answer, without a record
+    of every call on the way.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        marked = _marker(message)
+        call_id = message.get("tool_call_id")
+        if marked is None or not isinstance(call_id, str):
+            continue
+        if any(_makes_call(earlier, call_id) for earlier in messages[:index]):
+            return marked[1] if marked[2] else marked[0]
+    return None
+
+
+def _makes_call(message: Mapping[str, Any], call_id: str) -> bool:
+    """Whether *message* is an assistant turn with a named call *call_id* (as
+    ``all_handoffs`` counts a call)."""
+    if message.get("role") != "assistant":
+        return False
+    listed = message.get("tool_calls")
+    for call in listed if isinstance(listed, list | tuple) else ():
+        if isinstance(call, Mapping) and call.get("id") == call_id:
+            function = call.get("function")
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                return True
+    return False
