@@ -22,6 +22,7 @@ SPLIT = [
     "agent/_agent_args.py",
     "agent/_agent_runs.py",
     "agent/_handle.py",
+    "agent/_instructions.py",
     "agent/_output_build.py",
     "agent/_output_members.py",
     "agent/_output_plan.py",

@@ -62,6 +62,6 @@ def test_pending_for_an_unknown_run_is_an_error(
 ) -> None:
     db = str(tmp_path / "runs.db")
     anyio.run(two_runs_one_decided, db)
-    assert main([db, "pending", "nope"]) == 1
+    assert main([db, "pending", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
-    assert main([db, "waiting", "--limit", "0"]) == 1
+    assert main([db, "waiting", "--limit", "0"]) == 2

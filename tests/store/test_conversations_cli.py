@@ -132,8 +132,8 @@ def test_a_database_that_is_not_there_exits_2_naming_it(tmp_path: Path) -> None:
         in done.stderr
     )
     assert "pw-s3cr3t" not in done.stderr
-    # The other commands keep their exit status for the same database.
-    assert cli(str(missing), "list").returncode == 1
+    # The other commands say so the same way.
+    assert cli(str(missing), "list").returncode == 2
 
 
 def test_a_held_conversation_is_not_deleted(tmp_path: Path) -> None:

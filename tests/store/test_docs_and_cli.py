@@ -115,12 +115,12 @@ def test_list_and_show(tmp_path: Path) -> None:
     assert main([path, "list"], out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines == [
-        "a\tpending\titeration 0\tlease -\t-",
-        "b\trunning\titeration 0\tlease w1\t-",
+        "a\tpending\titeration 0\tlease -\t-\tagent -",
+        "b\trunning\titeration 0\tlease w1\t-\tagent -",
     ]
     out = io.StringIO()
     assert main([path, "list", "--status", "pending"], out=out) == 0
-    assert out.getvalue().splitlines() == ["a\tpending\titeration 0\tlease -\t-"]
+    assert out.getvalue().splitlines() == ["a\tpending\titeration 0\tlease -\t-\tagent -"]
     out = io.StringIO()
     assert main([path, "show", "b"], out=out) == 0
     shown = json.loads(out.getvalue())
@@ -134,7 +134,7 @@ def test_show_an_unknown_run_is_an_error(
 ) -> None:
     path = str(tmp_path / "runs.db")
     anyio.run(seeded, path)
-    assert main([path, "show", "nope"]) == 1
+    assert main([path, "show", "nope"]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
 
 
@@ -261,13 +261,13 @@ def test_an_agent_on_another_database_is_refused(
     anyio.run(seeded, other)
     argv = [path, "resume", "a", "--handler", "store.test_docs_and_cli:AGENT"]
     monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(other))
-    assert main(argv) == 1
+    assert main(argv) == 2
     assert "is not" in capsys.readouterr().err
     monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(path))
-    assert main([*argv, "--owner", "w7"]) == 1
+    assert main([*argv, "--owner", "w7"]) == 2
     assert "resumes under its own store_owner" in capsys.readouterr().err
     monkeypatch.setattr(sys.modules[__name__], "AGENT", cli_agent(None))
-    assert main(argv) == 1
+    assert main(argv) == 2
     assert "without a store" in capsys.readouterr().err
     assert [anyio.run(status, db, "a") for db in (path, other)] == ["pending", "pending"]
 
@@ -281,7 +281,7 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert done.stdout.splitlines()[0] == "a\tpending\titeration 0\tlease -\t-"
+    assert done.stdout.splitlines()[0] == "a\tpending\titeration 0\tlease -\t-\tagent -"
 
 
 @pytest.mark.parametrize(
@@ -299,7 +299,7 @@ def test_bad_arguments_print_an_error_and_change_nothing(
 ) -> None:
     path = str(tmp_path / "runs.db")
     anyio.run(seeded, path)
-    assert main([a.replace("{db}", path) for a in argv]) == 1
+    assert main([a.replace("{db}", path) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert words in err
@@ -315,7 +315,7 @@ def test_a_database_that_is_not_there_is_an_error_not_a_new_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "typo.db"
-    assert main([str(missing), "list"]) == 1
+    assert main([str(missing), "list"]) == 2
     assert "no database at" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -325,7 +325,7 @@ def test_a_file_that_is_not_a_database_is_an_error_not_a_traceback(
 ) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database, only words\n" * 20, encoding="utf-8")
-    assert main([str(notes), "list"]) == 1
+    assert main([str(notes), "list"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: SqliteRunStore: cannot open ")
     assert "notes.txt" in err
@@ -339,7 +339,7 @@ def test_a_libpq_keyword_string_is_taken_for_postgresql(
     monkeypatch.chdir(tmp_path)
     dsn = "host=127.0.0.1 port=1 user=me password=pw-s3cr3t connect_timeout=1"
     started = time.monotonic()
-    assert main([dsn, "--connect-timeout", "0.5", "list"]) == 1
+    assert main([dsn, "--connect-timeout", "0.5", "list"]) == 2
     # Real time, bounded: the pool gives up after --connect-timeout, not the default 10 s.
     assert time.monotonic() - started < 8
     err = capsys.readouterr().err
@@ -353,5 +353,31 @@ def test_a_bad_connect_timeout_is_an_error_not_a_traceback(
     bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["host=127.0.0.1 port=1", "--connect-timeout", bad, "list"]) == 1
+    assert main(["host=127.0.0.1 port=1", "--connect-timeout", bad, "list"]) == 2
     assert "connect_timeout" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["show", "ghost-7"], "'ghost-7'"),
+        (["pending", "ghost-7"], "'ghost-7'"),
+        (["resume", "ghost-7", "--handler", "store.test_docs_and_cli:on_trio"], "'ghost-7'"),
+        (["waiting", "--limit", "-3"], "-3"),
+        (["conversations", "--limit", "0"], "got 0"),
+        (["conversation", "ghost-7"], "'ghost-7'"),
+    ],
+)
+def test_every_usage_error_exits_2_naming_the_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    path = str(tmp_path / "runs.db")
+    anyio.run(seeded, path)
+    assert main([path, *argv], io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert named in err
+    # What is not a usage error keeps exit 1: a handler that fails.
+    if argv[0] == "resume":
+        failing = ["resume", "b", "--handler", "store.test_docs_and_cli:on_asyncio"]
+        assert main([path, *failing, "--owner", "w1"], io.StringIO()) == 1

@@ -90,6 +90,7 @@ async def test_a_cancelled_agent_run_is_stored_as_cancelled(store: RunStore) -> 
         "iteration 0",
         "lease -",
         "cancelled: a hard cancel (or a deadline) ended the run",
+        "agent -",  # an agent with no name
     ]
     # No worker takes it as work; asked for by id, it resumes.
     assert await store.claim_next(owner="w9", ttl=30) is None
@@ -143,7 +144,7 @@ async def test_a_stopped_worker_hands_its_run_back(store: RunStore) -> None:
     assert (record.status, record.lease_owner) == ("running", None)
     assert record.detail == "handed back: its worker was stopped while it ran"
     [line] = await cli_list(store)
-    assert line.endswith("\tlease -\thanded back: its worker was stopped while it ran")
+    assert line.endswith("\tlease -\thanded back: its worker was stopped while it ran\tagent -")
     lease = await store.claim_next(owner="w2", ttl=30)  # claimable at once
     assert lease is not None
     assert lease.run_id == "r1"

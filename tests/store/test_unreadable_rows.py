@@ -217,6 +217,6 @@ def test_the_listing_goes_on_past_a_corrupted_row(tmp_path: Path) -> None:
     out = io.StringIO()
     assert main([str(path), "list"], out=out) == 0
     a, b, c = out.getvalue().splitlines()
-    assert a == "a\tpending\titeration 0\tlease -\t-"
+    assert a == "a\tpending\titeration 0\tlease -\t-\tagent -"
     assert b.startswith("b\tunreadable\trun 'b': stored lease_token 'x' is not a non-negative")
-    assert c == "c\tpending\titeration 0\tlease -\t-"
+    assert c == "c\tpending\titeration 0\tlease -\t-\tagent -"

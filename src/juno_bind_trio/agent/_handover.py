@@ -16,14 +16,21 @@ its tools up when asked: the agent in charge may come to need them.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
 from juno_bind_trio import _tracing
 from juno_bind_trio._errors import ToolFailureError, UsageError
+from juno_bind_trio._transfers import (
+    LastHandoff,
+    all_handoffs,
+    in_charge,
+    last_handoff,
+    switched_content,
+    transfer_content,
+)
 from juno_bind_trio.run import ChainLink, ChainRef
 from juno_bind_trio.transcript import heal_transcript
 
@@ -53,10 +60,6 @@ __all__ = [
     "take_charge",
     "transfer_content",
 ]
-
-_TO: Final = "transferred_to"
-_FROM: Final = "transferred_from"
-_MADE: Final = "in_charge"
 
 
 @final
@@ -163,7 +166,7 @@ class Handover:
         assert pending is not None
         target = pending.target
         tools, tool_dicts = run_tools(target, core.deps)
-        text = await self._instructions_of(target)
+        text = await self.instructions_of(target)
         messages: list[dict[str, Any]] = core.state.messages
         turn = _turn_of(messages, pending.call_id)
         old = core.instructions_text
@@ -222,7 +225,7 @@ class Handover:
         core.chain = ChainRef((*links[:-1], ChainLink(links[-1].run_id, settings.name)))
         _tracing.run_speaking(settings.name)
 
-    async def _instructions_of(self, settings: RunSettings) -> str | None:
+    async def instructions_of(self, settings: RunSettings) -> str | None:
         core = self.core
         instructions = settings.instructions
         if settings.instructions_awaited:
@@ -276,38 +279,35 @@ class Handover:
             self.pending = _Pending(spec, last.call_id, spec.settings())
         await self.switch()
 
+    def in_charge_of(self, history: Sequence[Mapping[str, Any]]) -> RunSettings:
+        """The settings of the agent in charge at the end of *history* (a run's
+        ``message_history``, a conversation's): the starting agent's when it records
+        no handoff, else found by name in its handoff graph, as for a resume."""
+        core = self.core
+        last = last_handoff(history)
+        if last is None:
+            return core.settings  # type: ignore[no-any-return]
+        name = last.to_agent if last.switched else last.from_agent
+        return find_settings(core.settings, name, "Agent.run")
+
     async def continue_history(self) -> Handover | None:
         """A run started on a history (``message_history=``, a conversation's) that
         records handoffs: it goes on under the agent in charge at the history's end.
 
-        That agent is found by name in the starting agent's handoff graph, as for
-        a resume; its instructions replace the starting agent's at the head of
-        the transcript, its tools, guards and output type are the run's, and its
-        model (with its input guardrails) makes the run's first request. Returns
-        the handover when the history's last handoff is not switched yet (a
-        suspended run's waiting calls), so that ``finish_open_turn`` makes it.
+        That agent's instructions head the transcript already (the run computed
+        them, and only them, before it started: ``_run._take_instructions``); here
+        its tools, guards and output type become the run's, and its model (with
+        its input guardrails) makes the run's first request. Returns the handover
+        when the history's last handoff is not switched yet (a suspended run's
+        waiting calls), so that ``finish_open_turn`` makes it.
         """
         core = self.core
-        last = last_handoff(core.state.messages[: core.new_start])
+        history = core.state.messages[: core.new_start]
+        last = last_handoff(history)
         if last is None:
             return None
-        name = last.to_agent if last.switched else last.from_agent
-        settings = find_settings(core.settings, name, "Agent.run")
+        settings = self.in_charge_of(history)
         if settings is not core.agent:
-            messages: list[dict[str, Any]] = core.state.messages
-            old = core.instructions_text
-            if old is not None and messages and messages[0] == {"role": "system", "content": old}:
-                del messages[0]
-                core.new_start -= 1
-            text = await self._instructions_of(settings)
-            if text is not None and not (
-                messages
-                and messages[0].get("role") == "system"
-                and messages[0].get("content") == text
-            ):
-                messages.insert(0, {"role": "system", "content": text})
-                core.new_start += 1
-            core.instructions_text = text
             self._put_in_charge(settings, *run_tools(settings, core.deps))
             self.starter = settings
             core.model = guarded_first_request(await self._model_of(settings), core)
@@ -383,74 +383,6 @@ def spec_named(settings: RunSettings, tool_name: str) -> HandoffSpec | None:
     return None
 
 
-# --- the record in the transcript ---------------------------------------------------------
-
-
-def transfer_content(from_agent: str | None, to_agent: str) -> str:
-    """The handoff call's answer: what the model reads, and the run's record of the transfer."""
-    return json.dumps({_TO: to_agent, _FROM: from_agent}, separators=(",", ":"))
-
-
-def switched_content(content: str) -> str:
-    """The answer once the switch is made (the target in charge): so a resume knows."""
-    data = json.loads(content)
-    data[_MADE] = True
-    return json.dumps(data, separators=(",", ":"))
-
-
-@attrs.frozen
-class LastHandoff:
-    """The last handoff a transcript records: who to whom, by which call, and where."""
-
-    from_agent: str | None
-    to_agent: str
-    call_id: str
-    tool_name: str
-    # Whether the switch is made: the target's instructions, tools and history in place.
-    switched: bool
-
-
-def _marker(message: Mapping[str, Any]) -> tuple[str | None, str, bool] | None:
-    if message.get("role") != "tool":
-        return None
-    content = message.get("content")
-    if not isinstance(content, str) or not content.startswith("{") or _TO not in content:
-        return None
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not {_TO, _FROM} <= set(data) <= {_TO, _FROM, _MADE}:
-        return None
-    to, frm = data[_TO], data[_FROM]
-    if not isinstance(to, str) or not (frm is None or isinstance(frm, str)):
-        return None
-    return frm, to, data.get(_MADE) is True
-
-
-def all_handoffs(messages: Sequence[Mapping[str, Any]]) -> list[LastHandoff]:
-    """Every handoff *messages* records, in order."""
-    found: list[LastHandoff] = []
-    calls: dict[str, tuple[int, str]] = {}  # call id: (its turn's index, its tool)
-    for index, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            listed = message.get("tool_calls")
-            for call in listed if isinstance(listed, list | tuple) else ():
-                if not isinstance(call, Mapping):
-                    continue  # not a call: a transcript read as it is, never refused here
-                function = call.get("function")
-                name = function.get("name") if isinstance(function, Mapping) else None
-                if isinstance(call.get("id"), str) and isinstance(name, str):
-                    calls[call["id"]] = (index, name)
-            continue
-        marked = _marker(message)
-        call_id = message.get("tool_call_id")
-        if marked is None or not isinstance(call_id, str) or call_id not in calls:
-            continue
-        found.append(LastHandoff(marked[0], marked[1], call_id, calls[call_id][1], marked[2]))
-    return found
-
-
 def agent_in_charge(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The name of the agent in charge at the end of a transcript that records handoffs.
 
@@ -471,16 +403,7 @@ def agent_in_charge(messages: Sequence[Mapping[str, Any]]) -> str | None:
             f"agent_in_charge: messages must be a list of messages, got {messages!r:.80}"
         )
     given: Sequence[object] = messages  # a host's list: anything but a message is passed over
-    last = last_handoff([m for m in given if isinstance(m, Mapping)])
-    if last is None:
-        return None
-    return last.to_agent if last.switched else last.from_agent
-
-
-def last_handoff(messages: Sequence[Mapping[str, Any]]) -> LastHandoff | None:
-    """The last handoff *messages* records, or ``None``."""
-    found = all_handoffs(messages)
-    return found[-1] if found else None
+    return in_charge([m for m in given if isinstance(m, Mapping)])
 
 
 def winning_call(

@@ -62,7 +62,7 @@ from juno_bind_trio.run import (
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
 from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
-from ._context import RunChildren, RunContext, run_context
+from ._context import RunChildren, RunContext
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
 from ._guardrails import checked_output, guarded_first_request, tripped_result
 from ._handoff import HandoffSpec
@@ -76,6 +76,7 @@ from ._handover import (
     take_charge,
 )
 from ._history import on_conversation
+from ._instructions import at_construction, head_with, take_instructions
 from ._limits import UsageLimits, UsageMeter
 from ._output_plan import NO_VALUE
 from ._pipe import EventPipe, FanOutSink, LoopEvents
@@ -85,7 +86,7 @@ from ._session import InMemorySession, RunSession
 from ._steps import collect_tools, offered_only, open_turn_port, shape_turn, step_tools
 from ._store_session import StoreSession, continue_in_conversation
 from ._tool import Tool
-from ._tool_guards import after_guards, refusing_calls
+from ._tool_guards import OpenTurnGuards, after_guards, open_turn_guards, refusing_calls
 from ._tool_report import log_tool_failure, tool_ended, tool_failed
 
 if TYPE_CHECKING:
@@ -197,22 +198,10 @@ class _RunCore(Generic[OutputT]):
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
         messages = list(message_history)
-        instructions = settings.instructions
-        if settings.instructions_awaited:
-            instructions = None  # awaited when the run starts (see _await_instructions)
-        elif callable(instructions):
-            instructions = instructions(deps)
-            if not isinstance(instructions, str):
-                raise TypeError(
-                    f"Agent: instructions(deps) must return a str, got {instructions!r}"
-                )
+        instructions = at_construction(settings, deps)  # see _instructions
         self.instructions_text: str | None = instructions  # first: a handoff replaces it
-        if instructions is not None and not (
-            messages
-            and messages[0].get("role") == "system"
-            and messages[0].get("content") == instructions
-        ):
-            messages.insert(0, {"role": "system", "content": instructions})
+        if instructions is not None:
+            head_with(messages, instructions)
         # new_messages: this run's part starts at its prompt (the history is healed
         # before it gets here, and the loop only appends).
         self.new_start: int = len(messages)
@@ -235,6 +224,7 @@ class _RunCore(Generic[OutputT]):
         # #33: the per-step tools (None: all, always); what the last step offered (None: all).
         self.step_tools: StepTools | None = None
         self.offered: Mapping[str, Tool] | None = None
+        self.turn_guards: OpenTurnGuards | None = None  # a store session's screen
 
     # --- the seams ----------------------------------------------------------------
 
@@ -248,7 +238,9 @@ class _RunCore(Generic[OutputT]):
         serial = self.handover is not None or any(t.serial for t in self.tools.values())
         run_tool_call = session.wrap_tool_call(self.dispatch)
         gate = self.gate
-        if gate.active:  # outside the receipts: a waiting call has none
+        # Outside the receipts: a waiting call has none. With handoffs, always: a target's
+        # tools may wait for a decision though the starting agent's never do.
+        if gate.active or self.handover is not None:
             run_tool_call = gate.outer(session.wrap_tool_call(gate.inner(self.dispatch)))
         run_tool_call = refusing_calls(self, run_tool_call)  # outside the receipts too
         run_tool_call = offered_only(self, run_tool_call)  # outermost: a hidden tool is not there
@@ -411,22 +403,6 @@ class _RunCore(Generic[OutputT]):
 
     # --- the pieces -------------------------------------------------------------
 
-    async def _await_instructions(self) -> None:
-        # Before the first request (and before a durable run is first stored): the
-        # run's own context, at no tool call yet (empty call id and name, iteration 0).
-        function = self.settings.instructions
-        assert callable(function)
-        text = await function(run_context(self, 0))
-        if not isinstance(text, str):
-            raise TypeError(f"Agent: instructions(ctx) must return a str, got {text!r}")
-        messages = self.state.messages
-        if not (
-            messages and messages[0].get("role") == "system" and messages[0].get("content") == text
-        ):
-            messages.insert(0, {"role": "system", "content": text})
-            self.new_start += 1
-        self.instructions_text = text
-
     def _over_limit(self) -> bool:
         # The loop asks before every model request: end the run rather than make it.
         meter = self.meter
@@ -447,6 +423,8 @@ class _RunCore(Generic[OutputT]):
         settings = self.settings
         if settings.store is None:
             return contextlib.nullcontext(InMemorySession(self.state, self.chain))
+        # A resumed open turn's calls meet the tool guards before their receipts.
+        self.turn_guards = open_turn_guards(self)
 
         def resumability(name: str) -> EffectResumability:
             found = self.tools.get(name)
@@ -470,10 +448,14 @@ class _RunCore(Generic[OutputT]):
             gate=self.gate,
             conversation=self.conversation,
             with_history=self.with_history,
+            screen=None if self.turn_guards is None else self.turn_guards.screen,
         )
 
-    def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The run's first transcript on a conversation (``_history.on_conversation``)."""
+    async def with_history(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run's first transcript on a conversation (``_history.on_conversation``):
+        with handoffs, under the instructions of the agent in charge of *history*."""
+        if self.handover is not None:
+            await take_instructions(self, history)
         messages, self.new_start = on_conversation(history, self.state.messages, self.new_start)
         self.state = LoopState(messages)
         check_continuation(self.gate, messages[: self.new_start], prompted=self.prompted)
@@ -505,7 +487,9 @@ class _RunCore(Generic[OutputT]):
                 await session.finish("suspended")
                 return LoopResult(reason="suspended", iterations=0, stats=RunStats(), content=None)
         answer = self.gate.inner(self.dispatch) if self.gate.active else self.dispatch
-        answer = refusing_calls(self, answer)  # a resumed call is checked as any
+        # A resumed call is checked as any: by the session's screen, before its receipt,
+        # when the session shows it one (a store's), else here.
+        answer = refusing_calls(self, answer, screened=self.turn_guards)
         if open_turn is not None:  # its calls run as they would have: its step's tools only
             answer = await open_turn_port(self, answer, open_turn)
         ended = await session.answer_open_turn(
@@ -545,8 +529,11 @@ class _RunCore(Generic[OutputT]):
         try:
             if self.conversation is not None and (self.gate.decisions or not self.prompted):
                 await continue_in_conversation(self)  # decisions: the stored run resumes
-            if self.settings.instructions_awaited and not self.resuming:
-                await self._await_instructions()
+            settings = self.settings
+            deferred = settings.instructions_awaited or bool(settings.handoffs)
+            # A conversation's, with handoffs: once its history is read (with_history).
+            if deferred and not self.resuming and (self.handover is None or not self.conversation):
+                await take_instructions(self, self.state.messages[: self.new_start])
             collect_tools(self)
             self.step_tools = step_tools(self)
             bind_gate(self)

@@ -38,10 +38,20 @@ from juno_bind_trio.store import (
 from ._approvals import ApprovalGate, waiting_run
 
 if TYPE_CHECKING:
-    from juno_bind_trio.loop import LoopEndReason, LoopState
-    from juno_bind_trio.run import ChainRef, EffectResumability, StopSignal, ToolCallLike
+    from juno_bind_trio.loop import LoopEndReason, LoopState, ToolCallOutcome
+    from juno_bind_trio.run import (
+        ChainRef,
+        EffectResumability,
+        StopSignal,
+        ToolCall,
+        ToolCallLike,
+    )
 
     from ._session import ModelPort, ToolPort
+
+    # What a store session shows a resumed open turn's never-started calls (the
+    # store's own screen): an outcome answers the call, None lets it be dispatched.
+    Screen = Callable[[ToolCall], Awaitable[ToolCallOutcome | None]]
 
 __all__ = [
     "StoreSession",
@@ -123,7 +133,7 @@ class StoreSession:
     lease is lost.
     """
 
-    __slots__ = ("_conversation", "_gate", "_resumed", "_run", "_store")
+    __slots__ = ("_conversation", "_gate", "_resumed", "_run", "_screen", "_store")
 
     def __init__(
         self,
@@ -133,6 +143,7 @@ class StoreSession:
         gate: ApprovalGate | None = None,
         store: RunStore | None = None,
         conversation: str | None = None,
+        screen: Screen | None = None,
     ) -> None:
         if not isinstance(run, DurableRun):
             raise TypeError(f"StoreSession: run must be a DurableRun, got {run!r:.80}")
@@ -149,6 +160,9 @@ class StoreSession:
         self._gate = gate
         self._store = store
         self._conversation = conversation
+        if screen is not None and not callable(screen):
+            raise TypeError(f"StoreSession: screen must be an async function, got {screen!r:.80}")
+        self._screen = screen
 
     def __repr__(self) -> str:
         return f"<StoreSession {self._run!r}>"
@@ -170,7 +184,9 @@ class StoreSession:
         uses_idempotency_key: Callable[[str], bool] | None = None,
         gate: ApprovalGate | None = None,
         conversation: str | None = None,
-        with_history: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+        with_history: Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]]
+        | None = None,
+        screen: Screen | None = None,
     ) -> AsyncIterator[StoreSession]:
         """Open *store* (a path: a SQLite file, closed again after), create the run in it
         unless *resume*, claim it as *owner*, and yield its session.
@@ -183,8 +199,14 @@ class StoreSession:
 
         *conversation*: the run answers in that conversation: its hold is taken
         first ([ConversationBusy][juno_bind_trio.ConversationBusy] if another run
-        has it), and the run's first transcript is ``with_history(history)``. A
+        has it), and the run's first transcript is ``await with_history(history)``. A
         resumed run of a conversation takes its hold again.
+
+        *screen*: ``async (call) -> ToolCallOutcome | None``, shown each call of a
+        resumed run's open turn that never started, before the approval gate and
+        before its receipt: an outcome answers the call (no receipt is written, the
+        call never runs), ``None`` lets it go on. The agent's tool guards refuse
+        there.
 
         Leaving the block normally after the lease was lost raises
         [LeaseLostError][juno_bind_trio.LeaseLostError]: what the run did after
@@ -203,7 +225,7 @@ class StoreSession:
                         )
                         held = conversation
                         if with_history is not None:
-                            first = with_history(history)
+                            first = await with_history(history)
                     await opened.create_run(
                         run_id, messages=first, chain=chain, agent=agent, conversation_id=held
                     )
@@ -225,7 +247,14 @@ class StoreSession:
                             [r.call for r in loaded],
                             {r.call.id: r.decision for r in loaded if r.decision is not None},
                         )
-                    yield cls(run, resumed=resume, gate=gate, store=opened, conversation=held)
+                    yield cls(
+                        run,
+                        resumed=resume,
+                        gate=gate,
+                        store=opened,
+                        conversation=held,
+                        screen=screen,
+                    )
             except BaseException:
                 if held is not None:
                     # The conversation stays as it was; the next run may take it now.
@@ -282,7 +311,7 @@ class StoreSession:
             run_tool_call,
             per_tool_limit=per_tool_limit,
             runs_serially=runs_serially,
-            screen=gate.check if gate is not None and gate.active else None,
+            screen=_screens(self._screen, gate.check if gate is not None and gate.active else None),
         )
         if run.held:  # a call of the turn still waits: suspended again, the turn open
             await self.finish("suspended")
@@ -340,6 +369,18 @@ class StoreSession:
                 await run.finish(reason, pending=held)
                 raise
         await run.finish(reason, pending=held)
+
+
+def _screens(first: Screen | None, then: Screen | None) -> Screen | None:
+    """*first*'s answer for a call, else *then*'s (the run's own check, then the gate's)."""
+    if first is None or then is None:
+        return first or then
+
+    async def both(call: ToolCall) -> ToolCallOutcome | None:
+        answer = await first(call)
+        return answer if answer is not None else await then(call)
+
+    return both
 
 
 async def _hold_again(store: RunStore, run: DurableRun, ttl: float) -> str:

@@ -26,6 +26,8 @@ import anyio.to_thread
 
 from juno_bind_trio._errors import ToolFailureError, UsageError
 from juno_bind_trio._validate import is_async_callable, shown
+from juno_bind_trio.loop import ToolCallOutcome
+from juno_bind_trio.plugins import tool_error_text, tool_failure_message
 from juno_bind_trio.run import ToolCall
 
 from ._approvals import validated_arguments
@@ -34,13 +36,20 @@ from ._tool_report import tool_failed
 from ._verdict import GuardrailResult
 
 if TYPE_CHECKING:
-    from juno_bind_trio.loop import ToolCallOutcome
     from juno_bind_trio.run import ToolCallLike
 
     from ._run import _RunCore
     from ._tool import Tool
 
-__all__ = ["ToolGuard", "after_guards", "check_tool_guards", "has_after_guards", "refusing_calls"]
+__all__ = [
+    "OpenTurnGuards",
+    "ToolGuard",
+    "after_guards",
+    "check_tool_guards",
+    "has_after_guards",
+    "open_turn_guards",
+    "refusing_calls",
+]
 
 
 def _function(owner: str, what: str, value: object) -> Callable[..., Any] | None:
@@ -144,52 +153,105 @@ def _any_guards(core: _RunCore[Any]) -> bool:
     return bool(core.settings.tool_guards) or any(t.guards for t in core.tools.values())
 
 
+async def _refusal(core: _RunCore[Any], call: ToolCall) -> ToolFailureError | None:
+    """The ``before`` guards' refusal of *call* (kind ``authz``, reported), or ``None``."""
+    found = core.tools.get(call.name)
+    befores = [g for g in _guards_of(core, found) if g.before is not None]
+    if found is None or not befores:
+        return None
+    try:
+        arguments = validated_arguments(found, call.parsed)
+    except Exception:
+        return None  # the tool refuses it, for the model to fix
+    ctx: RunContext[Any] = RunContext(
+        deps=core.deps,
+        run_id=core.run_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        iteration=core.iteration,
+        chain=core.chain,
+        arguments=call.arguments,
+        call=call,
+        children=core.children,
+    )
+    for guard in befores:
+        assert guard.before is not None
+        verdict = await _call(guard.before, ctx, dict(arguments))
+        if not isinstance(verdict, GuardrailResult):
+            raise UsageError(
+                f"the tool guard {guard.name!r} returned {shown(verdict)} for a call of "
+                f"{call.name!r}; before= returns GuardrailResult(tripwire=...)"
+            )
+        if verdict.tripwire:
+            said = verdict.message or f"the {guard.name} check refused this call"
+            error = ToolFailureError("authz", said)
+            if core.emit is not None:
+                core.emit(tool_failed(core.iteration, call.id, call.name, error, "authz"))
+            return error
+    return None
+
+
 def refusing_calls(
-    core: _RunCore[Any], run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
+    core: _RunCore[Any],
+    run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]],
+    *,
+    screened: OpenTurnGuards | None = None,
 ) -> Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]:
     """*run_tool_call* (with its receipts) behind the ``before`` guards of the call's tool;
-    *run_tool_call* itself when no tool of the run has one."""
+    *run_tool_call* itself when no tool of the run has one. A call *screened* let through
+    already (a resumed open turn's, checked before its receipt) is not checked twice."""
     if not _any_guards(core):
         return run_tool_call
 
     async def guarded(given: ToolCallLike) -> ToolCallOutcome:
         call = ToolCall.of(given)
-        found = core.tools.get(call.name)
-        befores = [g for g in _guards_of(core, found) if g.before is not None]
-        if found is None or not befores:
-            return await run_tool_call(call)
-        try:
-            arguments = validated_arguments(found, call.parsed)
-        except Exception:
-            return await run_tool_call(call)  # the tool refuses it, for the model to fix
-        ctx: RunContext[Any] = RunContext(
-            deps=core.deps,
-            run_id=core.run_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            iteration=core.iteration,
-            chain=core.chain,
-            arguments=call.arguments,
-            call=call,
-            children=core.children,
-        )
-        for guard in befores:
-            assert guard.before is not None
-            verdict = await _call(guard.before, ctx, dict(arguments))
-            if not isinstance(verdict, GuardrailResult):
-                raise UsageError(
-                    f"the tool guard {guard.name!r} returned {shown(verdict)} for a call of "
-                    f"{call.name!r}; before= returns GuardrailResult(tripwire=...)"
-                )
-            if verdict.tripwire:
-                said = verdict.message or f"the {guard.name} check refused this call"
-                error = ToolFailureError("authz", said)
-                if core.emit is not None:
-                    core.emit(tool_failed(core.iteration, call.id, call.name, error, "authz"))
+        if screened is None or call.id not in screened.passed:
+            error = await _refusal(core, call)
+            if error is not None:
                 raise error
         return await run_tool_call(call)
 
     return guarded
+
+
+@final
+class OpenTurnGuards:
+    """The ``before`` guards of a resumed run's open turn, checked before any receipt.
+
+    A resume dispatches the open turn's never-started calls through the
+    store, which writes each one's receipt before it runs: a refusal decided
+    in the tool port would leave a ``"failed"`` receipt for a call that never
+    began. So the store's session shows each such call to ``screen`` first
+    (before the approval gate, as in the loop); a refusal answers the call
+    there, with no receipt, and the calls let through are remembered so that
+    the port does not ask the guards again.
+    """
+
+    __slots__ = ("_core", "passed")
+
+    def __init__(self, core: _RunCore[Any]) -> None:
+        self._core = core
+        self.passed: set[str] = set()
+
+    async def screen(self, given: ToolCallLike) -> ToolCallOutcome | None:
+        """The refusal's answer for *given* (kind ``authz``), or ``None``: dispatch it."""
+        core = self._core
+        call = ToolCall.of(given)
+        offered = core.offered
+        if core.step_tools is not None and offered is not None and call.name not in offered:
+            return None  # not offered at its step: the port answers it not found
+        error = await _refusal(core, call)
+        if error is None:
+            self.passed.add(call.id)
+            return None
+        text = tool_error_text(error)
+        return ToolCallOutcome(tool_message=tool_failure_message(call.id, text, "authz"))
+
+
+def open_turn_guards(core: _RunCore[Any]) -> OpenTurnGuards | None:
+    """The screen a store session shows a resumed open turn's calls, when any may meet a
+    ``before`` guard."""
+    return OpenTurnGuards(core) if _any_guards(core) else None
 
 
 async def after_guards(

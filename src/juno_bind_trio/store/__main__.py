@@ -2,16 +2,27 @@
 list the runs waiting for a decision and the calls they wait on.
 
 DATABASE is an existing SQLite file or a PostgreSQL DSN (``postgresql://...``,
-or a libpq ``key=value`` string); a DSN's password is never printed. A bad
-argument, a database that is not there, a handler that cannot be loaded or a
-stored run that cannot be read prints ``error: ...`` and exits 1.
+or a libpq ``key=value`` string); a DSN's password is never printed.
+
+Exit statuses, for every command: 0 when it did what it says; 2, with
+``error: ...`` naming the value, for a usage error: an argument the command
+cannot take (``--limit 0``, a ``--handler`` that cannot be loaded, is not
+callable or is an Agent on another database), an id that is not there (a
+run, a conversation), or a database that is not there or cannot be opened
+(a path with no database, a DSN that does not connect); 1, with ``error:
+...``, when the command could not finish for another reason (a stored run
+that cannot be read, a run another worker holds, a handler that failed, a
+conversation a run holds).
 
 * ``list [--status STATUS] [--limit N]``: one line per run, tab-separated:
   id, status, iteration, lease holder (``-`` for none; ``(expired)`` once its
   time ran out), and how the run ended where the status does not say it
-  (its [detail][juno_bind_trio.store.RunRecord], or ``-``). A row that
+  (its [detail][juno_bind_trio.store.RunRecord], or ``-``), then ``agent NAME``:
+  the agent in charge (the target of the run's last handoff, else the agent
+  that started it; ``-`` for a run stored with no agent name). A row that
   cannot be read is listed as ``ID  unreadable  WHY``; the others still are.
-* ``show RUN_ID``: the run's record, transcript and receipts, as JSON.
+* ``show RUN_ID``: the run's record (``agent``, the agent that started it, and
+  ``agent_in_charge``), transcript and receipts, as JSON.
 * ``waiting [--limit N]``: the suspended runs with calls waiting for a
   decision (a person's approval, a host's result), oldest first, one line
   each, tab-separated: id, how many calls wait, and ``name:id`` of each.
@@ -36,10 +47,6 @@ stored run that cannot be read prints ``error: ...`` and exits 1.
   (``-> name(arguments) [call id]``) and which call a tool message answers.
 * ``delete-conversation ID``: delete the conversation and its runs (their
   receipts and waiting calls with them); refused while a run holds it.
-
-The three conversation commands exit 2, with ``error: ...`` naming the
-value, when the conversation is not there or the database cannot be
-opened (a path with no database, a DSN that does not connect).
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ from typing import Any, Final, TextIO
 
 import anyio
 
-from juno_bind_trio._errors import JunoBindError, StoreDataError
+from juno_bind_trio._errors import JunoBindError, RunNotFoundError, StoreDataError
 from juno_bind_trio._validate import is_async_callable
 
 from ._lease import open_durable_run
@@ -76,12 +83,9 @@ from ._store import RunStore, ThreadedRunStore
 __all__ = ["main"]
 
 
-# The commands whose "not there" errors exit 2 (see the module's docstring).
-_CONVERSATION_COMMANDS: Final = frozenset({"conversations", "conversation", "delete-conversation"})
-
-
-class _NotThere(ValueError):
-    """What was named (a conversation, the database itself) is not there: exit 2."""
+class _Usage(ValueError):
+    """A usage error (see the module's docstring): an argument the command cannot take,
+    or what it names is not there (an id, the database itself): exit 2."""
 
 
 # A libpq "key=value ..." connection string starts with a parameter name and "=".
@@ -103,6 +107,7 @@ def _record(record: RunRecord) -> dict[str, Any]:
         "run_id": record.run_id,
         "status": record.status,
         "agent": record.agent,
+        "agent_in_charge": record.agent_in_charge,
         "lineage": record.chain.to_dict(),
         "iteration": record.iteration,
         "open_iteration": record.pending_iteration,
@@ -141,7 +146,11 @@ def _listed(run: RunRecord, now: float) -> str:
             "any worker may claim it"
         )
     ending = "-" if ending is None else _one_line(ending)
-    return f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\t{ending}"
+    speaking = run.agent_in_charge or "-"
+    return (
+        f"{run.run_id}\t{run.status}\titeration {run.iteration}\tlease {lease}\t{ending}"
+        f"\tagent {speaking}"
+    )
 
 
 async def _list(store: ThreadedRunStore, status: str | None, limit: int, out: TextIO) -> None:
@@ -250,7 +259,7 @@ def _readable(number: int, message: dict[str, Any]) -> str:
 async def _conversation(store: ThreadedRunStore, conversation_id: str, out: TextIO) -> None:
     record = await store._get_conversation(conversation_id)
     if record is None:
-        raise _NotThere(f"no conversation {conversation_id!r} in this database")
+        raise _Usage(f"no conversation {conversation_id!r} in this database")
     messages = await store.conversation_messages(conversation_id)
     out.write(_conversation_line(record) + "\n")
     for number, message in enumerate(messages, start=1):
@@ -259,20 +268,20 @@ async def _conversation(store: ThreadedRunStore, conversation_id: str, out: Text
 
 async def _delete_conversation(store: RunStore, conversation_id: str, out: TextIO) -> None:
     if not await store.delete_conversation(conversation_id):
-        raise _NotThere(f"no conversation {conversation_id!r} in this database; nothing deleted")
+        raise _Usage(f"no conversation {conversation_id!r} in this database; nothing deleted")
     out.write(f"{conversation_id}\tdeleted\n")
 
 
 def _load_handler(handler: str) -> Any:
     module_name, _, attribute = handler.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"--handler must be MODULE:NAME, got {handler!r}")
+        raise _Usage(f"--handler must be MODULE:NAME, got {handler!r}")
     try:
         handle = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"--handler {handler!r} cannot be loaded: {exc}") from None
+        raise _Usage(f"--handler {handler!r} cannot be loaded: {exc}") from None
     if not callable(handle) and not _is_agent(handle):
-        raise TypeError(f"--handler {handler!r} is not callable: {handle!r}")
+        raise _Usage(f"--handler {handler!r} is not callable: {handle!r}")
     return handle
 
 
@@ -303,9 +312,9 @@ async def _resume_agent(
 ) -> None:
     spec = agent.store
     if spec is None:
-        raise ValueError(f"--handler {handler!r} is an Agent without a store; give it store=")
+        raise _Usage(f"--handler {handler!r} is an Agent without a store; give it store=")
     if not _same_database(store, spec):
-        raise ValueError(
+        raise _Usage(
             f"--handler {handler!r} is an Agent whose store ({spec!r}) is not {database!r}; "
             "the command line resumes an agent's run on the agent's own store"
         )
@@ -327,7 +336,7 @@ async def _resume(
     handle = _load_handler(handler)
     if _is_agent(handle):
         if owner is not None:
-            raise ValueError(
+            raise _Usage(
                 f"--owner: the Agent {handler!r} resumes under its own store_owner; leave it out"
             )
         await _resume_agent(store, database, run_id, handler, handle, out)
@@ -340,14 +349,12 @@ async def _resume(
 
 async def _main(args: argparse.Namespace, out: TextIO) -> None:
     if args.command in ("list", "waiting", "conversations") and args.limit < 1:
-        raise ValueError(f"--limit must be a positive number, got {args.limit}")
+        raise _Usage(f"--limit must be a positive number, got {args.limit}")
     async with AsyncExitStack() as stack:
         try:
             store = await stack.enter_async_context(_open(args.database, args.connect_timeout))
         except (JunoBindError, ValueError, TypeError) as exc:
-            if args.command in _CONVERSATION_COMMANDS:
-                raise _NotThere(str(exc)) from None
-            raise
+            raise _Usage(str(exc)) from None  # not there, or not a database to open
         if args.command == "conversations":
             await _conversations(store, args.limit, out)
         elif args.command == "conversation":
@@ -367,8 +374,8 @@ async def _main(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the command line; returns the exit status (0; 1 with the error on stderr; 2 for a
-    conversation command naming what is not there)."""
+    """Run the command line; returns the exit status (0; 2 with the error on stderr for a
+    usage error, naming the value; 1 with the error for any other failure)."""
     parser = argparse.ArgumentParser(
         prog="python -m juno_bind_trio.store", description="Look at and resume stored runs."
     )
@@ -420,7 +427,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     backend = getattr(args, "backend", "trio")
     try:
         anyio.run(_main, args, sys.stdout if out is None else out, backend=backend)
-    except _NotThere as exc:
+    except (_Usage, RunNotFoundError) as exc:  # the run named is not there: a usage error
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (JunoBindError, ValueError, TypeError) as exc:

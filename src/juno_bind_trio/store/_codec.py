@@ -26,6 +26,7 @@ __all__ = [
     "check_messages",
     "corrupted",
     "dumps",
+    "finite_seconds",
     "loads",
     "receipt_record",
     "run_record",
@@ -39,7 +40,8 @@ RESUMABILITIES = frozenset({"repeatable", "non_repeatable"})
 
 RUN_COLUMNS = (
     "run_id, status, agent, chain, iteration, pending_iteration, lease_owner, lease_token, "
-    "lease_expires, heartbeat_at, progress, created_at, updated_at, detail, conversation_id"
+    "lease_expires, heartbeat_at, progress, created_at, updated_at, detail, conversation_id, "
+    "agent_in_charge"
 )
 RUN_WIDTH: Final = RUN_COLUMNS.count(",") + 1
 RECEIPT_COLUMNS = (
@@ -170,6 +172,7 @@ def run_record(row: Sequence[Any]) -> RunRecord:
     updated = _time(run_id, "updated_at", row[12])
     detail = _optional_text(run_id, "detail", row[13])
     conversation = _optional_text(run_id, "conversation_id", row[14])
+    in_charge = _optional_text(run_id, "agent_in_charge", row[15])
     return RunRecord(
         run_id=run_id,
         status=status,
@@ -186,6 +189,7 @@ def run_record(row: Sequence[Any]) -> RunRecord:
         updated_at=updated,
         detail=detail,
         conversation_id=conversation,
+        agent_in_charge=agent if in_charge is None else in_charge,
     )
 
 
@@ -264,3 +268,12 @@ def turn_call_ids(run_id: str, turn: object) -> list[str]:
             )
         ids.append(call_id)
     return ids
+
+
+def finite_seconds(where: str, value: object) -> float:
+    """*value*, a positive finite number of seconds (a ttl, a timeout), as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where} must be a positive finite number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{where} must be a positive finite number of seconds, got {value!r}")
+    return float(value)

@@ -9,7 +9,6 @@ SQL text: every value travels as a parameter.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, cast
 
@@ -38,7 +37,7 @@ from ._codec import (
     stored_messages,
     turn_call_ids,
 )
-from ._migrations import MIGRATIONS, SCHEMA_VERSION
+from ._migrations import MIGRATIONS, SCHEMA_VERSION, fill_in
 from ._records import Lease, ReceiptRecord, RunRecord, StoredRun
 
 __all__ = ["SETTLED_STATES", "Cursor", "Dialect", "Exec", "check_messages", "dumps"]
@@ -93,6 +92,7 @@ def migrate(ex: Exec, dialect: Dialect) -> int:
             continue
         for statement in statements:
             ex(statement, ())
+        fill_in(ex, version)
         ex("INSERT INTO juno_schema (version) VALUES (?)", (version,))
     return SCHEMA_VERSION
 
@@ -109,6 +109,7 @@ def create_run(
     chain: ChainRef,
     agent: str | None,
     conversation_id: str | None = None,
+    agent_in_charge: str | None = None,
 ) -> RunRecord:
     if ex("SELECT 1 FROM juno_runs WHERE run_id = ?", (run_id,)).fetchone() is not None:
         raise RunExistsError(f"run {run_id!r} is already stored; nothing was overwritten", run_id)
@@ -118,7 +119,8 @@ def create_run(
     ex(
         "INSERT INTO juno_runs (run_id, status, agent, chain, root_run_id, parent_run_id, "
         "messages, iteration, lease_token, created_at, updated_at, conversation_id, "
-        "conversation_turns) VALUES (?, 'pending', ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)",
+        "conversation_turns, agent_in_charge) VALUES (?, 'pending', ?, ?, ?, ?, ?, 0, 0, ?, ?, "
+        "?, ?, ?)",
         (
             run_id,
             agent,
@@ -130,6 +132,7 @@ def create_run(
             now,
             conversation_id,
             turns,
+            agent_in_charge,
         ),
     )
     return get_run(ex, run_id)
@@ -419,7 +422,14 @@ def release(
 
 
 def save_transcript(
-    ex: Exec, dialect: Dialect, now: float, lease: Lease, *, messages: str, iteration: int
+    ex: Exec,
+    dialect: Dialect,
+    now: float,
+    lease: Lease,
+    *,
+    messages: str,
+    iteration: int,
+    agent_in_charge: str | None = None,
 ) -> None:
     row = check_lease(ex, dialect, now, lease)
     if row[3] is not None and iteration < row[3]:
@@ -430,8 +440,8 @@ def save_transcript(
         )
     ex(
         "UPDATE juno_runs SET messages = ?, iteration = ?, pending_turn = NULL, "
-        "pending_iteration = NULL, updated_at = ? WHERE run_id = ?",
-        (messages, iteration, now, lease.run_id),
+        "pending_iteration = NULL, updated_at = ?, agent_in_charge = ? WHERE run_id = ?",
+        (messages, iteration, now, agent_in_charge, lease.run_id),
     )
 
 
@@ -579,11 +589,3 @@ def settle_call(
         "AND iteration = ? AND tool_call_id = ?",
         (state, text, now, lease.run_id, iteration, tool_call_id),
     )
-
-
-def finite_seconds(where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{where} must be a positive finite number of seconds, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{where} must be a positive finite number of seconds, got {value!r}")
-    return float(value)

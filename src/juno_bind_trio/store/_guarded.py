@@ -99,7 +99,7 @@ _SAVE_TRANSCRIPT_SQL: Final = (
     (
         "w{n}",
         "UPDATE juno_runs AS r SET messages = ?, iteration = ?, pending_turn = NULL, "
-        f"pending_iteration = NULL, updated_at = ? WHERE {_LEASE_HOLDS} "
+        f"pending_iteration = NULL, updated_at = ?, agent_in_charge = ? WHERE {_LEASE_HOLDS} "
         "AND (r.pending_iteration IS NULL OR r.pending_iteration <= ?) RETURNING 1",
     ),
 )
@@ -146,7 +146,8 @@ def _save_turn(now: float, lease: Lease, f: Mapping[str, Any]) -> tuple[list[Any
 
 def _save_transcript(now: float, lease: Lease, f: Mapping[str, Any]) -> tuple[list[Any], Any]:
     iteration = f["iteration"]
-    return [f["messages"], iteration, now, *_lease_params(now, lease), iteration], None
+    in_charge = f.get("agent_in_charge")
+    return [f["messages"], iteration, now, in_charge, *_lease_params(now, lease), iteration], None
 
 
 def _start_call(now: float, lease: Lease, f: Mapping[str, Any]) -> tuple[list[Any], Any]:

@@ -9,9 +9,13 @@ wrote.
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+from juno_bind_trio._transfers import in_charge
+
+__all__ = ["IN_CHARGE_VERSION", "MIGRATIONS", "SCHEMA_VERSION", "fill_in"]
 
 _RUNS = """
 CREATE TABLE juno_runs (
@@ -112,13 +116,46 @@ _RUN_CONVERSATION = (
 )
 _V4 = (_CONVERSATIONS, *_RUN_CONVERSATION)
 
+# Version 5: the agent in charge of the run (the target of the last handoff its saved
+# transcript records; NULL: none, the run's own agent speaks), written with every
+# transcript. The rows already stored are filled in from their transcripts when the
+# database is upgraded (``_core.migrate``).
+_IN_CHARGE = "ALTER TABLE juno_runs ADD COLUMN agent_in_charge TEXT"
+
 MIGRATIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
-    # Version 1, 2, 3, then 4, for each dialect. The column types above read the same on
-    # both (SQLite takes BIGINT and DOUBLE PRECISION by affinity).
-    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,), (_PENDING,), _V4),
-    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,), (_PENDING,), _V4),
+    # Version 1, 2, 3, 4, then 5, for each dialect. The column types above read the same
+    # on both (SQLite takes BIGINT and DOUBLE PRECISION by affinity).
+    "sqlite": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,), (_PENDING,), _V4, (_IN_CHARGE,)),
+    "postgresql": ((_RUNS, _RECEIPTS, *_INDEXES), (_DETAIL,), (_PENDING,), _V4, (_IN_CHARGE,)),
 }
 """For each dialect, the statements of version 1, 2, ... in order."""
 
-SCHEMA_VERSION: Final = 4
+IN_CHARGE_VERSION: Final = 5
+"""The version that added ``juno_runs.agent_in_charge`` (filled in for stored runs)."""
+
+SCHEMA_VERSION: Final = 5
 """The newest schema version this package knows."""
+
+
+def fill_in(ex: Callable[[str, Sequence[Any]], Any], version: int) -> None:
+    """After *version*'s statements, in the same transaction: the data they add for the
+    rows already stored (version 5: each run's agent in charge, read from its transcript).
+
+    A transcript that cannot be read is left alone (NULL): the run is reported
+    unreadable when it is read, as before the upgrade.
+    """
+    if version != IN_CHARGE_VERSION:
+        return
+    rows = ex(
+        "SELECT run_id, messages FROM juno_runs WHERE messages LIKE ?", ("%transferred_to%",)
+    ).fetchall()
+    for run_id, text in rows:
+        try:
+            messages = json.loads(text)
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if not isinstance(messages, list):
+            continue
+        name = in_charge([m for m in messages if isinstance(m, dict)])
+        if name is not None:
+            ex("UPDATE juno_runs SET agent_in_charge = ? WHERE run_id = ?", (name, run_id))

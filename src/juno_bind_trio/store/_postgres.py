@@ -11,7 +11,7 @@ from juno_bind_trio._errors import StoreError
 from juno_bind_trio._extras import require
 from juno_bind_trio._validate import error_kind
 
-from . import _core
+from . import _codec, _core
 from ._guarded import Write, guarded_statement
 from ._store import ThreadedRunStore
 
@@ -107,7 +107,7 @@ class PostgresRunStore(ThreadedRunStore):
                 f"PostgresRunStore: max_connections must be a positive integer, "
                 f"got {max_connections!r}"
             )
-        self._connect_timeout = _core.finite_seconds(
+        self._connect_timeout = _codec.finite_seconds(
             "PostgresRunStore: connect_timeout", connect_timeout
         )
         require("postgres", "PostgresRunStore (psycopg 3 and psycopg_pool)")

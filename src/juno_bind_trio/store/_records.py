@@ -102,6 +102,12 @@ class RunRecord:
 
     ``conversation_id``: the conversation the run belongs to
     (``Agent.run(conversation=...)``), or ``None``.
+
+    ``agent_in_charge``: the agent speaking as of the run's last saved
+    transcript: the target of the last handoff it records once the target took
+    over (the agent that handed off while that handoff's batch is still open),
+    else ``agent``, the agent that started the run. Written with every
+    transcript, so a handoff shows once its iteration is saved.
     """
 
     run_id: str
@@ -119,6 +125,7 @@ class RunRecord:
     updated_at: float
     detail: str | None = None
     conversation_id: str | None = None
+    agent_in_charge: str | None = None
 
 
 @final

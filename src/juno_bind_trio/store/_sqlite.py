@@ -13,7 +13,7 @@ import outcome
 from juno_bind_trio._errors import StoreError
 from juno_bind_trio._validate import error_kind
 
-from . import _core, _guarded
+from . import _codec, _core, _guarded
 from ._store import ThreadedRunStore
 
 __all__ = ["SqliteRunStore"]
@@ -75,7 +75,7 @@ class SqliteRunStore(ThreadedRunStore):
                 f"SqliteRunStore: path must be a non-empty path, got {path!r}"
             )
         self._path = os.fspath(path)
-        self._busy_timeout = _core.finite_seconds("SqliteRunStore: busy_timeout", busy_timeout)
+        self._busy_timeout = _codec.finite_seconds("SqliteRunStore: busy_timeout", busy_timeout)
         self._dialect = _SqliteDialect()
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None

@@ -51,10 +51,11 @@ import sniffio
 
 from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
 from juno_bind_trio._pending import CallDecision, PendingToolCall
+from juno_bind_trio._transfers import in_charge
 from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
-from . import _conversations, _core, _guarded, _waiting
+from . import _codec, _conversations, _core, _guarded, _waiting
 from ._records import (
     RUN_STATUSES,
     ConversationRecord,
@@ -504,9 +505,8 @@ class ThreadedRunStore:
             raise TypeError(f"{where}: chain must be a ChainRef or None, got {chain!r}")
         elif chain.run_id != run_id:
             raise ValueError(f"{where}: chain ends in run {chain.run_id!r}, not {run_id!r}")
-        text = _core.dumps(
-            f"{where}: messages", _core.check_messages(where, _list(where, messages))
-        )
+        checked = _core.check_messages(where, _list(where, messages))
+        text = _core.dumps(f"{where}: messages", checked)
         return await self._run(
             _core.create_run,
             now=self._clock(),
@@ -515,6 +515,7 @@ class ThreadedRunStore:
             chain=chain,
             agent=agent,
             conversation_id=conversation_id,
+            agent_in_charge=in_charge(checked),
             write=True,
         )
 
@@ -562,7 +563,7 @@ class ThreadedRunStore:
         _text(f"{where}: owner", owner)
         if take_over is not None:
             _text(f"{where}: take_over", take_over)
-        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        seconds = _codec.finite_seconds(f"{where}: ttl", ttl)
         return await self._run(
             _core.claim_run,
             self._dialect,
@@ -577,7 +578,7 @@ class ThreadedRunStore:
     async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
         where = f"{type(self).__name__}.claim_next"
         _text(f"{where}: owner", owner)
-        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        seconds = _codec.finite_seconds(f"{where}: ttl", ttl)
         lease, passed = await self._run(
             _core.claim_next, self._dialect, self._clock(), owner=owner, ttl=seconds, write=True
         )
@@ -588,7 +589,7 @@ class ThreadedRunStore:
     async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
         where = f"{type(self).__name__}.renew_lease"
         _lease(where, lease)
-        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        seconds = _codec.finite_seconds(f"{where}: ttl", ttl)
         text = None if progress is None else _core.dumps(f"{where}: progress", progress)
         return await self._run(
             _core.renew, self._dialect, self._clock(), lease, ttl=seconds, progress=text, write=True
@@ -722,9 +723,8 @@ class ThreadedRunStore:
         where = f"{type(self).__name__}.save_transcript"
         _lease(where, lease)
         _iteration(f"{where}: iteration", iteration)
-        text = _core.dumps(
-            f"{where}: messages", _core.check_messages(where, _list(where, messages))
-        )
+        checked = _core.check_messages(where, _list(where, messages))
+        text = _core.dumps(f"{where}: messages", checked)
         await self._write(
             _guarded.hot_write(
                 "save_transcript",
@@ -733,6 +733,7 @@ class ThreadedRunStore:
                 lease,
                 messages=text,
                 iteration=iteration,
+                agent_in_charge=in_charge(checked),  # the record names who speaks
             )
         )
 
@@ -814,7 +815,7 @@ class ThreadedRunStore:
         where = f"{type(self).__name__}.claim_conversation"
         _text(f"{where}: conversation_id", conversation_id)
         _text(f"{where}: run_id", run_id)
-        seconds = _core.finite_seconds(f"{where}: ttl", ttl)
+        seconds = _codec.finite_seconds(f"{where}: ttl", ttl)
         return await self._run(
             _conversations.claim,
             self._dialect,
