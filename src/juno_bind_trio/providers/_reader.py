@@ -14,6 +14,9 @@ answer has thousands, and a bound method looked up once is the cheapest call the
 ``feed_events()`` is the loop of the paths that read a stream the SDK split: each event
 to the reader's ``feed`` as the plain ``dict`` the reader takes (an SDK model's
 ``to_dict()``), with a checkpoint every ``EVENTS_PER_CHECKPOINT`` events.
+``wrong_shape()`` and ``not_an_event_stream()`` word the two refusals each wire raises
+as its own SDK's ``APIResponseValidationError``: an event of the wrong shape, and a
+body that is no event stream.
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from juno_bind_trio.completion import (
     detect_completion_defect,
 )
 
-__all__ = ["EVENTS_PER_CHECKPOINT", "StreamReader", "feed_events", "refuse_a_defect", "wrong_shape"]
+__all__ = [
+    "EVENTS_PER_CHECKPOINT",
+    "StreamReader",
+    "feed_events",
+    "not_an_event_stream",
+    "refuse_a_defect",
+    "wrong_shape",
+]
 
 EVENTS_PER_CHECKPOINT: Final = 16
 """Events read between two checkpoints. A read that finds many events waiting (a client
@@ -104,6 +114,20 @@ def refuse_a_defect(
     )
     if defect is not None:
         raise defect.as_error()
+
+
+def not_an_event_stream(response: Any, api: str) -> str | None:
+    """Why *response* is refused, where its ``Content-Type`` says it is no event stream (a
+    proxy's login page answers 200 with HTML); ``None`` where it is one, or says nothing.
+    *api* names what the base URL should point at (``"the Anthropic API"``)."""
+    content_type: str = response.headers.get("content-type", "")
+    if content_type and "event-stream" not in content_type.lower():
+        return (
+            f"the endpoint answered {response.status_code} with Content-Type "
+            f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
+            f"{api}?"
+        )
+    return None
 
 
 def wrong_shape(event: object, error: Exception) -> str:

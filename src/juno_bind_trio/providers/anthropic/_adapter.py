@@ -38,7 +38,7 @@ import anyio
 
 from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._reader import feed_events
+from juno_bind_trio.providers._reader import feed_events, not_an_event_stream
 from juno_bind_trio.providers.openai._stream import StreamPath, check_stream_path
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
@@ -244,16 +244,8 @@ async def _read_lean(
 
 
 def _refuse_a_body_that_is_not_a_stream(response: Any) -> None:
-    import anthropic
+    message = not_an_event_stream(response, "the Anthropic API")
+    if message is not None:
+        import anthropic
 
-    content_type = response.headers.get("content-type", "")
-    if content_type and "event-stream" not in content_type.lower():
-        raise anthropic.APIResponseValidationError(
-            response=response,
-            body=None,
-            message=(
-                f"the endpoint answered {response.status_code} with Content-Type "
-                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
-                "the Anthropic API?"
-            ),
-        )
+        raise anthropic.APIResponseValidationError(response=response, body=None, message=message)

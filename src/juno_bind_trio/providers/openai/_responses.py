@@ -41,7 +41,7 @@ import anyio
 
 from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._reader import feed_events
+from juno_bind_trio.providers._reader import feed_events, not_an_event_stream
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
 from ._responses_convert import RESPONSES_NAME, convert_input, convert_tools, request_arguments
@@ -215,16 +215,8 @@ async def _read_lean(
 
 
 def _refuse_a_body_that_is_not_a_stream(response: httpx2.Response) -> None:
-    import openai
+    message = not_an_event_stream(response, "the OpenAI Responses API")
+    if message is not None:
+        import openai
 
-    content_type = response.headers.get("content-type", "")
-    if content_type and "event-stream" not in content_type.lower():
-        raise openai.APIResponseValidationError(
-            response=response,
-            body=None,
-            message=(
-                f"the endpoint answered {response.status_code} with Content-Type "
-                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
-                "the OpenAI Responses API?"
-            ),
-        )
+        raise openai.APIResponseValidationError(response=response, body=None, message=message)

@@ -61,7 +61,11 @@ from juno_bind_trio.completion import (
     TurnTextStream,
 )
 from juno_bind_trio.loop import ModelTurnResult
-from juno_bind_trio.providers._reader import EVENTS_PER_CHECKPOINT, feed_events
+from juno_bind_trio.providers._reader import (
+    EVENTS_PER_CHECKPOINT,
+    feed_events,
+    not_an_event_stream,
+)
 
 from ._chunks import REASONING_FIELDS, ChunkReader
 from ._sse import SSEDataDecoder, drain_errors, request_errors, timeout_errors
@@ -335,16 +339,8 @@ def _refuse_a_body_that_is_not_a_stream(response: httpx2.Response) -> None:
     # error page) can answer 200 with HTML. The SDK would read it as an event
     # stream with no events, and the empty completion would look truncated and
     # be retried as a defect. Say what it is: the endpoint's fault, next candidate.
-    import openai
+    message = not_an_event_stream(response, "an OpenAI-compatible API")
+    if message is not None:
+        import openai
 
-    content_type = response.headers.get("content-type", "")
-    if content_type and "event-stream" not in content_type.lower():
-        raise openai.APIResponseValidationError(
-            response=response,
-            body=None,
-            message=(
-                f"the endpoint answered {response.status_code} with Content-Type "
-                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
-                "an OpenAI-compatible API?"
-            ),
-        )
+        raise openai.APIResponseValidationError(response=response, body=None, message=message)
