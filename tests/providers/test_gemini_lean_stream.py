@@ -2,11 +2,9 @@
 
 ``GeminiAdapter(stream_path="lean")`` has the SDK build the request and reads
 the event stream itself; ``"sdk"`` lets the SDK build a
-``GenerateContentResponse`` per chunk. What a caller or routing can observe
-must be the same on both: the request the server received (body and
-headers), the result, the text stream's events, the exception (type,
-message, status, details), its routing verdict, the virtual time it took and
-when the connection was closed. Three layers:
+``GenerateContentResponse`` per chunk. What is compared (all a caller or
+routing can observe) is ``lean_diff.py``'s, and for Gemini the request the
+server received too (body and headers). Three layers:
 
 * the line reader against the SDK's own (``HttpResponse._iter_response_stream``),
   on random bytes cut at random places;
@@ -19,23 +17,24 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import httpx2
+import lean_diff
 import pytest
+from google import genai
 from google.genai import errors
 from google.genai._api_client import HttpResponse  # the reference the lean reader follows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_on
-from juno_bind_trio.completion import ListSink, TurnTextStream
-from juno_bind_trio.providers import ProviderRequest
+from juno_bind_trio.completion import TurnTextStream
+from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers.google import GeminiAdapter, classify_gemini_error, open_gemini_client
 from juno_bind_trio.providers.google._lean import _Lines
+from juno_bind_trio.providers.openai._stream import StreamPath
 from juno_bind_trio.routing import Candidate, RouteAction, RouteCursor
 from juno_bind_trio.testing import (
     CloseBeforeResponse,
@@ -98,26 +97,19 @@ _LINE = st.one_of(
     st.just(b""),
     st.sampled_from([b"\xff", b"\xe2\x82", b"caf\xc3\xa9", b'{"error": {', b'"s": "{"', b"}"]),
 )
-_ENDING = st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\n", b"\r\n\r\n", b"\r\r"])
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    lines=st.lists(st.tuples(_LINE, _ENDING), max_size=14),
+    lines=st.lists(st.tuples(_LINE, lean_diff.ENDING), max_size=14),
     tail=st.one_of(st.just(b""), _LINE),
     cuts=st.lists(st.integers(0, 400), max_size=8),
 )
 def test_the_reader_yields_the_chunks_the_sdk_yields(
     lines: list[tuple[bytes, bytes]], tail: bytes, cuts: list[int]
 ) -> None:
-    body = b"".join(line + ending for line, ending in lines) + tail
-    at = sorted({min(c, len(body)) for c in cuts})
-    pieces = [body[a:b] for a, b in zip([0, *at], [*at, len(body)], strict=True)]
-    assert _lean(pieces) == _reference(pieces)
-    # A piece per line, as a server writing an event per send is read: the
-    # reader's shortcut for one whole `data:` event, amid whatever came before.
-    by_line = [line + ending for line, ending in lines]
-    assert _lean(by_line) == _reference(by_line)
+    for pieces in lean_diff.cut(lines, tail, cuts):
+        assert _lean(pieces) == _reference(pieces)
 
 
 @pytest.mark.parametrize(
@@ -139,87 +131,54 @@ def test_a_body_is_read_as_the_sdk_reads_it(pieces: list[bytes]) -> None:
 # --- one attempt through both paths -------------------------------------------------------
 
 
-def _ended(gone: float | None, completed: float | None, start: float) -> float | None:
-    at = gone if gone is not None else completed
-    return None if at is None else at - start
+async def _turn(
+    client: genai.Client, path: StreamPath, text_stream: TurnTextStream | None, **options: Any
+) -> ModelTurnResult:
+    adapter = GeminiAdapter(client, stream_path=path)
+    assert adapter.stream_path == path
+    request = lean_diff.request(
+        "gemini-test",
+        text_stream,
+        messages=MESSAGES,
+        options={"max_tokens": 64, "temperature": 0.5},
+        **options,
+    )
+    return await adapter.stream_turn(request)
 
 
-async def _attempt(
-    script: Sequence[FakeResponse], path: str, *, refused: bool = False, tools: Any = ()
-) -> tuple[Any, ...]:
-    """Everything observable about one attempt: the request, its outcome, the stream, time."""
-    sink = ListSink()
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    stream.begin_attempt()
-    start = anyio.current_time()
-    async with open_fake_gemini_server(list(script)) as server:
-        url = server.refused_base_url if refused else server.base_url
-        async with open_gemini_client(base_url=url, api_key="k") as client:
-            adapter = GeminiAdapter(client, stream_path=path)  # type: ignore[arg-type]
-            assert adapter.stream_path == path
-            request = ProviderRequest(
-                model="gemini-test",
-                messages=MESSAGES,
-                tools=tools,
-                options={"max_tokens": 64, "temperature": 0.5},
-                text_stream=stream,
-                time_to_first_token=5.0,
-                inter_chunk_timeout=4.0,
-            )
-            try:
-                result = await adapter.stream_turn(request)
-            except Exception as error:
-                verdict = classify_gemini_error(error, Candidate("g"), CURSOR)
-                outcome: tuple[Any, ...] = (
-                    "raised",
-                    type(error),
-                    re.sub(r"127\.0\.0\.1:\d+", "<server>", str(error)),
-                    getattr(error, "code", None),
-                    getattr(error, "status", None),
-                    getattr(error, "details", None),
-                    getattr(error, "kind", None),
-                    type(error.__cause__),
-                    verdict.action,
-                    verdict.reason,
-                    verdict.retry_after,
-                )
-            else:
-                extra = dict(result.extra)
-                outcome = (
-                    "returned",
-                    result.content,
-                    # made-up call ids differ between any two runs: compared by name and arguments
-                    [(c.name, c.arguments) for c in result.tool_calls],
-                    result.reasoning,
-                    _without_ids(extra, [c.id for c in result.tool_calls]),
-                    result.input_tokens,
-                    result.output_tokens,
-                    result.cached_tokens,
-                    result.reasoning_tokens,
-                    result.time_to_first_token,
-                )
-            ended = anyio.current_time() - start
-            await anyio.sleep(1)  # let the server see the client go
-    sent = [
-        (r.target, r.json, {k: v for k, v in r.headers if k not in ("content-length", "host")})
-        for r in server.requests
-    ]
-    gone = [_ended(r.client_gone_at, r.completed_at, start) for r in server.requests]
-    return outcome, [repr(e) for e in sink.events], ended, gone, sent
+def _calls(result: ModelTurnResult) -> object:
+    # made-up call ids differ between any two runs: compared by name and arguments
+    return [(c.name, c.arguments) for c in result.tool_calls]
 
 
-def _without_ids(extra: dict[str, Any], ids: list[str]) -> Any:
-    shown = json.dumps(extra, sort_keys=True)
-    for index, call_id in enumerate(ids):
-        shown = shown.replace(call_id, f"<call {index}>")
+def _extra_without_ids(result: ModelTurnResult) -> object:
+    shown = json.dumps(dict(result.extra), sort_keys=True)
+    for index, call in enumerate(result.tool_calls):
+        shown = shown.replace(call.id, f"<call {index}>")
     return shown
 
 
+def _sent(server: Any) -> object:
+    return [
+        (r.target, r.json, {k: v for k, v in r.headers if k not in ("content-length", "host")})
+        for r in server.requests
+    ]
+
+
+WIRE = lean_diff.Wire(
+    open_server=open_fake_gemini_server,
+    open_client=lambda url: open_gemini_client(base_url=url, api_key="k"),
+    turn=_turn,
+    classify=lambda error: classify_gemini_error(error, Candidate("g"), CURSOR),
+    fields=("code", "status", "details", "kind"),
+    calls=_calls,
+    extra=_extra_without_ids,
+    received=_sent,
+)
+
+
 async def _both(script: Sequence[FakeResponse], **options: Any) -> tuple[Any, ...]:
-    lean = await _attempt(script, "lean", **options)
-    sdk = await _attempt(script, "sdk", **options)
-    assert lean == sdk
-    return lean
+    return await lean_diff.both(WIRE, script, **options)
 
 
 def _chunk(body: object) -> RawEvent:
@@ -375,7 +334,7 @@ async def test_a_chunk_of_the_wrong_shape_is_the_endpoint_s_fault_on_the_lean_pa
 ) -> None:
     # Where the paths differ, by design: the SDK path raises pydantic's error
     # (a host bug to routing); the lean one calls it a malformed chunk.
-    outcome = (await _attempt([StreamResponse([RawEvent(body)])], "lean"))[0]
+    outcome = (await lean_diff.attempt(WIRE, [StreamResponse([RawEvent(body)])], "lean"))[0]
     assert (outcome[1], outcome[8]) == (
         errors.UnknownApiResponseError,
         RouteAction.RETRY_SAME_ENDPOINT,

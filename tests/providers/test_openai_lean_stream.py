@@ -1,10 +1,8 @@
 """The lean stream path against the SDK's: the same stream, the same turn, the same exception.
 
 ``stream_path="lean"`` reads the event stream itself; ``"sdk"`` lets the SDK
-build a model per chunk. Everything a caller or routing can observe must be
-the same on both: the result, the text stream's events, the exception (type,
-message, body, cause), its routing verdict, the virtual time it took and when
-the connection was closed. Three layers:
+build a model per chunk. What is compared (all a caller or routing can
+observe) is ``lean_diff.py``'s; here, in three layers, what is the chat wire's:
 
 * the event-stream decoder against the SDK's ``SSEDecoder``, on random bytes
   cut at random places;
@@ -19,8 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-import anyio.lowlevel
+import lean_diff
 import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +25,8 @@ from hypothesis import strategies as st
 from openai._streaming import SSEDecoder  # the reference the lean decoder follows
 
 from conftest import run_on
-from juno_bind_trio.completion import ListSink, TurnTextStream
+from juno_bind_trio.completion import TurnTextStream
+from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIChatModel,
@@ -60,7 +58,7 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-MESSAGES = [{"role": "user", "content": "hi"}]
+MESSAGES = lean_diff.MESSAGES
 CURSOR = RouteCursor(0, 0, 1, 1, "m")
 NEXT = RouteAction.NEXT_CANDIDATE
 
@@ -102,26 +100,19 @@ _LINE = st.one_of(
     st.just(b""),
     st.sampled_from([b"\xff", b"\xe2\x82", b"caf\xc3\xa9", b": comment"]),
 )
-_ENDING = st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\n", b"\r\n\r\n", b"\r\r"])
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    lines=st.lists(st.tuples(_LINE, _ENDING), max_size=14),
+    lines=st.lists(st.tuples(_LINE, lean_diff.ENDING), max_size=14),
     tail=st.one_of(st.just(b""), _LINE),
     cuts=st.lists(st.integers(0, 400), max_size=8),
 )
 def test_the_decoder_dispatches_what_the_sdk_dispatches(
     lines: list[tuple[bytes, bytes]], tail: bytes, cuts: list[int]
 ) -> None:
-    body = b"".join(line + ending for line, ending in lines) + tail
-    at = sorted({min(c, len(body)) for c in cuts})
-    pieces = [body[a:b] for a, b in zip([0, *at], [*at, len(body)], strict=True)]
-    assert _lean(pieces) == _reference(pieces)
-    # A piece per line, as a server writing an event per send is read: the
-    # decoder's shortcut for one whole `data:` event, amid whatever came before.
-    by_line = [line + ending for line, ending in lines]
-    assert _lean(by_line) == _reference(by_line)
+    for pieces in lean_diff.cut(lines, tail, cuts):
+        assert _lean(pieces) == _reference(pieces)
 
 
 def test_a_crlf_split_between_two_reads_ends_one_line() -> None:
@@ -155,73 +146,32 @@ def test_an_id_makes_every_later_blank_line_an_event() -> None:
 # --- one attempt through both paths -------------------------------------------------------
 
 
-def _ended(gone: float | None, completed: float | None, start: float) -> float | None:
-    at = gone if gone is not None else completed
-    return None if at is None else at - start
-
-
-def _shown(events: Sequence[object]) -> list[str]:
-    return [repr(e) for e in events]
-
-
-async def _attempt(
-    script: Sequence[FakeResponse], path: StreamPath, *, refused: bool = False, **options: Any
-) -> tuple[Any, ...]:
-    """Everything observable about one attempt: its outcome, the text stream, time, the socket."""
+async def _turn(
+    client: openai.AsyncOpenAI,
+    path: StreamPath,
+    text_stream: TurnTextStream | None,
+    **options: Any,
+) -> ModelTurnResult:
     options.setdefault("time_to_first_token", 5.0)
     options.setdefault("inter_chunk_timeout", 4.0)
-    read_timeout = options.pop("read_timeout", 600.0)
-    sink = ListSink()
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    stream.begin_attempt()
-    start = anyio.current_time()
-    async with open_fake_openai_server(list(script)) as server:
-        url = server.refused_base_url if refused else server.base_url
-        async with open_openai_client(base_url=url, api_key="k", read_timeout=read_timeout) as c:
-            try:
-                result = await stream_chat_completion(
-                    c, model="m", messages=MESSAGES, text_stream=stream, stream_path=path, **options
-                )
-            except Exception as error:
-                verdict = classify_openai_error(error, Candidate("a"), CURSOR)
-                outcome: tuple[Any, ...] = (
-                    "raised",
-                    type(error),
-                    str(error),
-                    getattr(error, "body", None),
-                    getattr(error, "code", None),
-                    getattr(error, "kind", None),
-                    type(error.__cause__),
-                    verdict.action,
-                    verdict.reason,
-                    verdict.retry_after,
-                )
-            else:
-                outcome = (
-                    "returned",
-                    result.content,
-                    [call.to_wire() for call in result.tool_calls],
-                    result.reasoning,
-                    dict(result.extra),
-                    result.input_tokens,
-                    result.output_tokens,
-                    result.cached_tokens,
-                    result.reasoning_tokens,
-                    result.time_to_first_token,
-                )
-            ended = anyio.current_time() - start
-            await anyio.sleep(1)  # let the server see the client go
-    # When the exchange ended: the client hung up, or the server wrote it all
-    # (which comes first at one instant is the scheduler's choice, not the path's).
-    gone = [_ended(r.client_gone_at, r.completed_at, start) for r in server.requests]
-    return outcome, _shown(sink.events), ended, gone, len(server.requests)
+    return await stream_chat_completion(
+        client, model="m", messages=MESSAGES, text_stream=text_stream, stream_path=path, **options
+    )
+
+
+WIRE = lean_diff.Wire(
+    open_server=open_fake_openai_server,
+    open_client=lambda url, read_timeout=600.0: open_openai_client(
+        base_url=url, api_key="k", read_timeout=read_timeout
+    ),
+    turn=_turn,
+    classify=lambda error: classify_openai_error(error, Candidate("a"), CURSOR),
+    fields=("body", "code", "kind"),
+)
 
 
 async def _both(script: Sequence[FakeResponse], **options: Any) -> tuple[Any, ...]:
-    lean = await _attempt(script, "lean", **options)
-    sdk = await _attempt(script, "sdk", **options)
-    assert lean == sdk
-    return lean
+    return await lean_diff.both(WIRE, script, **options)
 
 
 def _chunk(delta: object = None, **fields: Any) -> RawEvent:
@@ -326,39 +276,30 @@ async def test_a_refused_connection_is_the_same_on_both_paths() -> None:
 
 async def test_the_sdk_read_timeout_is_the_same_on_both_paths() -> None:
     script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
-    outcome, _, ended, _, _ = await _both(script, inter_chunk_timeout=math.inf, read_timeout=3.0)
+    outcome, _, ended, _, _ = await _both(
+        script, client_options={"read_timeout": 3.0}, inter_chunk_timeout=math.inf
+    )
     assert (outcome[1], ended) == (openai.APITimeoutError, 3.0)
 
 
 async def test_a_cancel_closes_the_connection_at_once_on_both_paths() -> None:
-    async def cancelled(path: StreamPath) -> list[float | None]:
-        start = anyio.current_time()
-        script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
-        async with (
-            open_fake_openai_server(script) as server,
-            open_openai_client(base_url=server.base_url, api_key="k") as client,
-        ):
-            with anyio.move_on_after(2.25) as scope:
-                await stream_chat_completion(client, model="m", messages=MESSAGES, stream_path=path)
-            assert scope.cancelled_caught
-            await anyio.sleep(1)
-        return [
-            None if r.client_gone_at is None else r.client_gone_at - start for r in server.requests
-        ]
-
-    assert await cancelled("lean") == await cancelled("sdk") == [2.25]
+    assert await lean_diff.cancelled(WIRE, "lean") == await lean_diff.cancelled(WIRE, "sdk")
+    assert await lean_diff.cancelled(WIRE, "lean") == [2.25]
 
 
 async def test_the_lean_path_reuses_the_connection() -> None:
     # After [DONE] the rest of the body is read, so keep-alive holds.
-    script = [StreamResponse.of_text("a"), StreamResponse.of_text("b")]
-    async with (
-        open_fake_openai_server(script) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client,
-    ):
-        for _ in script:
-            await stream_chat_completion(client, model="m", messages=MESSAGES)
-    assert [r.connection for r in server.requests] == [0, 0]
+    assert await lean_diff.connections(WIRE) == [0, 0]
+
+
+def _routed(plan: RoutePlan, clients: dict[str, Any], path: StreamPath) -> OpenAIChatModel:
+    return OpenAIChatModel(
+        plan=plan,
+        clients=clients,
+        time_to_first_token=5.0,
+        inter_chunk_timeout=5.0,
+        stream_path=path,
+    )
 
 
 @pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
@@ -367,29 +308,7 @@ async def test_routing_decides_the_same_on_both_paths() -> None:
         [RouteStage("m1", [Candidate("a"), Candidate("b")]), RouteStage("m2", [Candidate("b")])],
         max_retries=1,
     )
-
-    async def route(path: StreamPath, fault: FakeResponse) -> Any:
-        async with (
-            open_fake_openai_server([fault, StreamResponse.of_text("again")]) as a,
-            open_fake_openai_server([StreamResponse.of_text("from b")] * 2) as b,
-            open_openai_client(base_url=a.base_url, api_key="a") as client_a,
-            open_openai_client(base_url=b.base_url, api_key="b") as client_b,
-        ):
-            model = OpenAIChatModel(
-                plan=plan,
-                clients={"a": client_a, "b": client_b},
-                time_to_first_token=5.0,
-                inter_chunk_timeout=5.0,
-                stream_path=path,
-            )
-            result = await model.route(MESSAGES)
-        trail = [
-            (r.candidate.provider, r.cursor.model, r.action, type(r.error)) for r in result.attempts
-        ]
-        return trail, result.unwrap().content if result.ok else None
-
-    for _, script in FAULTS:
-        assert await route("lean", script[0]) == await route("sdk", script[0])
+    await lean_diff.routes_the_same(WIRE, plan, FAULTS, _routed)
 
 
 # --- a random corpus ----------------------------------------------------------------------
@@ -440,11 +359,7 @@ _EVENT: st.SearchStrategy[StreamEvent] = st.one_of(
 def test_a_random_stream_ends_the_same_on_both_paths(
     backend: str, events: list[StreamEvent], ending: str
 ) -> None:
-    tail: list[StreamEvent] = (
-        [Disconnect()] if ending == "disconnect" else [Pause(math.inf)] if ending == "stall" else []
-    )
-    script = [StreamResponse([*events, *tail], done=ending != "no-done")]
-    run_on(backend, _both, script)
+    run_on(backend, _both, lean_diff.random_script(events, ending))
 
 
 # --- the keyword ----------------------------------------------------------------------------
@@ -482,25 +397,6 @@ async def test_many_chunks_in_one_read_do_not_hold_the_event_loop(path: StreamPa
         json.dumps({"choices": [{"index": 0, "delta": {"content": "x"}}]}) for _ in range(64)
     )
     script = [StreamResponse([RawEvent(events), Finish()])]
-    sink = ListSink()
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    stream.begin_attempt()
-    seen: set[int] = set()
-    async with (
-        open_fake_openai_server(script) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client,
-        anyio.create_task_group() as tg,
-    ):
-
-        async def watch() -> None:
-            while True:
-                seen.add(len(sink.events))
-                await anyio.lowlevel.checkpoint()
-
-        tg.start_soon(watch)
-        result = await stream_chat_completion(
-            client, model="m", messages=MESSAGES, text_stream=stream, stream_path=path
-        )
-        tg.cancel_scope.cancel()
-    assert result.content == "x" * 64
+    content, seen = await lean_diff.interleaved(WIRE, path, script)
+    assert content == "x" * 64
     assert {n for n in seen if 0 < n < 64}, seen

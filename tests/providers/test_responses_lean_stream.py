@@ -2,35 +2,31 @@
 
 ``stream_path="lean"`` splits the event stream itself (the chat path's
 reader) into plain dicts; ``"sdk"`` lets the SDK build a pydantic event per
-event. Everything a caller
-or routing can observe must be the same on both: the result (text, tool
-calls, reasoning items with their encrypted content, usage), the text stream's
-events, the exception (type, message, body, status, cause), its routing
-verdict, the virtual time it took and when the connection was closed. The
-whole fault matrix of the fake goes through both, then a random corpus.
+event. What is compared (all a caller or routing can observe) is
+``lean_diff.py``'s; here, what is the Responses API's own: reasoning items
+kept with their encrypted content, failure events raised as ``APIError``, the
+exception's ``body``, ``status_code``, ``type``, ``code`` and its response's
+status, and the fault matrix of the fake, which goes through both paths, then
+a random corpus.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import re
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
-import anyio
-import anyio.abc
-import anyio.lowlevel
+import lean_diff
 import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_on
-from juno_bind_trio.completion import ListSink, TurnTextStream
-from juno_bind_trio.providers import ProviderRequest, RoutedModel
+from juno_bind_trio.completion import TurnTextStream
+from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers import RoutedModel
 from juno_bind_trio.providers.openai import (
     OpenAIResponsesAdapter,
     classify_responses_error,
@@ -59,91 +55,32 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-MESSAGES = [{"role": "user", "content": "hi"}]
 CURSOR = RouteCursor(0, 0, 1, 1, "gpt-test")
 NEXT = RouteAction.NEXT_CANDIDATE
-_PORT = re.compile(r"(?<=127\.0\.0\.1:)\d+|(?<=127\.0\.0\.1', )\d+")
 
 
-def _ended(gone: float | None, completed: float | None, start: float) -> float | None:
-    at = gone if gone is not None else completed
-    return None if at is None else at - start
-
-
-def _raised(error: Exception) -> tuple[Any, ...]:
-    verdict = classify_responses_error(error, Candidate("openai"), CURSOR)
-    response = getattr(error, "response", None)
-    return (
-        "raised",
-        type(error),
-        _PORT.sub("PORT", str(error)),  # each attempt has a server of its own
-        getattr(error, "body", None),
-        getattr(error, "status_code", None),
-        getattr(error, "type", None),
-        getattr(error, "code", None),
-        getattr(error, "kind", None),
-        None if response is None else response.status_code,
-        type(error.__cause__),
-        verdict.action,
-        verdict.reason,
-        verdict.retry_after,
-    )
-
-
-async def _attempt(
-    script: Sequence[FakeResponse],
+async def _turn(
+    client: openai.AsyncOpenAI,
     path: StreamPath,
-    *,
-    refused: bool = False,
-    options: dict[str, Any] | None = None,
-    tools: Sequence[dict[str, Any]] = (),
-) -> tuple[Any, ...]:
-    """Everything observable about one attempt: its outcome, the text stream, time, the socket."""
-    sink = ListSink()
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    stream.begin_attempt()
-    start = anyio.current_time()
-    async with open_fake_responses_server(list(script)) as server:
-        url = server.refused_base_url if refused else server.base_url
-        async with open_openai_client(base_url=url, api_key="k") as client:
-            adapter = OpenAIResponsesAdapter(client, stream_path=path)
-            request = ProviderRequest(
-                model="gpt-test",
-                messages=MESSAGES,
-                tools=list(tools),
-                options=options or {},
-                text_stream=stream,
-                time_to_first_token=5.0,
-                inter_chunk_timeout=4.0,
-            )
-            try:
-                result = await adapter.stream_turn(request)
-            except Exception as error:
-                outcome = _raised(error)
-            else:
-                outcome = (
-                    "returned",
-                    result.content,
-                    [call.to_wire() for call in result.tool_calls],
-                    result.reasoning,
-                    json.dumps(dict(result.extra), sort_keys=True),
-                    result.input_tokens,
-                    result.output_tokens,
-                    result.cached_tokens,
-                    result.reasoning_tokens,
-                    result.time_to_first_token,
-                )
-            ended = anyio.current_time() - start
-            await anyio.sleep(1)  # let the server see the client go
-    gone = [_ended(r.client_gone_at, r.completed_at, start) for r in server.requests]
-    return outcome, [repr(e) for e in sink.events], ended, gone, len(server.requests)
+    text_stream: TurnTextStream | None,
+    **options: Any,
+) -> ModelTurnResult:
+    adapter = OpenAIResponsesAdapter(client, stream_path=path)
+    return await adapter.stream_turn(lean_diff.request("gpt-test", text_stream, **options))
+
+
+WIRE = lean_diff.Wire(
+    open_server=open_fake_responses_server,
+    open_client=lambda url, **options: open_openai_client(base_url=url, api_key="k", **options),
+    turn=_turn,
+    classify=lambda error: classify_responses_error(error, Candidate("openai"), CURSOR),
+    fields=("body", "status_code", "type", "code", "kind"),
+    response_status=True,
+)
 
 
 async def _both(script: Sequence[FakeResponse], **options: Any) -> tuple[Any, ...]:
-    lean = await _attempt(script, "lean", **options)
-    sdk = await _attempt(script, "sdk", **options)
-    assert lean == sdk
-    return lean
+    return await lean_diff.both(WIRE, script, **options)
 
 
 def _event(data: object) -> RawEvent:
@@ -422,72 +359,30 @@ async def test_a_refused_connection_is_the_same_on_both_paths() -> None:
 
 
 async def test_the_sdk_read_timeout_is_the_same_on_both_paths() -> None:
-    async def timed_out(path: StreamPath) -> tuple[Any, ...]:
-        start = anyio.current_time()
-        script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
-        async with (
-            open_fake_responses_server(script) as server,
-            open_openai_client(base_url=server.base_url, api_key="k", read_timeout=3.0) as client,
-        ):
-            request = ProviderRequest(
-                model="gpt-test",
-                messages=MESSAGES,
-                time_to_first_token=100.0,
-                inter_chunk_timeout=100.0,
-            )
-            try:
-                await OpenAIResponsesAdapter(client, stream_path=path).stream_turn(request)
-            except Exception as error:
-                return _raised(error), anyio.current_time() - start
-        raise AssertionError("no timeout")
-
-    lean, sdk = await timed_out("lean"), await timed_out("sdk")
-    assert lean == sdk
-    assert (lean[0][1], lean[1]) == (openai.APITimeoutError, 3.0)
+    script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
+    outcome, _, ended, _, _ = await _both(
+        script,
+        client_options={"read_timeout": 3.0},
+        time_to_first_token=100.0,
+        inter_chunk_timeout=100.0,
+    )
+    assert (outcome[1], ended) == (openai.APITimeoutError, 3.0)
 
 
 async def test_a_cancel_closes_the_connection_at_once_on_both_paths() -> None:
-    async def cancelled(path: StreamPath) -> list[float | None]:
-        start = anyio.current_time()
-        script = [StreamResponse([TextDelta("a"), Pause(math.inf)])]
-        async with (
-            open_fake_responses_server(script) as server,
-            open_openai_client(base_url=server.base_url, api_key="k") as client,
-        ):
-            request = ProviderRequest(
-                model="gpt-test",
-                messages=MESSAGES,
-                time_to_first_token=10.0,
-                inter_chunk_timeout=10.0,
-            )
-            with anyio.move_on_after(2.25) as scope:
-                await OpenAIResponsesAdapter(client, stream_path=path).stream_turn(request)
-            assert scope.cancelled_caught
-            await anyio.sleep(1)
-        return [
-            None if r.client_gone_at is None else r.client_gone_at - start for r in server.requests
-        ]
-
-    assert await cancelled("lean") == await cancelled("sdk") == [2.25]
+    assert await lean_diff.cancelled(WIRE, "lean") == await lean_diff.cancelled(WIRE, "sdk")
+    assert await lean_diff.cancelled(WIRE, "lean") == [2.25]
 
 
 async def test_the_lean_path_reuses_the_connection() -> None:
-    script = [StreamResponse.of_text("a"), StreamResponse.of_text("b")]
-    async with (
-        open_fake_responses_server(script) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client,
-    ):
-        adapter = OpenAIResponsesAdapter(client)
-        for _ in script:
-            await adapter.stream_turn(
-                ProviderRequest(
-                    model="gpt-test",
-                    messages=MESSAGES,
-                    time_to_first_token=5.0,
-                    inter_chunk_timeout=5.0,
-                )
-            )
-    assert [r.connection for r in server.requests] == [0, 0]
+    assert await lean_diff.connections(WIRE) == [0, 0]
+
+
+def _routed(plan: RoutePlan, clients: dict[str, Any], path: StreamPath) -> RoutedModel:
+    adapters = {name: OpenAIResponsesAdapter(c, stream_path=path) for name, c in clients.items()}
+    return RoutedModel(
+        plan=plan, adapters=adapters, time_to_first_token=5.0, inter_chunk_timeout=5.0
+    )
 
 
 @pytest.mark.one_backend_by_default  # a heavy matrix: nox runs it on both
@@ -499,79 +394,12 @@ async def test_routing_decides_the_same_on_both_paths() -> None:
         ],
         max_retries=1,
     )
-
-    async def route(path: StreamPath, fault: FakeResponse) -> Any:
-        async with (
-            open_fake_responses_server([fault, StreamResponse.of_text("again")]) as a,
-            open_fake_responses_server([StreamResponse.of_text("from b")] * 2) as b,
-            open_openai_client(base_url=a.base_url, api_key="a") as client_a,
-            open_openai_client(base_url=b.base_url, api_key="b") as client_b,
-        ):
-            model = RoutedModel(
-                plan=plan,
-                adapters={
-                    "a": OpenAIResponsesAdapter(client_a, stream_path=path),
-                    "b": OpenAIResponsesAdapter(client_b, stream_path=path),
-                },
-                time_to_first_token=5.0,
-                inter_chunk_timeout=5.0,
-            )
-            result = await model.route(MESSAGES)
-        trail = [
-            (r.candidate.provider, r.cursor.model, r.action, type(r.error), r.adjusted)
-            for r in result.attempts
-        ]
-        return trail, result.unwrap().content if result.ok else None
-
-    for _, script in FAULTS:
-        assert await route("lean", script[0]) == await route("sdk", script[0])
-
-
-@asynccontextmanager
-async def _login_page() -> AsyncIterator[str]:
-    """A server that answers every request 200 with an HTML page, as a proxy's login page does."""
-    page = b"<html>sign in</html>"
-    answer = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n"
-        + f"content-length: {len(page)}\r\n\r\n".encode()
-        + page
-    )
-
-    async def serve(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
-                received = b""
-                while b"\r\n\r\n" not in received:
-                    received += await client.receive()
-                await client.send(answer)
-                await client.receive()  # until the client hangs up
-
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, serve)
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        yield f"http://127.0.0.1:{port}"
-        tg.cancel_scope.cancel()
+    await lean_diff.routes_the_same(WIRE, plan, FAULTS, _routed)
 
 
 async def test_a_page_that_is_not_an_event_stream_is_refused_on_both_paths() -> None:
-    async def refused(path: StreamPath) -> tuple[Any, ...]:
-        async with (
-            _login_page() as url,
-            open_openai_client(base_url=url + "/v1", api_key="k") as client,
-        ):
-            request = ProviderRequest(
-                model="gpt-test",
-                messages=MESSAGES,
-                time_to_first_token=5.0,
-                inter_chunk_timeout=5.0,
-            )
-            with pytest.raises(Exception) as caught:
-                await OpenAIResponsesAdapter(client, stream_path=path).stream_turn(request)
-        return _raised(caught.value)
-
-    lean = await refused("lean")
-    assert lean == await refused("sdk")
+    lean = await lean_diff.refused_page(WIRE, "lean", suffix="/v1")
+    assert lean == await lean_diff.refused_page(WIRE, "sdk", suffix="/v1")
     assert lean[1] is openai.APIResponseValidationError
     assert "not an event stream" in lean[2]
     assert lean[-3] is NEXT
@@ -647,11 +475,7 @@ _EVENT: st.SearchStrategy[StreamEvent] = st.one_of(
 def test_a_random_stream_ends_the_same_on_both_paths(
     backend: str, events: list[StreamEvent], ending: str
 ) -> None:
-    tail: list[StreamEvent] = (
-        [Disconnect()] if ending == "disconnect" else [Pause(math.inf)] if ending == "stall" else []
-    )
-    script = [StreamResponse([*events, *tail], done=ending != "no-done")]
-    run_on(backend, _both, script)
+    run_on(backend, _both, lean_diff.random_script(events, ending))
 
 
 # --- the keyword ----------------------------------------------------------------------------
@@ -675,30 +499,6 @@ async def test_many_events_in_one_read_do_not_hold_the_event_loop(path: StreamPa
     # events the whole answer would be read in one task step.
     one = _text_delta("x").data
     script = [StreamResponse([TextDelta(""), RawEvent("\n\ndata: ".join([one] * 64)), Finish()])]
-    sink = ListSink()
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    stream.begin_attempt()
-    seen: set[int] = set()
-    async with (
-        open_fake_responses_server(script) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client,
-        anyio.create_task_group() as tg,
-    ):
-
-        async def watch() -> None:
-            while True:
-                seen.add(sum(1 for e in sink.events if getattr(e, "text", None) == "x"))
-                await anyio.lowlevel.checkpoint()
-
-        tg.start_soon(watch)
-        request = ProviderRequest(
-            model="gpt-test",
-            messages=MESSAGES,
-            text_stream=stream,
-            time_to_first_token=5.0,
-            inter_chunk_timeout=5.0,
-        )
-        result = await OpenAIResponsesAdapter(client, stream_path=path).stream_turn(request)
-        tg.cancel_scope.cancel()
-    assert result.content == "x" * 64
+    content, seen = await lean_diff.interleaved(WIRE, path, script)
+    assert content == "x" * 64
     assert {n for n in seen if 0 < n < 64}, seen

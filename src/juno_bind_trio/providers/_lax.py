@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["lax_int"]
+__all__ = ["lax_count", "lax_index", "lax_int"]
 
 
 @functools.cache
@@ -34,3 +34,23 @@ def lax_int(value: object) -> int | None:
         return _adapter().validate_python(value)  # type: ignore[no-any-return]
     except pydantic.ValidationError:
         return None
+
+
+def lax_count(value: object) -> int:
+    """*value* as a token count, by ``lax_int()``: ``TypeError`` (an event of the wrong
+    shape) where it is no count."""
+    if value.__class__ is int:
+        return value
+    coerced = lax_int(value)
+    if coerced is None:
+        raise TypeError(f"expected a token count, got {value!r}")
+    return coerced
+
+
+def lax_index(value: object) -> object:
+    """*value* as an index, by ``lax_int()``, or as it came where it is none (for the
+    tool-call accumulator to judge)."""
+    if value.__class__ is int:
+        return value
+    coerced = lax_int(value)
+    return value if coerced is None else coerced

@@ -35,10 +35,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
-import anyio.lowlevel
 
 from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers._reader import feed_events, not_an_event_stream
 from juno_bind_trio.providers.openai._stream import StreamPath, check_stream_path
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
@@ -61,11 +61,6 @@ __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicAdapter", "check_anthropic_client"]
 
 DEFAULT_MAX_TOKENS: Final = 4096
 """``max_tokens`` of a request whose options set none (the Messages API requires one)."""
-
-# A read that finds many events waiting (a client behind its server, many
-# streams at once) hands them over without a checkpoint; one every so many
-# events bounds how long one task step holds the event loop.
-_EVENTS_PER_CHECKPOINT: Final = 16
 
 
 def check_anthropic_client(owner: str, client: object) -> anthropic.AsyncAnthropic:
@@ -215,17 +210,7 @@ async def _read_sdk(
         response = stream.response
         _refuse_a_body_that_is_not_a_stream(response)
         reader = EventReader(watchdog, request.text_stream, response)
-        feed, model_type = reader.feed, anthropic.BaseModel
-        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
-        async for event in stream:
-            # The fields the server sent, those the SDK does not model
-            # included; a value that is not an object the SDK leaves as it was.
-            value: object = event
-            feed(event.to_dict(warnings=False) if isinstance(value, model_type) else value)
-            unyielded += 1
-            if unyielded == _EVENTS_PER_CHECKPOINT:
-                unyielded = 0
-                await checkpoint()
+        await feed_events(stream, reader.feed, anthropic.BaseModel)
     return reader
 
 
@@ -254,28 +239,13 @@ async def _read_lean(
         stream = await raw.parse(to=anthropic.AsyncStream[object])
         async with stream:
             reader = EventReader(watchdog, request.text_stream, response)
-            feed = reader.feed
-            checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
-            async for event in stream:
-                feed(event)
-                unyielded += 1
-                if unyielded == _EVENTS_PER_CHECKPOINT:
-                    unyielded = 0
-                    await checkpoint()
+            await feed_events(stream, reader.feed)
     return reader
 
 
 def _refuse_a_body_that_is_not_a_stream(response: Any) -> None:
-    import anthropic
+    message = not_an_event_stream(response, "the Anthropic API")
+    if message is not None:
+        import anthropic
 
-    content_type = response.headers.get("content-type", "")
-    if content_type and "event-stream" not in content_type.lower():
-        raise anthropic.APIResponseValidationError(
-            response=response,
-            body=None,
-            message=(
-                f"the endpoint answered {response.status_code} with Content-Type "
-                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
-                "the Anthropic API?"
-            ),
-        )
+        raise anthropic.APIResponseValidationError(response=response, body=None, message=message)

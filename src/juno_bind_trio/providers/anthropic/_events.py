@@ -18,16 +18,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final, final
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    TurnTextStream,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog, TurnTextStream
 from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
-from juno_bind_trio.providers._lax import lax_int
+from juno_bind_trio.providers._lax import lax_count, lax_index
+from juno_bind_trio.providers._reader import StreamReader, refuse_a_defect, wrong_shape
 
 from ._convert import NAME, structured_content
 
@@ -48,28 +43,20 @@ _FINISH: Final = {
 
 
 @final
-class EventReader:
+class EventReader(StreamReader):
     """Events in (``feed()``, one ``dict`` each), a turn out (``result()``)."""
 
     __slots__ = (
-        "_accumulator",
-        "_add_call",
-        "_alive",
-        "_answer",
         "_cached_tokens",
         "_content",
         "_input_tokens",
         "_kept",
-        "_observe",
         "_open_thinking",
         "_output_tokens",
-        "_reason",
         "_response",
         "_stop_reason",
         "_stopped",
-        "_thinking",
         "_thoughts",
-        "_watchdog",
     )
 
     def __init__(
@@ -78,21 +65,8 @@ class EventReader:
         text_stream: TurnTextStream | None,
         response: httpx2.Response,
     ) -> None:
-        self._watchdog = watchdog
+        super().__init__(watchdog, text_stream)
         self._response = response
-        self._answer, self._alive, self._thinking = (
-            watchdog.answer,
-            watchdog.chunk,
-            watchdog.reasoning,
-        )
-        self._observe = text_stream.observe if text_stream is not None else None
-        self._reason = text_stream.reasoning if text_stream is not None else None
-        # Each fragment also goes to the text stream, for a surface that shows
-        # arguments as they arrive (a no-op for any other).
-        self._accumulator = ToolCallAccumulator(
-            on_delta=text_stream.tool_call_delta if text_stream is not None else None
-        )
-        self._add_call = self._accumulator.add
         self._content: list[str] = []
         self._thoughts: list[str] = []
         # Thinking blocks by content-block index while open, then in order.
@@ -112,17 +86,17 @@ class EventReader:
                 self._start(event, event["content_block"])  # type: ignore[index]
             elif kind == "message_start":
                 usage = event["message"]["usage"]  # type: ignore[index]
-                cached = _count(usage.get("cache_read_input_tokens") or 0)
-                created = _count(usage.get("cache_creation_input_tokens") or 0)
+                cached = lax_count(usage.get("cache_read_input_tokens") or 0)
+                created = lax_count(usage.get("cache_creation_input_tokens") or 0)
                 self._cached_tokens = cached
-                self._input_tokens = _count(usage["input_tokens"]) + cached + created
-                self._output_tokens = _count(usage["output_tokens"])
+                self._input_tokens = lax_count(usage["input_tokens"]) + cached + created
+                self._output_tokens = lax_count(usage["output_tokens"])
                 self._alive()
             elif kind == "message_delta":
                 stop_reason = event["delta"].get("stop_reason")  # type: ignore[index]
                 if stop_reason is not None:
                     self._stop_reason = _text(stop_reason)
-                self._output_tokens = _count(event["usage"]["output_tokens"])  # type: ignore[index]
+                self._output_tokens = lax_count(event["usage"]["output_tokens"])  # type: ignore[index]
                 self._alive()
             elif kind == "message_stop":
                 self._stopped = True
@@ -143,14 +117,14 @@ class EventReader:
         elif delta_kind == "input_json_delta":
             self._add_call(
                 {
-                    "index": _index(event["index"]),
+                    "index": lax_index(event["index"]),
                     "function": {"arguments": _text(delta["partial_json"])},
                 }
             )
             self._answer()
         elif delta_kind == "thinking_delta":
             thought = _text(delta["thinking"])
-            block = self._open_thinking.get(_index(event.get("index")))
+            block = self._open_thinking.get(lax_index(event.get("index")))
             if block is not None:
                 block["thinking"] += thought
             self._thoughts.append(thought)
@@ -159,7 +133,7 @@ class EventReader:
             self._thinking()
         elif delta_kind == "signature_delta":
             signature = _text(delta["signature"])
-            block = self._open_thinking.get(_index(event.get("index")))
+            block = self._open_thinking.get(lax_index(event.get("index")))
             if block is not None:
                 block["signature"] += signature
             self._alive()
@@ -172,7 +146,7 @@ class EventReader:
             initial = block.get("input")
             self._add_call(
                 {
-                    "index": _index(event["index"]),
+                    "index": lax_index(event["index"]),
                     "id": block["id"],
                     "type": "function",
                     "function": {
@@ -190,7 +164,7 @@ class EventReader:
                 "thinking": _text(block["thinking"]),
                 "signature": _text(block["signature"]),
             }
-            self._open_thinking[_index(event.get("index"))] = opened
+            self._open_thinking[lax_index(event.get("index"))] = opened
             self._kept.append(opened)
             self._thinking()
         elif block_kind == "redacted_thinking":
@@ -211,19 +185,12 @@ class EventReader:
     def _refuse(self, event: object, error: Exception) -> None:
         import anthropic
 
-        # Keys sorted: the SDK path's event has them in its model's order.
-        shown = json.dumps(event, sort_keys=True, default=repr)
-        if len(shown) > 200:
-            shown = shown[:200] + "..."
         raise anthropic.APIResponseValidationError(
-            response=self._response,
-            body=event,
-            message=f"a stream event of the wrong shape ({type(error).__name__}: {error}): {shown}",
+            response=self._response, body=event, message=wrong_shape(event, error)
         ) from error
 
     def result(self, started: float, structured: str | None) -> ModelTurnResult:
         """The turn the events made, or the defect that makes it unusable."""
-        first_answer_at = self._watchdog.statistics().first_answer_at
         text_out = "".join(self._content) if self._content else None
         # The body ended without `message_stop`: cut off, whatever it said before.
         stop_reason = self._stop_reason
@@ -241,15 +208,7 @@ class EventReader:
                 calls = [c for c in calls if c is not answer_call]
                 if finish == "tool_calls" and not calls:
                     finish = "stop"
-        completion = AssembledCompletion(
-            content=text_out,
-            tool_calls=assembled if calls is None else calls,
-            finish_reason=finish,
-            refusal=None,
-        )
-        defect = detect_completion_defect(completion)
-        if defect is not None:
-            raise defect.as_error()
+        refuse_a_defect(text_out, assembled if calls is None else calls, finish, None)
         extra: dict[str, Any] = {}
         if self._kept:
             extra[PROVIDER_STATE_KEY] = {"provider": NAME, "thinking": self._kept}
@@ -260,7 +219,7 @@ class EventReader:
             input_tokens=self._input_tokens,
             output_tokens=self._output_tokens,
             cached_tokens=self._cached_tokens,
-            time_to_first_token=None if first_answer_at is None else first_answer_at - started,
+            time_to_first_token=self._time_to_first_token(started),
             extra=extra,
         )
 
@@ -271,19 +230,3 @@ def _text(value: object) -> str:
     if isinstance(value, str):
         return str(value)
     raise TypeError(f"expected a string, got {type(value).__name__}")
-
-
-def _count(value: object) -> int:
-    if value.__class__ is int:
-        return value
-    coerced = lax_int(value)
-    if coerced is None:
-        raise TypeError(f"expected a token count, got {value!r}")
-    return coerced
-
-
-def _index(value: object) -> object:
-    if value.__class__ is int:
-        return value
-    coerced = lax_int(value)
-    return value if coerced is None else coerced

@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, final
 import anyio
 import anyio.lowlevel
 
+from juno_bind_trio.providers._reader import EVENTS_PER_CHECKPOINT
+
 if TYPE_CHECKING:
     import httpx2
     from google import genai
@@ -61,7 +63,6 @@ __all__ = ["lean_available", "read_lean"]
 
 _DATA: Final = "data: "
 _END: Final = b"\r\n\r\n"
-_CHUNKS_PER_CHECKPOINT: Final = 16
 
 
 def lean_available(client: genai.Client) -> bool:
@@ -154,7 +155,7 @@ async def _read(response: httpx2.Response, folder: TurnFolder) -> None:
         for chunk in lines.feed(piece):
             await feed(chunk)
             unyielded += 1
-            if unyielded == _CHUNKS_PER_CHECKPOINT:
+            if unyielded == EVENTS_PER_CHECKPOINT:
                 unyielded = 0
                 await checkpoint()
     for chunk in lines.finish():

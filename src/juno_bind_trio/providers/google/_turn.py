@@ -16,14 +16,10 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING, Any, Final, final
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
+from juno_bind_trio.providers._reader import StreamReader, refuse_a_defect
 
 from ._convert import NAME, arguments_text
 
@@ -49,7 +45,7 @@ def _new_call_id() -> str:
 
 
 @final
-class TurnFolder:
+class TurnFolder(StreamReader):
     """Parts in (``thought()``, ``text()``, ``call()``, ``signature()``), a turn out (``result()``).
 
     A method per kind of part, called in stream order; ``answered()`` /
@@ -58,37 +54,27 @@ class TurnFolder:
     """
 
     __slots__ = (
-        "_accumulator",
         "_blocked",
         "_call_signatures",
         "_calls",
         "_content",
         "_finish_reason",
-        "_observe",
         "_own_ids",
-        "_reason",
         "_signed_thoughts",
         "_text_signature",
-        "_thinking",
         "_thoughts",
         "_usage",
-        "_watchdog",
         "alive",
         "answered",
     )
 
     def __init__(self, watchdog: StreamWatchdog, text_stream: TurnTextStream | None) -> None:
-        self._watchdog = watchdog
-        self.answered = watchdog.answer
+        super().__init__(watchdog, text_stream)
+        # Public: the chunk readers (``_lean.py``, ``_adapter.py``) call them once a chunk.
+        self.answered = self._answer
         """Call for a chunk that carried answer (text or a call)."""
-        self.alive = watchdog.chunk
+        self.alive = self._alive
         """Call for any other chunk."""
-        self._thinking = watchdog.reasoning
-        self._observe = text_stream.observe if text_stream is not None else None
-        self._reason = text_stream.reasoning if text_stream is not None else None
-        self._accumulator = ToolCallAccumulator(
-            on_delta=text_stream.tool_call_delta if text_stream is not None else None
-        )
         self._content: list[str] = []
         self._thoughts: list[str] = []
         self._signed_thoughts: list[dict[str, str]] = []
@@ -130,7 +116,7 @@ class TurnFolder:
             call_id = _new_call_id()
         if signature is not None:
             self._call_signatures[call_id] = signature  # type: ignore[index]
-        self._accumulator.add(
+        self._add_call(
             {
                 "index": self._calls,
                 "id": call_id,
@@ -159,7 +145,6 @@ class TurnFolder:
 
     def result(self, started: float) -> ModelTurnResult:
         """The turn, or the defect that makes it unusable."""
-        first_answer_at = self._watchdog.statistics().first_answer_at
         content = self._content
         text_out = "".join(content) if content else None
         finish_reason = self._finish_reason
@@ -172,15 +157,7 @@ class TurnFolder:
             if finish == "stop" and self._calls:
                 finish = "tool_calls"
         accumulator = self._accumulator
-        completion = AssembledCompletion(
-            content=text_out,
-            tool_calls=accumulator.assembled(),
-            finish_reason=finish,
-            refusal=None,
-        )
-        defect = detect_completion_defect(completion)
-        if defect is not None:
-            raise defect.as_error()
+        refuse_a_defect(text_out, accumulator.assembled(), finish, None)
         extra: dict[str, Any] = {}
         state: dict[str, Any] = {}
         if self._call_signatures:
@@ -203,6 +180,6 @@ class TurnFolder:
             output_tokens=output_tokens,
             cached_tokens=cached,
             reasoning_tokens=reasoned,
-            time_to_first_token=None if first_answer_at is None else first_answer_at - started,
+            time_to_first_token=self._time_to_first_token(started),
             extra=extra,
         )

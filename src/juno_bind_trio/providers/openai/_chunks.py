@@ -16,17 +16,12 @@ took for a bug of the host's.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, final
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    TurnTextStream,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog, TurnTextStream
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers._reader import StreamReader, refuse_a_defect
 
 if TYPE_CHECKING:
     import httpx2
@@ -70,7 +65,7 @@ def _count(value: object) -> int:
 
 
 @final
-class ChunkReader:
+class ChunkReader(StreamReader):
     """Folds one attempt's chunks into a
     [`ModelTurnResult`][juno_bind_trio.loop.ModelTurnResult], feeding the text stream and
     the watchdog as they arrive.
@@ -81,20 +76,13 @@ class ChunkReader:
     """
 
     __slots__ = (
-        "_accumulator",
-        "_alive",
-        "_answer",
         "_content",
         "_fields",
         "_finish_reason",
-        "_observe",
-        "_reason",
         "_reasoning",
         "_refusal",
         "_response",
-        "_thinking",
         "_usage",
-        "_watchdog",
     )
 
     def __init__(
@@ -103,23 +91,8 @@ class ChunkReader:
         text_stream: TurnTextStream | None,
         response: httpx2.Response,
     ) -> None:
-        self._watchdog = watchdog
+        super().__init__(watchdog, text_stream)
         self._response = response
-        # Bound once: feed() runs per chunk, and a long answer is thousands.
-        self._answer = watchdog.answer
-        self._alive = watchdog.chunk
-        self._thinking = watchdog.reasoning
-        self._observe: Callable[[str], None] | None = (
-            text_stream.observe if text_stream is not None else None
-        )
-        self._reason: Callable[[str], None] | None = (
-            text_stream.reasoning if text_stream is not None else None
-        )
-        # Each fragment also goes to the text stream, for a surface that shows
-        # arguments as they arrive (it is a no-op for any other).
-        self._accumulator = ToolCallAccumulator(
-            on_delta=text_stream.tool_call_delta if text_stream is not None else None
-        )
         self._content: list[str] = []
         self._refusal: list[str] = []
         self._reasoning: list[str] = []
@@ -208,22 +181,15 @@ class ChunkReader:
         """
         accumulator = self._accumulator
         content, refusal = self._content, self._refusal
-        first_answer_at = self._watchdog.statistics().first_answer_at
         text_out = "".join(content) if content else None
         refusal_out = "".join(refusal) if refusal else None
         assembled = accumulator.assembled()
         # Each finished call is built once, here: the defect check parses its
         # arguments, and the loop, the receipts and the tool read that parse.
         calls = accumulator.tool_calls() if all(c.complete for c in assembled) else None
-        completion = AssembledCompletion(
-            content=text_out,
-            tool_calls=assembled if calls is None else calls,
-            finish_reason=self._finish_reason,
-            refusal=refusal_out,
+        refuse_a_defect(
+            text_out, assembled if calls is None else calls, self._finish_reason, refusal_out
         )
-        defect = detect_completion_defect(completion)
-        if defect is not None:
-            raise defect.as_error()
         input_tokens, output_tokens, cached, reasoned = self._usage
         return ModelTurnResult(
             content=text_out if text_out is not None else refusal_out,
@@ -234,7 +200,7 @@ class ChunkReader:
             output_tokens=output_tokens,
             cached_tokens=cached,
             reasoning_tokens=reasoned,
-            time_to_first_token=None if first_answer_at is None else first_answer_at - started,
+            time_to_first_token=self._time_to_first_token(started),
         )
 
     def _read_usage(self, usage: object) -> tuple[int, int, int, int]:

@@ -35,13 +35,13 @@ What the SDK does not do and a turn needs:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 import anyio
-import anyio.lowlevel
 
 from juno_bind_trio.completion import StreamWatchdog
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers._reader import feed_events, not_an_event_stream
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
 from ._responses_convert import RESPONSES_NAME, convert_input, convert_tools, request_arguments
@@ -57,10 +57,6 @@ if TYPE_CHECKING:
     from juno_bind_trio.providers._routed import Classifier
 
 __all__ = ["OpenAIResponsesAdapter"]
-
-# As in the chat path: a read that finds many events waiting hands them over
-# without a checkpoint; one every so many bounds one task step.
-_EVENTS_PER_CHECKPOINT: Final = 16
 
 
 @final
@@ -190,17 +186,7 @@ async def _read_sdk(
         response = stream.response
         _refuse_a_body_that_is_not_a_stream(response)
         reader = ResponsesEventReader(watchdog, request.text_stream, response)
-        feed, model_type = reader.feed, openai.BaseModel
-        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
-        async for event in stream:
-            # The fields the server sent, those the SDK does not model
-            # included; a value that is not an object the SDK leaves as it was.
-            value: object = event
-            feed(event.to_dict(warnings=False) if isinstance(value, model_type) else value)
-            unyielded += 1
-            if unyielded == _EVENTS_PER_CHECKPOINT:
-                unyielded = 0
-                await checkpoint()
+        await feed_events(stream, reader.feed, openai.BaseModel)
     return reader
 
 
@@ -229,16 +215,8 @@ async def _read_lean(
 
 
 def _refuse_a_body_that_is_not_a_stream(response: httpx2.Response) -> None:
-    import openai
+    message = not_an_event_stream(response, "the OpenAI Responses API")
+    if message is not None:
+        import openai
 
-    content_type = response.headers.get("content-type", "")
-    if content_type and "event-stream" not in content_type.lower():
-        raise openai.APIResponseValidationError(
-            response=response,
-            body=None,
-            message=(
-                f"the endpoint answered {response.status_code} with Content-Type "
-                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
-                "the OpenAI Responses API?"
-            ),
-        )
+        raise openai.APIResponseValidationError(response=response, body=None, message=message)

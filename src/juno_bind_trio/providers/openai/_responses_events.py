@@ -18,19 +18,13 @@ An event type this package does not know only proves the stream alive.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Final, NoReturn, final
 
-from juno_bind_trio.completion import (
-    AssembledCompletion,
-    StreamWatchdog,
-    ToolCallAccumulator,
-    TurnTextStream,
-    detect_completion_defect,
-)
+from juno_bind_trio.completion import StreamWatchdog, TurnTextStream
 from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers._adapter import PROVIDER_STATE_KEY
-from juno_bind_trio.providers._lax import lax_int
+from juno_bind_trio.providers._lax import lax_count, lax_index
+from juno_bind_trio.providers._reader import StreamReader, refuse_a_defect, wrong_shape
 
 from ._responses_convert import RESPONSES_NAME
 
@@ -46,26 +40,18 @@ _REASONING_DELTAS: Final = frozenset(
 
 
 @final
-class ResponsesEventReader:
+class ResponsesEventReader(StreamReader):
     """Events in (``feed()``, one ``dict`` each), a turn out (``result()``)."""
 
     __slots__ = (
-        "_accumulator",
-        "_add_call",
-        "_alive",
-        "_answer",
         "_call_items",
         "_content",
         "_finish",
         "_kept",
-        "_observe",
-        "_reason",
         "_refusal",
         "_response",
-        "_thinking",
         "_thoughts",
         "_usage",
-        "_watchdog",
     )
 
     def __init__(
@@ -74,19 +60,8 @@ class ResponsesEventReader:
         text_stream: TurnTextStream | None,
         response: httpx2.Response,
     ) -> None:
-        self._watchdog = watchdog
+        super().__init__(watchdog, text_stream)
         self._response = response
-        self._answer, self._alive, self._thinking = (
-            watchdog.answer,
-            watchdog.chunk,
-            watchdog.reasoning,
-        )
-        self._observe = text_stream.observe if text_stream is not None else None
-        self._reason = text_stream.reasoning if text_stream is not None else None
-        self._accumulator = ToolCallAccumulator(
-            on_delta=text_stream.tool_call_delta if text_stream is not None else None
-        )
-        self._add_call = self._accumulator.add
         self._content: list[str] = []
         self._refusal: list[str] = []
         self._thoughts: list[str] = []
@@ -114,7 +89,7 @@ class ResponsesEventReader:
         elif kind == "response.function_call_arguments.delta":
             self._add_call(
                 {
-                    "index": _index(event["output_index"]),
+                    "index": lax_index(event["output_index"]),
                     "function": {"arguments": _text(event["delta"])},
                 }
             )
@@ -132,7 +107,7 @@ class ResponsesEventReader:
                 call_id = item["call_id"]
                 self._add_call(
                     {
-                        "index": _index(event["output_index"]),
+                        "index": lax_index(event["output_index"]),
                         "id": call_id,
                         "type": "function",
                         "function": {
@@ -198,19 +173,12 @@ class ResponsesEventReader:
     def _refuse(self, event: object, error: Exception) -> NoReturn:
         import openai
 
-        # Keys sorted: the SDK path's event has them in its model's order.
-        shown = json.dumps(event, sort_keys=True, default=repr)
-        if len(shown) > 200:
-            shown = shown[:200] + "..."
         raise openai.APIResponseValidationError(
-            response=self._response,
-            body=event,
-            message=f"a stream event of the wrong shape ({type(error).__name__}: {error}): {shown}",
+            response=self._response, body=event, message=wrong_shape(event, error)
         ) from error
 
     def result(self, started: float) -> ModelTurnResult:
         """The turn the events made, or the defect that makes it unusable."""
-        first_answer_at = self._watchdog.statistics().first_answer_at
         text_out = "".join(self._content) if self._content else None
         refusal_out = "".join(self._refusal) if self._refusal else None
         accumulator = self._accumulator
@@ -219,15 +187,7 @@ class ResponsesEventReader:
         finish = self._finish
         if finish == "stop" and assembled:
             finish = "tool_calls"
-        completion = AssembledCompletion(
-            content=text_out,
-            tool_calls=assembled if calls is None else calls,
-            finish_reason=finish,
-            refusal=refusal_out,
-        )
-        defect = detect_completion_defect(completion)
-        if defect is not None:
-            raise defect.as_error()
+        refuse_a_defect(text_out, assembled if calls is None else calls, finish, refusal_out)
         extra: dict[str, Any] = {}
         if self._kept:
             # The call items' ids tie each call to its reasoning item: kept with it.
@@ -244,7 +204,7 @@ class ResponsesEventReader:
             output_tokens=output_tokens,
             cached_tokens=cached,
             reasoning_tokens=reasoned,
-            time_to_first_token=None if first_answer_at is None else first_answer_at - started,
+            time_to_first_token=self._time_to_first_token(started),
             extra=extra,
         )
 
@@ -255,11 +215,11 @@ def _usage(usage: Any) -> tuple[int, int, int, int]:
         return 0, 0, 0, 0
     prompt = usage.get("input_tokens_details")
     completion = usage.get("output_tokens_details")
-    cached = _count(prompt.get("cached_tokens") or 0) if prompt is not None else 0
-    reasoned = _count(completion.get("reasoning_tokens") or 0) if completion is not None else 0
+    cached = lax_count(prompt.get("cached_tokens") or 0) if prompt is not None else 0
+    reasoned = lax_count(completion.get("reasoning_tokens") or 0) if completion is not None else 0
     return (
-        _count(usage.get("input_tokens") or 0),
-        _count(usage.get("output_tokens") or 0),
+        lax_count(usage.get("input_tokens") or 0),
+        lax_count(usage.get("output_tokens") or 0),
         cached,
         reasoned,
     )
@@ -269,19 +229,3 @@ def _text(value: object) -> str:
     if isinstance(value, str):
         return value
     raise TypeError(f"expected a string, got {type(value).__name__}")
-
-
-def _count(value: object) -> int:
-    if value.__class__ is int:
-        return value
-    coerced = lax_int(value)
-    if coerced is None:
-        raise TypeError(f"expected a token count, got {value!r}")
-    return coerced
-
-
-def _index(value: object) -> object:
-    if value.__class__ is int:
-        return value
-    coerced = lax_int(value)
-    return value if coerced is None else coerced

@@ -61,6 +61,11 @@ from juno_bind_trio.completion import (
     TurnTextStream,
 )
 from juno_bind_trio.loop import ModelTurnResult
+from juno_bind_trio.providers._reader import (
+    EVENTS_PER_CHECKPOINT,
+    feed_events,
+    not_an_event_stream,
+)
 
 from ._chunks import REASONING_FIELDS, ChunkReader
 from ._sse import SSEDataDecoder, drain_errors, request_errors, timeout_errors
@@ -92,15 +97,6 @@ STREAM_PATHS: Final = ("lean", "sdk")
 # a server that holds the body open past [DONE] is not waited for longer, as
 # the SDK does not wait.
 _DRAIN_SECONDS: Final = 0.1
-
-# A read that finds many chunks waiting (a client behind its server, many
-# streams at once) hands them over without a checkpoint: the HTTP stack
-# parses them out of its buffer, and a 200-chunk answer could be read in one
-# task step, holding the event loop for tens of milliseconds under the SDK's
-# parsing. A checkpoint every so many chunks bounds the step; when every
-# chunk comes from a read of its own (the usual case), it costs a fraction
-# of a microsecond per chunk.
-_CHUNKS_PER_CHECKPOINT: Final = 16
 
 
 def check_client(function: str, client: object) -> openai.AsyncOpenAI:
@@ -239,17 +235,7 @@ async def _read_sdk(
         response = stream.response
         _refuse_a_body_that_is_not_a_stream(response)
         reader = ChunkReader(watchdog, text_stream, response)
-        feed, model_type = reader.feed, openai.BaseModel
-        checkpoint, unyielded = anyio.lowlevel.checkpoint, 0
-        async for chunk in stream:
-            # The fields the server sent, those the SDK does not model
-            # included; a value that is not an object the SDK leaves as it was.
-            value: object = chunk
-            feed(chunk.to_dict(warnings=False) if isinstance(value, model_type) else value)
-            unyielded += 1
-            if unyielded == _CHUNKS_PER_CHECKPOINT:
-                unyielded = 0
-                await checkpoint()
+        await feed_events(stream, reader.feed, openai.BaseModel)
     return reader
 
 
@@ -320,7 +306,7 @@ async def read_lean_events(response: httpx2.Response, feed: Callable[[Any], obje
                     _raise_error_event(response, chunk["error"])
                 feed(chunk)
                 unyielded += 1
-                if unyielded == _CHUNKS_PER_CHECKPOINT:
+                if unyielded == EVENTS_PER_CHECKPOINT:
                     unyielded = 0
                     await checkpoint()
     finally:
@@ -353,16 +339,8 @@ def _refuse_a_body_that_is_not_a_stream(response: httpx2.Response) -> None:
     # error page) can answer 200 with HTML. The SDK would read it as an event
     # stream with no events, and the empty completion would look truncated and
     # be retried as a defect. Say what it is: the endpoint's fault, next candidate.
-    import openai
+    message = not_an_event_stream(response, "an OpenAI-compatible API")
+    if message is not None:
+        import openai
 
-    content_type = response.headers.get("content-type", "")
-    if content_type and "event-stream" not in content_type.lower():
-        raise openai.APIResponseValidationError(
-            response=response,
-            body=None,
-            message=(
-                f"the endpoint answered {response.status_code} with Content-Type "
-                f"{content_type.split(';')[0].strip()!r}, not an event stream: is the base URL "
-                "an OpenAI-compatible API?"
-            ),
-        )
+        raise openai.APIResponseValidationError(response=response, body=None, message=message)
