@@ -74,10 +74,14 @@ class _Server:
             self.process.kill()
             self.process.wait()
 
-    def fork(self, argv: list[str], cwd: str, env: Mapping[str, str], fds: list[int]) -> _Reply:
+    def fork(
+        self, argv: list[str], cwd: str, env: Mapping[str, str], fds: list[int], *, module: bool
+    ) -> _Reply:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            request = json.dumps({"argv": argv, "cwd": cwd, "env": dict(env)}).encode()
+            request = json.dumps(
+                {"argv": argv, "cwd": cwd, "env": dict(env), "module": module}
+            ).encode()
             with self.lock:
                 socket.send_fds(self.control, [request], [*fds, theirs.fileno()])
         finally:
@@ -136,13 +140,15 @@ def fork_server_for(env: Mapping[str, str]) -> _Server | None:
 class ForkedScript:
     """The part of ``subprocess.Popen`` the tests use, for a child of the fork server."""
 
-    def __init__(self, server: _Server, argv: list[str], cwd: str, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, server: _Server, argv: list[str], cwd: str, env: Mapping[str, str], *, module: bool
+    ) -> None:
         self.args = argv
         self.returncode: int | None = None
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         try:
-            self._reply = server.fork(argv, cwd, env, [0, out_write, err_write])
+            self._reply = server.fork(argv, cwd, env, [0, out_write, err_write], module=module)
         except BaseException:
             for fd in (out_read, err_read):
                 os.close(fd)
@@ -207,21 +213,26 @@ class ForkedScript:
 
 
 def start_script(
-    script: Path | str, *args: str, cwd: Path | str, env: Mapping[str, str]
+    script: Path | str,
+    *args: str,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    module: bool = False,
 ) -> ForkedScript | subprocess.Popen[str]:
-    """``python script *args`` started with stdout and stderr piped, as text."""
+    """``python script *args`` (``python -m script *args`` with *module*) started with
+    stdout and stderr piped, as text."""
     argv = [str(script), *args]
     server = fork_server_for(env)
     if server is None:
         return subprocess.Popen(
-            [sys.executable, *argv],
+            [sys.executable, *(["-m"] if module else []), *argv],
             cwd=cwd,
             env=dict(env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-    return ForkedScript(server, argv, str(cwd), env)
+    return ForkedScript(server, argv, str(cwd), env, module=module)
 
 
 def run_script(
@@ -230,9 +241,11 @@ def run_script(
     cwd: Path | str,
     env: Mapping[str, str],
     timeout: float,
+    module: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run([sys.executable, script, *args], capture_output=True, text=True)``."""
-    process = start_script(script, *args, cwd=cwd, env=env)
+    """``subprocess.run([sys.executable, script, *args], capture_output=True, text=True)``;
+    with *module*, ``[sys.executable, "-m", script, *args]``."""
+    process = start_script(script, *args, cwd=cwd, env=env, module=module)
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -242,5 +255,8 @@ def run_script(
         raise
     assert process.returncode is not None
     return subprocess.CompletedProcess(
-        [sys.executable, str(script), *args], process.returncode, out, err
+        [sys.executable, *(["-m"] if module else []), str(script), *args],
+        process.returncode,
+        out,
+        err,
     )

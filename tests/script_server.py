@@ -6,7 +6,8 @@ and trio, some 0.6 s a script. This process imports them once; for each
 script it is sent, it forks a child that becomes that script's process:
 the child takes the caller's stdin, stdout and stderr as its file
 descriptors 0, 1 and 2, the caller's working directory, environment and
-``sys.argv``, the script's folder as ``sys.path[0]``, Python's own SIGINT
+``sys.argv``, the script's folder (with ``-m``, the working directory) as
+``sys.path[0]``, Python's own SIGINT
 handler, and runs the file with :func:`runpy.run_path` as ``__main__``, at
 the top level of this interpreter, which then exits as any interpreter does
 (an uncaught exception prints its traceback and exits 1; ``sys.exit`` is the
@@ -19,7 +20,8 @@ Started by ``script_runner.py`` with the environment of the scripts it will
 run (``PYTHONWARNINGS`` and the like are read at start-up), with one end of a
 ``SOCK_SEQPACKET`` socket pair as ``argv[1]`` and a pipe as its stdin: it
 ends when that pipe closes, so it never outlives the test process. A request
-is one JSON message ``{"argv": [...], "cwd": ..., "env": {...}}`` carrying
+is one JSON message ``{"argv": [...], "cwd": ..., "env": {...}, "module": false}``
+(``"module": true`` runs ``python -m argv[0]``) carrying
 four descriptors: stdin, stdout, stderr, and a socket for the replies,
 ``{"pid": N}`` once forked and ``{"status": S}`` (a ``waitpid`` status) when
 the child has ended; each child is watched through a pidfd, so one server
@@ -65,6 +67,7 @@ class Job:
 
     def __init__(self, request: dict[str, Any]) -> None:
         self.argv: list[str] = [str(a) for a in request["argv"]]
+        self.module = bool(request.get("module", False))  # `python -m argv[0]`
         self.cwd = str(request["cwd"])
         self.env = {str(k): str(v) for k, v in request["env"].items()}
 
@@ -84,13 +87,17 @@ class Job:
         os.environ.update({k: v for k, v in coerced.items() if k not in self.env})
         os.environ.update(self.env)
         sys.argv = list(self.argv)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(self.argv[0])))
+        first = os.getcwd() if self.module else os.path.dirname(os.path.abspath(self.argv[0]))
+        sys.path.insert(0, first)
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def run(self) -> None:
         import runpy
 
-        runpy.run_path(self.argv[0], run_name="__main__")
+        if self.module:
+            runpy.run_module(self.argv[0], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(self.argv[0], run_name="__main__")
 
 
 def preimport() -> str:

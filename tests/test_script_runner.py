@@ -24,6 +24,13 @@ fork_only = pytest.mark.skipif(
 )
 pytestmark = fork_only
 
+
+@pytest.fixture(autouse=True)
+def fork_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the fork server, whatever the run's JUNO_SCRIPT_RUNNER says."""
+    monkeypatch.delenv(RUNNER_ENV, raising=False)
+
+
 ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
     "PYTHONWARNINGS": "error::ResourceWarning,ignore:Async generator:ResourceWarning",
@@ -94,6 +101,28 @@ def test_a_forked_script_sees_what_a_fresh_one_sees(
     assert seen["env"]["JUNO_PROBE"] == "yes"
     assert "ONLY_THE_SERVERS" not in seen["env"]
     assert not seen["conftest"]
+
+
+def test_a_forked_module_runs_as_python_dash_m_runs_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "probe_module.py").write_text(textwrap.dedent(PROBE), encoding="utf-8")
+    runs = []
+    for runner in ("fork", "subprocess"):
+        with monkeypatch.context() as patch:
+            if runner == "subprocess":
+                patch.setenv(RUNNER_ENV, "subprocess")
+            runs.append(
+                run_script("probe_module", "4", cwd=tmp_path, env=ENV, timeout=60, module=True)
+            )
+    forked, fresh = runs
+    assert (forked.returncode, forked.stderr) == (fresh.returncode, fresh.stderr)
+    assert forked.returncode == 4
+    seen = json.loads(forked.stdout)
+    assert seen == json.loads(fresh.stdout)
+    assert seen["argv"] == [str(tmp_path / "probe_module.py"), "4"]
+    assert seen["path0"] == str(tmp_path)
+    assert seen["name"] == "__main__"
 
 
 @pytest.mark.parametrize(
