@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 SERVER = Path(__file__).with_name("script_server.py")
 RUNNER_ENV = "JUNO_SCRIPT_RUNNER"
@@ -212,13 +212,16 @@ class ForkedScript:
         return texts["out"], texts["err"]
 
 
+ScriptProcess: TypeAlias = "ForkedScript | subprocess.Popen[str]"
+
+
 def start_script(
     script: Path | str,
     *args: str,
     cwd: Path | str,
     env: Mapping[str, str],
     module: bool = False,
-) -> ForkedScript | subprocess.Popen[str]:
+) -> ScriptProcess:
     """``python script *args`` (``python -m script *args`` with *module*) started with
     stdout and stderr piped, as text."""
     argv = [str(script), *args]
