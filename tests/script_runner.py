@@ -14,7 +14,8 @@ The plain ``subprocess`` way runs where there is no ``os.fork`` or
 ``os.pidfd_open`` (not Linux), when the server could not fork safely, and
 whenever ``JUNO_SCRIPT_RUNNER=subprocess`` is set. One server is kept per
 start-up environment (the ``PYTHON*`` and locale variables, which an
-interpreter reads when it starts) for the life of this process.
+interpreter reads when it starts) and list of modules to import, for the life of
+this process.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 SERVER = Path(__file__).with_name("script_server.py")
+# What the store's CLI and its worker processes import (not the SDK, not the web layer).
+STORE_PREIMPORT = ("anyio", "trio", "juno_bind_trio.agent", "juno_bind_trio.store", "psycopg")
 RUNNER_ENV = "JUNO_SCRIPT_RUNNER"
 
 
@@ -45,12 +48,12 @@ def startup_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 class _Server:
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], preimport: tuple[str, ...]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.lock = threading.Lock()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, str(SERVER), str(theirs.fileno())],
+                [sys.executable, str(SERVER), str(theirs.fileno()), *preimport],
                 env=dict(env),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
@@ -112,7 +115,7 @@ class _Reply:
         return message
 
 
-_servers: dict[tuple[tuple[str, str], ...], _Server] = {}
+_servers: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], _Server] = {}
 _servers_lock = threading.Lock()
 
 
@@ -125,15 +128,17 @@ def _close_servers() -> None:
 atexit.register(_close_servers)
 
 
-def fork_server_for(env: Mapping[str, str]) -> _Server | None:
-    """The server for *env*'s start-up, started on first use; ``None`` if scripts cannot fork."""
+def fork_server_for(env: Mapping[str, str], preimport: Sequence[str] = ()) -> _Server | None:
+    """The server for *env*'s start-up that imported *preimport* (by default the
+    package, the openai SDK and the web layer: ``script_server.PREIMPORT``), started on
+    first use; ``None`` if scripts cannot fork here."""
     if os.environ.get(RUNNER_ENV) == "subprocess" or not hasattr(os, "pidfd_open"):
         return None
-    key = startup_key(env)
+    key = (startup_key(env), tuple(preimport))
     with _servers_lock:
         server = _servers.get(key)
         if server is None:
-            server = _servers[key] = _Server(env)
+            server = _servers[key] = _Server(env, key[1])
     return None if server.problem else server
 
 
@@ -221,11 +226,14 @@ def start_script(
     cwd: Path | str,
     env: Mapping[str, str],
     module: bool = False,
+    preimport: Sequence[str] = (),
 ) -> ScriptProcess:
     """``python script *args`` (``python -m script *args`` with *module*) started with
-    stdout and stderr piped, as text."""
+    stdout and stderr piped, as text; *preimport* names the modules worth importing
+    before the fork, if not the default ones (what the script does not import is only
+    start-up time lost)."""
     argv = [str(script), *args]
-    server = fork_server_for(env)
+    server = fork_server_for(env, preimport)
     if server is None:
         return subprocess.Popen(
             [sys.executable, *(["-m"] if module else []), *argv],
@@ -245,10 +253,11 @@ def run_script(
     env: Mapping[str, str],
     timeout: float,
     module: bool = False,
+    preimport: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``subprocess.run([sys.executable, script, *args], capture_output=True, text=True)``;
     with *module*, ``[sys.executable, "-m", script, *args]``."""
-    process = start_script(script, *args, cwd=cwd, env=env, module=module)
+    process = start_script(script, *args, cwd=cwd, env=env, module=module, preimport=preimport)
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

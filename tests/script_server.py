@@ -18,7 +18,8 @@ objects alive at the fork are frozen (:func:`gc.freeze`), never collected.
 
 Started by ``script_runner.py`` with the environment of the scripts it will
 run (``PYTHONWARNINGS`` and the like are read at start-up), with one end of a
-``SOCK_SEQPACKET`` socket pair as ``argv[1]`` and a pipe as its stdin: it
+``SOCK_SEQPACKET`` socket pair as ``argv[1]``, the modules to import as the rest
+of its arguments, and a pipe as its stdin: it
 ends when that pipe closes, so it never outlives the test process. A request
 is one JSON message ``{"argv": [...], "cwd": ..., "env": {...}, "module": false}``
 (``"module": true`` runs ``python -m argv[0]``) carrying
@@ -40,10 +41,12 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
-# The modules the scripts spend their start-up importing. A missing one is
-# skipped: the script that needs it imports it (or fails) as it would anyway.
+# The modules the scripts spend their start-up importing, unless the caller names
+# others (argv[2:]). A missing one is skipped: the script that needs it imports it
+# (or fails) as it would anyway.
 PREIMPORT = (
     "anyio",
     "trio",
@@ -100,11 +103,11 @@ class Job:
             runpy.run_path(self.argv[0], run_name="__main__")
 
 
-def preimport() -> str:
-    """Import :data:`PREIMPORT`; what keeps this process from forking safely, or ``""``."""
+def preimport(names: Sequence[str]) -> str:
+    """Import *names*; what keeps this process from forking safely, or ``""``."""
     import importlib
 
-    for name in PREIMPORT:
+    for name in names:
         try:
             importlib.import_module(name)
         except ImportError:
@@ -183,7 +186,7 @@ def main() -> None:
     del sys.path[0]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the caller's
     control = socket.socket(fileno=int(sys.argv[1]))
-    problem = preimport()
+    problem = preimport(sys.argv[2:] or PREIMPORT)
     reply(control, {"ready": not problem, "problem": problem})
     if problem:
         control.close()

@@ -14,7 +14,7 @@ import pytest
 from juno_bind_trio.agent import Agent, RunContext, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
-from script_runner import run_script
+from script_runner import STORE_PREIMPORT, run_script
 
 from .durable_world import call
 from .store_helpers import postgres_dsn
@@ -29,6 +29,7 @@ def cli(*argv: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
         timeout=60,
         module=True,
+        preimport=STORE_PREIMPORT,
     )
 
 

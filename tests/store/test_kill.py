@@ -30,7 +30,7 @@ from juno_bind_trio.store import (
     RunStore,
     SqliteRunStore,
 )
-from script_runner import ScriptProcess, start_script
+from script_runner import STORE_PREIMPORT, ScriptProcess, start_script
 
 from .durable_world import check_history, provider_accepts
 from .store_helpers import postgres_dsn
@@ -94,6 +94,7 @@ def start(
             "PYTHONPATH": os.pathsep.join(sys.path),
             "JUNO_WORKER_BACKEND": backend,
         },
+        preimport=STORE_PREIMPORT,
     )
     line = read_line(proc, "'ready'", timeout)
     if line.strip() != "ready":
