@@ -40,6 +40,10 @@ def scripts_fresh(session: nox.Session) -> None:
         "tests/test_fallback_demo_cli.py",
         "tests/agent/test_readme.py",
         "tests/store/test_conversations_cli.py",
+        "tests/store/test_kill.py",
+        "tests/store/test_approvals_kill.py",
+        "tests/store/test_handoff_kill.py",
+        "tests/store/test_compaction_kill.py",
         *session.posargs,
         env={"JUNO_SCRIPT_RUNNER": "subprocess"},
     )
