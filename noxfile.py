@@ -23,6 +23,33 @@ def tests_asyncio(session: nox.Session) -> None:
 
 
 @nox.session
+def scripts_fresh(session: nox.Session) -> None:
+    """The tests that run a file as a script, each in a fresh interpreter.
+
+    The default run forks them from a server that has imported the package
+    (tests/script_runner.py); ``JUNO_SCRIPT_RUNNER=subprocess`` starts each as
+    ``python script.py`` instead.
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/test_docs_samples.py",
+        "tests/test_examples.py",
+        "tests/test_fallback_demo_cli.py",
+        "tests/agent/test_readme.py",
+        "tests/store/test_conversations_cli.py",
+        "tests/store/test_kill.py",
+        "tests/store/test_approvals_kill.py",
+        "tests/store/test_handoff_kill.py",
+        "tests/store/test_compaction_kill.py",
+        *session.posargs,
+        env={"JUNO_SCRIPT_RUNNER": "subprocess"},
+    )
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff, with the async rules and the asyncio import ban."""
     session.install("ruff")

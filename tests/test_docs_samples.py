@@ -4,8 +4,9 @@ Each page's ```` ```python ```` blocks are joined in order into one program
 (a later block builds on an earlier one, as a reader follows the page).
 
 As a script (``test_the_page_runs_as_a_script``): every how-to page's program
-is written to a file and run with ``python page.py`` in a fresh process, on
-the real clock, bounded by a timeout: it must exit 0, with no traceback, and
+is written to a file and run as ``python page.py`` in a fresh process (forked
+from a server that has imported the package: ``script_runner.py``), on the
+real clock, bounded by a timeout: it must exit 0, with no traceback, and
 print exactly what the page shows (its ```` ```text ```` blocks, joined in
 order; other output-like blocks use ```` ```sh ````, ```` ```html ```` and so
 on). A page that serves (a web app) is driven over HTTP on 127.0.0.1 by a
@@ -30,8 +31,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +41,7 @@ import pytest
 
 from conftest import run_on
 from juno_bind_trio import _tracing
+from script_runner import run_script, start_script
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
@@ -329,14 +329,7 @@ class Served:
     """A page's script serving on 127.0.0.1: its URL once up, and what it printed."""
 
     def __init__(self, script: Path, announce: re.Pattern[str], *, on_stderr: bool) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(script)],
-            cwd=script.parent,
-            env={**SCRIPT_ENV, "PORT": "0"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.process = start_script(script, cwd=script.parent, env={**SCRIPT_ENV, "PORT": "0"})
         self.before: list[str] = []  # stdout lines before the announcement
         stream = self.process.stderr if on_stderr else self.process.stdout
         assert stream is not None
@@ -370,7 +363,7 @@ class Served:
         """Ctrl-C; the exit status and whatever else it printed."""
         self.process.send_signal(signal.SIGINT)
         out, err = self.process.communicate(timeout=SCRIPT_TIMEOUT)
-        return self.process.returncode, out, err
+        return self.process.wait(), out, err
 
 
 def sse_data(body: str) -> list[dict[str, Any]]:
@@ -439,15 +432,7 @@ def test_the_page_runs_as_a_script(page: str, tmp_path: Path) -> None:
     if page in SERVED:
         SERVED[page](script)
         return
-    completed = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=SCRIPT_ENV,
-        capture_output=True,
-        text=True,
-        timeout=SCRIPT_TIMEOUT,
-        check=False,
-    )
+    completed = run_script(script, cwd=tmp_path, env=SCRIPT_ENV, timeout=SCRIPT_TIMEOUT)
     assert completed.returncode == 0, completed.stderr
     # Nothing raised where it could not propagate (a finalizer, a warning made an
     # error). A traceback as such may be a log record: a failed tool's, at WARNING.

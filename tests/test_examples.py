@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import io
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +11,7 @@ import pytest
 
 from conftest import run_on
 from module_files import load_file
+from script_runner import run_script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -74,14 +73,7 @@ def test_the_readme_command_runs_and_exits_0() -> None:
     # generators (harmless, see the notes on the SDK under Trio) are not.
     warnings = "error::ResourceWarning,ignore:Async generator:ResourceWarning"
     env = {"PATH": "/usr/bin:/bin", "PYTHONWARNINGS": warnings}
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLES / "fallback_demo.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    completed = run_script(EXAMPLES / "fallback_demo.py", cwd=Path.cwd(), env=env, timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert "6/6 answered in the transcript" in completed.stdout
     assert "Traceback" not in completed.stderr

@@ -32,6 +32,7 @@ from juno_bind_trio.routing import (
     RoutePlan,
     RouteStage,
 )
+from script_runner import run_script
 from test_examples import demo
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "fallback_demo.py"
@@ -42,14 +43,7 @@ ENV = {
 
 
 def run_demo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(DEMO), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-        check=False,
-    )
+    return run_script(DEMO, *args, cwd=Path.cwd(), env=ENV, timeout=timeout)
 
 
 def assert_clean_failure(done: subprocess.CompletedProcess[str], url: str, why: str) -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from juno_bind_trio.testing import StreamResponse, fake_openai_env
+from script_runner import run_script
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -29,14 +28,7 @@ def test_the_quick_start_is_at_most_eight_lines_and_is_the_example_file() -> Non
 def test_the_quick_start_runs_with_no_key_and_no_network() -> None:
     warnings = "error::ResourceWarning,ignore:Async generator:ResourceWarning"
     env = {"PATH": "/usr/bin:/bin", "PYTHONWARNINGS": warnings}
-    completed = subprocess.run(
-        [sys.executable, str(QUICKSTART)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    completed = run_script(QUICKSTART, cwd=Path.cwd(), env=env, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "2 + 3 = 5\n"
     assert "Traceback" not in completed.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from module_files import load_file
 
-pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process]
+pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process, pytest.mark.one_backend_by_default]
 
 EXAMPLE = Path(__file__).resolve().parent.parent.parent / "examples" / "mcp_agent.py"
 

@@ -4,7 +4,8 @@
 and ``@modelcontextprotocol/server-filesystem`` over stdio (the only transport
 it offers), as real node processes. What the client sent is read from a tap
 in front of the server (``stdio_tap.py``, or a TCP proxy for HTTP), so "the
-server was told" means the bytes went to it. Real clock, both backends, each
+server was told" means the bytes went to it. Real clock, both backends (the default run
+takes each case on one, `--backend` on the one named), each
 test bounded by ``anyio.fail_after``; marked ``mcp_process``.
 """
 
@@ -33,7 +34,7 @@ from juno_bind_trio.agent import Agent
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.mcp import DEFAULT_MAX_RESULT_CHARS, MCPToolset, open_mcp_http, open_mcp_stdio
 
-pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process]
+pytestmark = [pytest.mark.anyio, pytest.mark.mcp_process, pytest.mark.one_backend_by_default]
 
 LIMIT = 60
 LONG = "trigger-long-running-operation"

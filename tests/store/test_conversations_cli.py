@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -15,6 +14,7 @@ import pytest
 from juno_bind_trio.agent import Agent, RunContext, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
 from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
+from script_runner import STORE_PREIMPORT, run_script
 
 from .durable_world import call
 from .store_helpers import postgres_dsn
@@ -22,13 +22,14 @@ from .store_helpers import postgres_dsn
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
     # Real time, bounded: each command is one short process.
-    return subprocess.run(
-        [sys.executable, "-m", "juno_bind_trio.store", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return run_script(
+        "juno_bind_trio.store",
+        *argv,
+        cwd=Path.cwd(),
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
-        check=False,
+        timeout=60,
+        module=True,
+        preimport=STORE_PREIMPORT,
     )
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from juno_bind_trio.store import (
     RunStore,
     SqliteRunStore,
 )
+from script_runner import STORE_PREIMPORT, ScriptProcess, start_script
 
 from .durable_world import check_history, provider_accepts
 from .store_helpers import postgres_dsn
@@ -54,7 +54,7 @@ def open_store(db: str) -> RunStore:
     return PostgresRunStore(db) if db.startswith("postgresql://") else SqliteRunStore(db)
 
 
-def read_line(proc: subprocess.Popen[str], what: str, timeout: float = LINE_TIMEOUT) -> str:
+def read_line(proc: ScriptProcess, what: str, timeout: float = LINE_TIMEOUT) -> str:
     """The worker's next line on stdout; the test fails if none comes within *timeout*
     seconds of real time (the worker is killed, and its stderr shown)."""
     stdout = proc.stdout
@@ -84,17 +84,17 @@ def read_line(proc: subprocess.Popen[str], what: str, timeout: float = LINE_TIME
 
 def start(
     *args: str, script: str = WORKER, timeout: float = LINE_TIMEOUT, backend: str = "asyncio"
-) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, script, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+) -> ScriptProcess:
+    proc = start_script(
+        script,
+        *args,
+        cwd=Path.cwd(),
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join(sys.path),
             "JUNO_WORKER_BACKEND": backend,
         },
+        preimport=STORE_PREIMPORT,
     )
     line = read_line(proc, "'ready'", timeout)
     if line.strip() != "ready":
@@ -104,7 +104,7 @@ def start(
     return proc
 
 
-def finish(proc: subprocess.Popen[str]) -> None:
+def finish(proc: ScriptProcess) -> None:
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
 
@@ -214,7 +214,7 @@ def test_many_workers_drain_the_runs_while_some_are_killed(tmp_path: Path) -> No
     started = time.monotonic()
     generation = 0
 
-    def spawn(index: int) -> subprocess.Popen[str]:
+    def spawn(index: int) -> ScriptProcess:
         nonlocal generation
         generation += 1
         return start("drain", db, f"w{index}-{generation}", str(log), str(done), "2")

@@ -171,6 +171,7 @@ def test_a_reset_holds_the_boxs_height_exactly_whatever_its_padding_and_box_sizi
             assert ended == 20 + 12 + 6, section
 
 
+@pytest.mark.one_backend_by_default
 def test_approve_on_the_page_runs_the_call_once_and_the_run_goes_on(backend: str) -> None:
     """A call waiting for approval is shown with Approve / Deny; Approve runs it once."""
     from browser import ROOT, script_server
