@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -21,17 +21,38 @@ import botocore.eventstream
 import botocore.exceptions
 import httpx2
 import pytest
+from provider_cases import (
+    ADD_TOOL,
+    MESSAGES,
+    NEXT,
+    RETRY,
+    STAGE,
+    STALLS,
+    STOP,
+    THOUGHTS,
+    Fault,
+    Kind,
+    accepted,
+    add_call,
+    check_stalled_before_the_first_token,
+    check_the_reader_ends_with_the_winner,
+    every_fault,
+    open_routed,
+    play_fault,
+    reasoning_then_call,
+    route_through_thoughts,
+    texts,
+    tool_loop,
+)
 
-from juno_bind_trio import CompletionDefectError, StreamStallError, UsageError
+from juno_bind_trio import CompletionDefectError, UsageError
 from juno_bind_trio.completion import (
     ListSink,
     ReasoningEvent,
-    ResetEvent,
-    TextEvent,
     ToolCallDeltaEvent,
     TurnTextStream,
 )
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, ProviderRequest, RoutedModel
 from juno_bind_trio.providers.bedrock import (
     STRUCTURED_OUTPUT_TOOL,
@@ -56,47 +77,34 @@ from juno_bind_trio.testing import (
     ErrorResponse,
     FakeProviderServer,
     FakeResponse,
-    Finish,
     MalformedChunk,
     Pause,
-    ReasoningDelta,
     StreamResponse,
     TextDelta,
-    ToolCallDelta,
     Usage,
     open_fake_bedrock_server,
 )
 
 pytestmark = pytest.mark.anyio
 
-MESSAGES = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "hi"},
-]
 KEYS: dict[str, Any] = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secret"}
-NEXT = RouteAction.NEXT_CANDIDATE
-RETRY = RouteAction.RETRY_SAME_ENDPOINT
-STAGE = RouteAction.NEXT_STAGE
-STOP = RouteAction.PROPAGATE
 
 
 @asynccontextmanager
-async def bedrock(
-    script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer]]:
+async def bedrock_wire(
+    script: Sequence[FakeResponse],
+) -> AsyncIterator[tuple[FakeProviderServer, BedrockAdapter]]:
     async with (
         open_fake_bedrock_server(script) as server,
         open_bedrock_client(endpoint_url=server.base_url, **KEYS) as client,
     ):
-        model = RoutedModel(
-            plan=RoutePlan(
-                [RouteStage("anthropic.claude-test", [Candidate("bedrock")])],
-                max_retries=max_retries,
-            ),
-            adapters={"bedrock": BedrockAdapter(client)},
-            **options,
-        )
-        yield model, server
+        yield server, BedrockAdapter(client)
+
+
+def bedrock(
+    script: Sequence[FakeResponse], **options: Any
+) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
+    return open_routed(bedrock_wire, "bedrock", "anthropic.claude-test", script, **options)
 
 
 class FullSink:
@@ -115,10 +123,6 @@ class FullSink:
 
     def emit_tool_call_delta(self, event: ToolCallDeltaEvent, /) -> None:
         self.events.append(event)
-
-
-def texts(sink: ListSink) -> list[str | None]:
-    return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
 
 
 async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape() -> None:
@@ -150,31 +154,6 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape(
     assert PROVIDER_STATE_KEY not in turn.extra
 
 
-def add_call(call_id: str, a: int, b: int) -> tuple[str, str, str]:
-    return call_id, "add", json.dumps({"a": a, "b": b})
-
-
-async def run_add(call: Any) -> ToolCallOutcome:
-    args = json.loads(call["function"]["arguments"])
-    await anyio.sleep(1)
-    return ToolCallOutcome.from_content(call["id"], str(args["a"] + args["b"]))
-
-
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
-
 async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
     script = [
         StreamResponse.of_tool_calls(
@@ -185,15 +164,7 @@ async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
     sink = FullSink()
     async with bedrock(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=run_add,
-            build_tools=lambda: [ADD_TOOL],
-            text_sink=sink,
-        )
-        result = await loop.run()
+        result = await tool_loop(model, state, max_iterations=3, text_sink=sink).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
     first, second = (r.json for r in server.requests)
@@ -248,19 +219,6 @@ async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
     assert PROVIDER_STATE_KEY not in assistant
 
 
-def reasoning_then_call(thought: str, call: tuple[str, str, str]) -> StreamResponse:
-    call_id, name, arguments = call
-    return StreamResponse(
-        [
-            ReasoningDelta(thought[:5]),
-            ReasoningDelta(thought[5:]),
-            ToolCallDelta(0, id=call_id, name=name, arguments=arguments[:4]),
-            ToolCallDelta(0, arguments=arguments[4:]),
-            Finish("tool_calls"),
-        ]
-    )
-
-
 async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
     script = [
         reasoning_then_call("First I add one and two.", add_call("c1", 1, 2)),
@@ -271,24 +229,13 @@ async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
     sink = FullSink()
     async with bedrock(script, request_options=thinking) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        loop = ToolLoop(
-            state=state,
-            max_iterations=4,
-            call_model=model,
-            run_tool_call=run_add,
-            build_tools=lambda: [ADD_TOOL],
-            text_sink=sink,
-        )
-        result = await loop.run()
+        result = await tool_loop(model, state, text_sink=sink).run()
     assert result.content == "10"
     reasoning = [e.text for e in sink.events if isinstance(e, ReasoningEvent)]
     assert reasoning == ["First", " I add one and two.", "Now t", "hree and four."]
     # Every request was accepted by the validating fake: the reasoning blocks
     # went back at the head of their turns, text and signature intact.
-    assert all(
-        r.response is not None and not isinstance(r.response, ErrorResponse)
-        for r in server.requests
-    )
+    assert accepted(server)
     first = server.requests[0].json
     assert first["additionalModelRequestFields"] == thinking
     third = server.requests[2].json["messages"]
@@ -424,7 +371,7 @@ async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> Non
 # --- every fault, classified, on a retractable and a permanent reader -------------------
 
 # (id, fault, verdict, exception, whether the reader was shown text before it)
-FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
+FAULTS: list[Fault] = [
     (
         "throttled (429)",
         ErrorResponse(429, "Too many requests", retry_after=3),
@@ -489,20 +436,7 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
         botocore.eventstream.ChecksumMismatch,
         True,
     ),
-    (
-        "stall before the first token",
-        StreamResponse([Pause(math.inf), TextDelta("late")]),
-        NEXT,
-        StreamStallError,
-        False,
-    ),
-    (
-        "stall between chunks",
-        StreamResponse([TextDelta("Half"), Pause(math.inf)]),
-        NEXT,
-        StreamStallError,
-        True,
-    ),
+    *STALLS,
     (
         "cut off without messageStop",
         StreamResponse([TextDelta("Half")], done=False),
@@ -534,65 +468,25 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
 ]
 
 
-@pytest.mark.parametrize("retractable", [True, False], ids=["retractable", "permanent"])
-@pytest.mark.parametrize(
-    ("fault", "action", "kind", "shown"),
-    [pytest.param(f, a, k, s, id=i) for i, f, a, k, s in FAULTS],
-)
+@every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
-    fault: FakeResponse, action: RouteAction, kind: type[Exception], shown: bool, retractable: bool
+    fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
-    sink = ListSink(retractable=retractable)
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    async with (
-        open_fake_bedrock_server([fault, StreamResponse.of_text("Whole")]) as server,
-        open_bedrock_client(endpoint_url=server.base_url, **KEYS) as client,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("model-a", [Candidate("bedrock")]),
-                RouteStage("model-b", [Candidate("bedrock")]),
-            ],
-            max_retries=1,
-            max_retry_wait=10.0,
-        )
-        model = RoutedModel(
-            plan=plan,
-            adapters={"bedrock": BedrockAdapter(client)},
-            time_to_first_token=5.0,
-            inter_chunk_timeout=2.0,
-        )
-        start = anyio.current_time()
-        result = await model.route(MESSAGES, text_stream=stream)
-        took = anyio.current_time() - start
-        stream.finish("succeeded" if result.ok else "failed")
-    first = result.attempts[0]
+    models = ("model-a", "model-b")
+    run = await play_fault(
+        bedrock_wire, "bedrock", models, fault, retractable=retractable, max_retry_wait=10.0
+    )
+    first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     verdict = classify_bedrock_error(first.error, first.candidate, first.cursor)
     assert verdict.action is action
-    if action is STOP:
-        assert not result.ok
-        assert isinstance(result.error, kind)
-        return
-    if shown and not retractable:
-        # A permanent reader was shown the failed attempt's text: routing stops,
-        # and the reader keeps what it was shown.
-        assert not result.ok
-        assert texts(sink) == ["Half"]
-        assert len(server.requests) == 1
-        return
-    assert result.ok
-    assert result.unwrap().content == "Whole"
-    assert stream.text == "Whole"
-    assert texts(sink) == (["Half", None, "Whole"] if shown else ["Whole"])
-    if shown:
-        assert isinstance(sink.events[1], ResetEvent)
-    models = [r.model for r in server.requests]
-    assert models[-1] == ("model-b" if action in (NEXT, STAGE) else "model-a")
-    if action is RETRY and isinstance(first.error, botocore.exceptions.ClientError):
+    reached = check_the_reader_ends_with_the_winner(
+        run, models, action=action, kind=kind, shown=shown, retractable=retractable
+    )
+    if reached and action is RETRY and isinstance(first.error, botocore.exceptions.ClientError):
         # Throttled: the retry waited Retry-After (3 s) or the first backoff.
         assert verdict.retry_after in (3.0, THROTTLE_BACKOFF)
-        assert took >= verdict.retry_after
+        assert run.took >= verdict.retry_after
 
 
 def cursor(attempt: int) -> RouteCursor:
@@ -741,21 +635,12 @@ async def test_clients_share_one_loader_of_botocores_models_per_data_path(
         assert str(tmp_path) in third._loader.search_paths
 
 
-@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+@THOUGHTS
 async def test_reasoning_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    events: list[Any] = []
-    for i in range(thoughts):
-        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
-    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
-    async with bedrock(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
-        start = anyio.current_time()
-        result = await model.route(MESSAGES)
+    result, took = await route_through_thoughts(bedrock, thoughts)
     if ok:
         assert result.unwrap().content == "done"
     else:
-        error = result.attempts[0].error
-        assert isinstance(error, StreamStallError)
-        assert error.budget == "time_to_first_token"
-        assert anyio.current_time() - start == pytest.approx(10.0)
+        check_stalled_before_the_first_token(result, took)
