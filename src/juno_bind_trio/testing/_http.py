@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 import h11
 
-from ._script import FAKE_RESPONSE_TYPES, FakeResponse
+from ._script import FAKE_RESPONSE_TYPES, ErrorResponse, FakeResponse
 
 MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
 RECEIVE_SIZE: Final = 65536
@@ -127,6 +127,48 @@ def compile_script(
             f"responses, or a callable, got {script!r}"
         )
     return {None: deque(check_response(r, where) for r in script)}, None
+
+
+def push_answers(
+    queues: Queues,
+    respond: object,
+    responses: Sequence[object],
+    model: str | None,
+    *,
+    owner: str,
+    where: str,
+) -> None:
+    """Append *responses* to *model*'s queue; a `TypeError` when the script is a callable."""
+    if respond is not None:
+        raise TypeError(f"{owner}: the script is a callable; push has no queue")
+    checked = [check_response(r, where) for r in responses]
+    queues.setdefault(model, deque()).extend(checked)
+
+
+def next_answer(
+    queues: Queues,
+    respond: Callable[[R], FakeResponse] | None,
+    record: R,
+    index: int,
+    model: str | None,
+    *,
+    owner: str,
+    where: str,
+) -> FakeResponse:
+    """The script's answer to *record*: the callable's, or the next of *model*'s queue.
+
+    A script with nothing left answers a 500 saying so (*owner* names the
+    server), so a script one response short fails loudly instead of hanging.
+    """
+    if respond is not None:
+        return check_response(respond(record), where)
+    queue = queues.get(model if model in queues else None)
+    if not queue:
+        return ErrorResponse(
+            500,
+            f"{owner}: no scripted response left for request #{index} (model {model!r})",
+        )
+    return queue.popleft()
 
 
 # --- one connection ---------------------------------------------------------------

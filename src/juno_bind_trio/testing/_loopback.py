@@ -27,7 +27,15 @@ import anyio.abc
 import attrs
 import h11
 
-from ._http import Handler, Send, check_response, open_served, serve_connection, sleep
+from ._http import (
+    Handler,
+    Send,
+    next_answer,
+    open_served,
+    push_answers,
+    serve_connection,
+    sleep,
+)
 from ._script import (
     CloseBeforeResponse,
     CompletionResponse,
@@ -123,10 +131,14 @@ class LoopbackServer:
 
     def push(self, *responses: FakeResponse, model: str | None = None) -> None:
         """Append answers to the script (to *model*'s queue when the script is per model)."""
-        if self._respond is not None:
-            raise TypeError(f"{self.wire.name} fake: the script is a callable; push has no queue")
-        checked = [check_response(r, f"{self.wire.name} fake push") for r in responses]
-        self._queues.setdefault(model, deque()).extend(checked)
+        push_answers(
+            self._queues,
+            self._respond,
+            responses,
+            model,
+            owner=f"{self.wire.name} fake",
+            where=f"{self.wire.name} fake push",
+        )
 
     def pending(self, model: str | None = None) -> int:
         """How many scripted answers are still queued (for *model*, when per model)."""
@@ -147,17 +159,15 @@ class LoopbackServer:
             refusal = self.wire.refuse(record)
             if refusal is not None:
                 return refusal
-        if self._respond is not None:
-            return check_response(self._respond(record), f"fake {self.wire.name} script")
-        model = self.wire.model_of(record)
-        queue = self._queues.get(model if model in self._queues else None)
-        if not queue:
-            return ErrorResponse(
-                500,
-                f"fake {self.wire.name} server: no scripted response left for request "
-                f"#{record.index} (model {model!r})",
-            )
-        return queue.popleft()
+        return next_answer(
+            self._queues,
+            self._respond,
+            record,
+            record.index,
+            None if self._respond is not None else self.wire.model_of(record),
+            owner=f"fake {self.wire.name} server",
+            where=f"fake {self.wire.name} script",
+        )
 
     async def _play(self, send: Send, record: RecordedRequest, response: FakeResponse) -> bool:
         request_id = f"req_fake_{record.index}"

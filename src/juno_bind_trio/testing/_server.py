@@ -41,11 +41,12 @@ from ._history import find_fault
 from ._http import (
     Handler,
     Send,
-    check_response,
     check_validate,
     compile_script,
+    next_answer,
     open_ports,
     open_served,
+    push_answers,
     serve_connection,
     sleep,
 )
@@ -271,10 +272,14 @@ class FakeOpenAIServer:
 
     def push(self, *responses: FakeResponse, model: str | None = None) -> None:
         """Append answers to the script (to *model*'s queue when the script is per model)."""
-        if self._respond is not None:
-            raise TypeError("FakeOpenAIServer.push: the script is a callable; push has no queue")
-        checked = [check_response(r, "FakeOpenAIServer.push") for r in responses]
-        self._queues.setdefault(model, deque()).extend(checked)
+        push_answers(
+            self._queues,
+            self._respond,
+            responses,
+            model,
+            owner="FakeOpenAIServer.push",
+            where="FakeOpenAIServer.push",
+        )
 
     def pending(self, model: str | None = None) -> int:
         """How many scripted answers are still queued (for *model*, when per model)."""
@@ -308,17 +313,15 @@ class FakeOpenAIServer:
                 param="response_format",
                 code="unsupported_parameter",
             )
-        if self._respond is not None:
-            return check_response(self._respond(record), "open_fake_openai_server script")
-        key = record.model if record.model in self._queues else None
-        queue = self._queues.get(key)
-        if not queue:
-            return ErrorResponse(
-                500,
-                f"fake server: no scripted response left for request #{record.index} "
-                f"(model {record.model!r})",
-            )
-        return queue.popleft()
+        return next_answer(
+            self._queues,
+            self._respond,
+            record,
+            record.index,
+            record.model,
+            owner="fake server",
+            where="open_fake_openai_server script",
+        )
 
     async def _play(self, send: Send, record: RecordedRequest, response: FakeResponse) -> bool:
         completion_id = f"chatcmpl-fake-{record.index}"

@@ -42,10 +42,11 @@ import h11
 from ._http import (
     Handler,
     Send,
-    check_response,
     check_validate,
     compile_script,
+    next_answer,
     open_served,
+    push_answers,
     serve_connection,
     sleep,
 )
@@ -307,10 +308,14 @@ class FakeProviderServer:
 
     def push(self, *responses: FakeResponse, model: str | None = None) -> None:
         """Append answers to the script (to *model*'s queue when the script is per model)."""
-        if self._respond is not None:
-            raise TypeError("FakeProviderServer.push: the script is a callable; push has no queue")
-        checked = [check_response(r, "FakeProviderServer.push") for r in responses]
-        self._queues.setdefault(model, deque()).extend(checked)
+        push_answers(
+            self._queues,
+            self._respond,
+            responses,
+            model,
+            owner="FakeProviderServer.push",
+            where="FakeProviderServer.push",
+        )
 
     def pending(self, model: str | None = None) -> int:
         """How many scripted answers are still queued (for *model*, when per model)."""
@@ -335,17 +340,15 @@ class FakeProviderServer:
             refusal = self._wire.refuse(body, record)
             if refusal is not None:
                 return refusal
-        if self._respond is not None:
-            return check_response(self._respond(record), f"fake {self.wire} server script")
-        key = record.model if record.model in self._queues else None
-        queue = self._queues.get(key)
-        if not queue:
-            return ErrorResponse(
-                500,
-                f"fake server: no scripted response left for request #{record.index} "
-                f"(model {record.model!r})",
-            )
-        return queue.popleft()
+        return next_answer(
+            self._queues,
+            self._respond,
+            record,
+            record.index,
+            record.model,
+            owner="fake server",
+            where=f"fake {self.wire} server script",
+        )
 
     async def _play(self, send: Send, record: ProviderRequest, response: FakeResponse) -> bool:
         request_id = f"req_fake_{record.index}"
