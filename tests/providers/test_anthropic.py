@@ -15,29 +15,9 @@ from typing import Any
 
 import anthropic
 import httpx2
+import provider_cases as cases
 import pytest
-from provider_cases import (
-    MESSAGES,
-    NEXT,
-    RETRY,
-    STAGE,
-    STALLS,
-    STOP,
-    THOUGHTS,
-    Fault,
-    Kind,
-    accepted,
-    add_call,
-    check_stalled_before_the_first_token,
-    check_the_reader_ends_with_the_winner,
-    every_fault,
-    open_routed,
-    play_fault,
-    reasoning_then_call,
-    route_through_thoughts,
-    texts,
-    tool_loop,
-)
+from provider_cases import MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
 from juno_bind_trio import CompletionDefectError
 from juno_bind_trio.completion import ListSink, TurnTextStream
@@ -85,7 +65,7 @@ async def claude_wire(
 def claude(
     script: Sequence[FakeResponse], **options: Any
 ) -> AbstractAsyncContextManager[tuple[RoutedModel, LoopbackServer]]:
-    return open_routed(claude_wire, "anthropic", "claude-test", script, **options)
+    return cases.open_routed(claude_wire, "anthropic", "claude-test", script, **options)
 
 
 async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_shape() -> None:
@@ -98,7 +78,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_sh
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     assert (turn.input_tokens, turn.output_tokens) == (12, 2)
     body = server.requests[0].json
     assert body["system"] == [{"type": "text", "text": "Be brief."}]
@@ -111,12 +91,14 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_sh
 
 async def test_parallel_tool_calls_are_answered_in_one_user_turn() -> None:
     script = [
-        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_tool_calls(
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding."
+        ),
         StreamResponse.of_text("3 and 7"),
     ]
     async with claude(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, max_iterations=3).run()
+        result = await cases.tool_loop(model, state, max_iterations=3).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
     first, second = (r.json for r in server.requests)
@@ -157,18 +139,18 @@ async def test_parallel_tool_calls_are_answered_in_one_user_turn() -> None:
 
 async def test_thinking_blocks_go_back_unchanged_over_two_tool_turns() -> None:
     script = [
-        reasoning_then_call("First I add one and two.", add_call("c1", 1, 2)),
-        reasoning_then_call("Now three and four.", add_call("c2", 3, 4)),
+        cases.reasoning_then_call("First I add one and two.", cases.add_call("c1", 1, 2)),
+        cases.reasoning_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     async with claude(script, request_options=thinking) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state).run()
+        result = await cases.tool_loop(model, state).run()
     # Every request was accepted by the validating fake: the thinking blocks
     # were sent back at the head of their turns, text and signature intact.
     assert result.content == "10"
-    assert accepted(server)
+    assert cases.accepted(server)
     third = server.requests[2].json["messages"]
     assistant_turns = [m for m in third if m["role"] == "assistant"]
     assert [turn["content"][0] for turn in assistant_turns] == [
@@ -284,17 +266,17 @@ FAULTS: list[Fault] = [
 ]
 
 
-@every_fault(FAULTS)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
     fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
     models = ("claude-a", "claude-b")
-    run = await play_fault(claude_wire, "anthropic", models, fault, retractable=retractable)
+    run = await cases.play_fault(claude_wire, "anthropic", models, fault, retractable=retractable)
     first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     assert first.action is action or (first.adjusted is not None)
     assert classify_anthropic_error(first.error, first.candidate, first.cursor).action is action
-    check_the_reader_ends_with_the_winner(
+    cases.check_the_reader_ends_with_the_winner(
         run, models, action=action, kind=kind, shown=shown, retractable=retractable
     )
 
@@ -318,15 +300,15 @@ def test_a_client_that_retries_is_refused() -> None:
         AnthropicAdapter(object())  # type: ignore[arg-type]
 
 
-@THOUGHTS
+@cases.THOUGHTS
 async def test_thinking_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    result, took = await route_through_thoughts(claude, thoughts)
+    result, took = await cases.route_through_thoughts(claude, thoughts)
     if ok:
         assert result.unwrap().content == "done"
     else:
-        check_stalled_before_the_first_token(result, took)
+        cases.check_stalled_before_the_first_token(result, took)
 
 
 async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:

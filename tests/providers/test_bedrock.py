@@ -20,30 +20,9 @@ import anyio
 import botocore.eventstream
 import botocore.exceptions
 import httpx2
+import provider_cases as cases
 import pytest
-from provider_cases import (
-    ADD_TOOL,
-    MESSAGES,
-    NEXT,
-    RETRY,
-    STAGE,
-    STALLS,
-    STOP,
-    THOUGHTS,
-    Fault,
-    Kind,
-    accepted,
-    add_call,
-    check_stalled_before_the_first_token,
-    check_the_reader_ends_with_the_winner,
-    every_fault,
-    open_routed,
-    play_fault,
-    reasoning_then_call,
-    route_through_thoughts,
-    texts,
-    tool_loop,
-)
+from provider_cases import ADD_TOOL, MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
 from juno_bind_trio import CompletionDefectError, UsageError
 from juno_bind_trio.completion import (
@@ -104,7 +83,7 @@ async def bedrock_wire(
 def bedrock(
     script: Sequence[FakeResponse], **options: Any
 ) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
-    return open_routed(bedrock_wire, "bedrock", "anthropic.claude-test", script, **options)
+    return cases.open_routed(bedrock_wire, "bedrock", "anthropic.claude-test", script, **options)
 
 
 class FullSink:
@@ -137,7 +116,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape(
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     # Converse counts cached input apart from inputTokens: the turn's input is the sum.
     assert (turn.input_tokens, turn.output_tokens, turn.cached_tokens) == (17, 2, 5)
     request = server.requests[0]
@@ -157,14 +136,14 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape(
 async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
     script = [
         StreamResponse.of_tool_calls(
-            add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding.", fragments=3
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding.", fragments=3
         ),
         StreamResponse.of_text("3 and 7"),
     ]
     sink = FullSink()
     async with bedrock(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, max_iterations=3, text_sink=sink).run()
+        result = await cases.tool_loop(model, state, max_iterations=3, text_sink=sink).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
     first, second = (r.json for r in server.requests)
@@ -221,21 +200,21 @@ async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
 
 async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
     script = [
-        reasoning_then_call("First I add one and two.", add_call("c1", 1, 2)),
-        reasoning_then_call("Now three and four.", add_call("c2", 3, 4)),
+        cases.reasoning_then_call("First I add one and two.", cases.add_call("c1", 1, 2)),
+        cases.reasoning_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     sink = FullSink()
     async with bedrock(script, request_options=thinking) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, text_sink=sink).run()
+        result = await cases.tool_loop(model, state, text_sink=sink).run()
     assert result.content == "10"
     reasoning = [e.text for e in sink.events if isinstance(e, ReasoningEvent)]
     assert reasoning == ["First", " I add one and two.", "Now t", "hree and four."]
     # Every request was accepted by the validating fake: the reasoning blocks
     # went back at the head of their turns, text and signature intact.
-    assert accepted(server)
+    assert cases.accepted(server)
     first = server.requests[0].json
     assert first["additionalModelRequestFields"] == thinking
     third = server.requests[2].json["messages"]
@@ -258,7 +237,7 @@ async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
 
 async def test_a_changed_reasoning_block_is_refused_as_the_api_refuses_it() -> None:
     script = [
-        reasoning_then_call("real thought", add_call("c1", 1, 2)),
+        cases.reasoning_then_call("real thought", cases.add_call("c1", 1, 2)),
         StreamResponse.of_text("x"),
     ]
     async with bedrock(script) as (model, _):
@@ -468,19 +447,19 @@ FAULTS: list[Fault] = [
 ]
 
 
-@every_fault(FAULTS)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
     fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
     models = ("model-a", "model-b")
-    run = await play_fault(
+    run = await cases.play_fault(
         bedrock_wire, "bedrock", models, fault, retractable=retractable, max_retry_wait=10.0
     )
     first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     verdict = classify_bedrock_error(first.error, first.candidate, first.cursor)
     assert verdict.action is action
-    reached = check_the_reader_ends_with_the_winner(
+    reached = cases.check_the_reader_ends_with_the_winner(
         run, models, action=action, kind=kind, shown=shown, retractable=retractable
     )
     if reached and action is RETRY and isinstance(first.error, botocore.exceptions.ClientError):
@@ -635,12 +614,12 @@ async def test_clients_share_one_loader_of_botocores_models_per_data_path(
         assert str(tmp_path) in third._loader.search_paths
 
 
-@THOUGHTS
+@cases.THOUGHTS
 async def test_reasoning_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    result, took = await route_through_thoughts(bedrock, thoughts)
+    result, took = await cases.route_through_thoughts(bedrock, thoughts)
     if ok:
         assert result.unwrap().content == "done"
     else:
-        check_stalled_before_the_first_token(result, took)
+        cases.check_stalled_before_the_first_token(result, took)

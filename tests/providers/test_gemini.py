@@ -18,31 +18,11 @@ from typing import Any
 
 import anyio
 import httpx2
+import provider_cases as cases
 import pytest
 from google import genai
 from google.genai import errors, types
-from provider_cases import (
-    MESSAGES,
-    NEXT,
-    RETRY,
-    STAGE,
-    STALLS,
-    STOP,
-    THOUGHTS,
-    Fault,
-    Kind,
-    accepted,
-    add_call,
-    add_tool,
-    check_stalled_before_the_first_token,
-    check_the_reader_ends_with_the_winner,
-    every_fault,
-    open_routed,
-    play_fault,
-    route_through_thoughts,
-    texts,
-    tool_loop,
-)
+from provider_cases import MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
 from juno_bind_trio import CompletionDefectError
 from juno_bind_trio.completion import ListSink, TurnTextStream
@@ -91,7 +71,7 @@ async def gemini_wire(
 def gemini(
     script: Sequence[FakeResponse], **options: Any
 ) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
-    return open_routed(gemini_wire, "google", "gemini-test", script, **options)
+    return cases.open_routed(gemini_wire, "google", "gemini-test", script, **options)
 
 
 async def test_text_streams_to_the_reader_and_the_request_is_gemini_shaped() -> None:
@@ -103,7 +83,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_gemini_shaped() -> 
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     # Thoughts are counted apart by Gemini; the harness's output is both.
     assert (turn.input_tokens, turn.output_tokens) == (12, 5)
     assert (turn.cached_tokens, turn.reasoning_tokens) == (4, 3)
@@ -118,7 +98,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_gemini_shaped() -> 
     assert set(turn.extra[PROVIDER_STATE_KEY]) == {"provider", "text"}
 
 
-ADD_TOOL = add_tool(
+ADD_TOOL = cases.add_tool(
     {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -131,15 +111,17 @@ ADD_TOOL = add_tool(
 
 async def test_parallel_calls_are_answered_in_one_user_turn_by_name() -> None:
     script = [
-        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_tool_calls(
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding."
+        ),
         StreamResponse.of_text("3 and 7"),
     ]
     async with gemini(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, tool=ADD_TOOL).run()
+        result = await cases.tool_loop(model, state, tool=ADD_TOOL).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
-    assert accepted(server)
+    assert cases.accepted(server)
     first, second = (r.json for r in server.requests)
     # The schema in the gemini dialect: no $schema, no additionalProperties, nullable.
     assert first["tools"] == [
@@ -204,18 +186,20 @@ async def test_thought_signatures_go_back_byte_for_byte_over_two_tool_turns() ->
         )
 
     script = [
-        thinking_then_call("First one and two.", add_call("c1", 1, 2)),
-        thinking_then_call("Now three and four.", add_call("c2", 3, 4)),
+        thinking_then_call("First one and two.", cases.add_call("c1", 1, 2)),
+        thinking_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     sink = ListSink()
     async with gemini(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, tool=ADD_TOOL, text_sink=sink, run_id="r").run()
+        result = await cases.tool_loop(
+            model, state, tool=ADD_TOOL, text_sink=sink, run_id="r"
+        ).run()
         # Every request was accepted by the validating fake: each call came
         # back with the signature it was issued, unchanged.
         assert result.content == "10"
-        assert accepted(server)
+        assert cases.accepted(server)
         issued = [base64.b64encode(f"fake-thought:{i}:call0".encode()).decode() for i in range(2)]
         assert signed_parts(server.requests[2].json) == [
             (1, "add", issued[0]),
@@ -324,18 +308,18 @@ async def test_request_options_map_onto_the_generation_config() -> None:
     }
 
 
-@THOUGHTS
+@cases.THOUGHTS
 async def test_thoughts_keep_the_stream_alive_but_are_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
     stream = TurnTextStream(sink=ListSink(), turn_id="t")
-    result, took = await route_through_thoughts(gemini, thoughts, text_stream=stream)
+    result, took = await cases.route_through_thoughts(gemini, thoughts, text_stream=stream)
     if ok:
         turn = result.unwrap()
         assert turn.content == "done"
         assert turn.reasoning == "t0 t1 t2 t3 "
     else:
-        check_stalled_before_the_first_token(result, took)
+        cases.check_stalled_before_the_first_token(result, took)
 
 
 # --- every fault, classified, on a retractable and a permanent reader -------------------
@@ -392,18 +376,18 @@ FAULTS: list[Fault] = [
 ]
 
 
-@every_fault(FAULTS)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
     fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
     models = ("gemini-a", "gemini-b")
-    run = await play_fault(gemini_wire, "google", models, fault, retractable=retractable)
+    run = await cases.play_fault(gemini_wire, "google", models, fault, retractable=retractable)
     first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     assert first.action is action or (first.adjusted is not None)
     verdict = classify_gemini_error(first.error, first.candidate, first.cursor)
     assert verdict.action is action
-    reached = check_the_reader_ends_with_the_winner(
+    reached = cases.check_the_reader_ends_with_the_winner(
         run, models, action=action, kind=kind, shown=shown, retractable=retractable
     )
     if reached and verdict.retry_after is not None:
@@ -506,9 +490,9 @@ async def test_signed_thoughts_and_gemini_s_own_call_ids_go_back_as_they_came() 
     )
     async with gemini([first, StreamResponse.of_text("3")]) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, tool=ADD_TOOL).run()
+        result = await cases.tool_loop(model, state, tool=ADD_TOOL).run()
     assert result.content == "3"
-    assert accepted(server)
+    assert cases.accepted(server)
     assistant = state.messages[2]
     assert assistant["tool_calls"][0]["id"] == "fc-7"
     assert assistant[PROVIDER_STATE_KEY] == {

@@ -14,32 +14,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import openai
+import provider_cases as cases
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from provider_cases import (
-    MESSAGES,
-    NEXT,
-    RETRY,
-    STAGE,
-    STALLS,
-    STOP,
-    THOUGHTS,
-    Fault,
-    Kind,
-    accepted,
-    add_call,
-    add_tool,
-    check_stalled_before_the_first_token,
-    check_the_reader_ends_with_the_winner,
-    every_fault,
-    open_routed,
-    play_fault,
-    reasoning_then_call,
-    route_through_thoughts,
-    texts,
-    tool_loop,
-)
+from provider_cases import MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
 from juno_bind_trio import CompletionDefectError
 from juno_bind_trio.completion import (
@@ -97,7 +76,7 @@ async def gpt_wire(
 def gpt(
     script: Sequence[FakeResponse], **options: Any
 ) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
-    return open_routed(gpt_wire, NAME, "gpt-test", script, **options)
+    return cases.open_routed(gpt_wire, NAME, "gpt-test", script, **options)
 
 
 class ThinkingSink:
@@ -127,7 +106,7 @@ async def test_text_streams_to_the_reader_with_usage_and_the_request_is_the_resp
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     assert (turn.input_tokens, turn.output_tokens) == (12, 5)
     assert (turn.cached_tokens, turn.reasoning_tokens) == (4, 3)
     assert turn.extra == {}
@@ -142,7 +121,7 @@ async def test_text_streams_to_the_reader_with_usage_and_the_request_is_the_resp
     assert server.requests[0].header("authorization") == "Bearer k"
 
 
-ADD_TOOL = add_tool(
+ADD_TOOL = cases.add_tool(
     {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -154,15 +133,19 @@ ADD_TOOL = add_tool(
 async def test_parallel_tool_calls_become_items_and_each_is_answered_by_call_id() -> None:
     sink = ListSink()
     script = [
-        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_tool_calls(
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding."
+        ),
         StreamResponse.of_text("3 and 7"),
     ]
     async with gpt(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, tool=ADD_TOOL, text_sink=sink, run_id="r").run()
+        result = await cases.tool_loop(
+            model, state, tool=ADD_TOOL, text_sink=sink, run_id="r"
+        ).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
-    assert accepted(server)
+    assert cases.accepted(server)
     first, second = (r.json for r in server.requests)
     assert first["tools"] == [
         {
@@ -184,23 +167,25 @@ async def test_parallel_tool_calls_become_items_and_each_is_answered_by_call_id(
     assert [c["id"] for c in assistant["tool_calls"]] == ["c1", "c2"]
     assert PROVIDER_STATE_KEY not in assistant  # no reasoning: nothing to carry
     # Argument fragments reached the text stream's tool-call channel too.
-    assert texts(sink)[0] == "Adding."
+    assert cases.texts(sink)[0] == "Adding."
 
 
 async def test_reasoning_items_go_back_unchanged_over_two_tool_turns() -> None:
     sink = ThinkingSink()
     script = [
-        reasoning_then_call("First I add one and two.", add_call("c1", 1, 2)),
-        reasoning_then_call("Now three and four.", add_call("c2", 3, 4)),
+        cases.reasoning_then_call("First I add one and two.", cases.add_call("c1", 1, 2)),
+        cases.reasoning_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     async with gpt(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, tool=ADD_TOOL, text_sink=sink, run_id="r").run()
+        result = await cases.tool_loop(
+            model, state, tool=ADD_TOOL, text_sink=sink, run_id="r"
+        ).run()
     # Every request was accepted by the validating fake: with store false, each
     # call item came back with its reasoning item, the sealed content intact.
     assert result.content == "10"
-    assert accepted(server)
+    assert cases.accepted(server)
     states: list[Any] = [
         m.get(PROVIDER_STATE_KEY) for m in state.messages if m["role"] == "assistant"
     ]
@@ -220,7 +205,10 @@ async def test_reasoning_items_go_back_unchanged_over_two_tool_turns() -> None:
 
 
 async def test_an_altered_reasoning_item_is_refused_as_the_api_refuses_it() -> None:
-    script = [reasoning_then_call("Think.", add_call("c1", 1, 2)), StreamResponse.of_text("x")]
+    script = [
+        cases.reasoning_then_call("Think.", cases.add_call("c1", 1, 2)),
+        StreamResponse.of_text("x"),
+    ]
     async with gpt(script) as (model, _):
         first = (await model.route(MESSAGES)).unwrap()
         state = dict(first.extra[PROVIDER_STATE_KEY])
@@ -368,18 +356,18 @@ FAULTS: list[Fault] = [
 ]
 
 
-@every_fault(FAULTS)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
     fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
     models = ("gpt-a", "gpt-b")
-    run = await play_fault(gpt_wire, NAME, models, fault, retractable=retractable)
+    run = await cases.play_fault(gpt_wire, NAME, models, fault, retractable=retractable)
     first = run.result.attempts[0]
     assert type(first.error) is kind or (
         kind is not openai.APIError and isinstance(first.error, kind)
     )
     assert classify_responses_error(first.error, first.candidate, first.cursor).action is action
-    check_the_reader_ends_with_the_winner(
+    cases.check_the_reader_ends_with_the_winner(
         run, models, action=action, kind=kind, shown=shown, retractable=retractable
     )
 
@@ -413,17 +401,17 @@ async def test_a_length_cut_is_a_defect_and_is_retried() -> None:
     assert result.unwrap().content == "Whole"
 
 
-@THOUGHTS
+@cases.THOUGHTS
 async def test_reasoning_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    result, took = await route_through_thoughts(gpt, thoughts)
+    result, took = await cases.route_through_thoughts(gpt, thoughts)
     if ok:
         turn = result.unwrap()
         assert turn.content == "done"
         assert turn.extra[PROVIDER_STATE_KEY]["reasoning"][0]["type"] == "reasoning"
     else:
-        check_stalled_before_the_first_token(result, took)
+        cases.check_stalled_before_the_first_token(result, took)
 
 
 def test_a_client_that_retries_is_refused() -> None:
