@@ -45,8 +45,9 @@ Queues: TypeAlias = dict[str | None, deque[FakeResponse]]
 
 
 class Exchange(Protocol):
-    """What the request cycle writes on a fake's record of one request."""
+    """What the request cycle reads and writes on a fake's record of one request."""
 
+    index: int
     response: FakeResponse | None
     completed_at: float | None
     client_gone_at: float | None
@@ -149,7 +150,6 @@ def next_answer(
     queues: Queues,
     respond: Callable[[R], FakeResponse] | None,
     record: R,
-    index: int,
     model: str | None,
     *,
     owner: str,
@@ -166,7 +166,7 @@ def next_answer(
     if not queue:
         return ErrorResponse(
             500,
-            f"{owner}: no scripted response left for request #{index} (model {model!r})",
+            f"{owner}: no scripted response left for request #{record.index} (model {model!r})",
         )
     return queue.popleft()
 

@@ -163,7 +163,6 @@ class LoopbackServer:
             self._queues,
             self._respond,
             record,
-            record.index,
             None if self._respond is not None else self.wire.model_of(record),
             owner=f"fake {self.wire.name} server",
             where=f"fake {self.wire.name} script",

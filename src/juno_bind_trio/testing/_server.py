@@ -317,7 +317,6 @@ class FakeOpenAIServer:
             self._queues,
             self._respond,
             record,
-            record.index,
             record.model,
             owner="fake server",
             where="open_fake_openai_server script",

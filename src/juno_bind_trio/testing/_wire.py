@@ -344,7 +344,6 @@ class FakeProviderServer:
             self._queues,
             self._respond,
             record,
-            record.index,
             record.model,
             owner="fake server",
             where=f"fake {self.wire} server script",
