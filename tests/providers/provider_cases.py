@@ -20,6 +20,7 @@ from typing import Any, TypeAlias
 
 import anyio
 import attrs
+import pydantic
 import pytest
 
 from juno_bind_trio import StreamStallError
@@ -152,6 +153,34 @@ def reasoning_then_call(thought: str, call: tuple[str, str, str]) -> StreamRespo
             Finish("tool_calls"),
         ]
     )
+
+
+# --- structured output ------------------------------------------------------------------
+
+PLACE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+
+
+def place_format(schema: dict[str, Any] = PLACE_SCHEMA, **extra: Any) -> dict[str, Any]:
+    """A chat-completions ``response_format`` asking for a ``Place`` of *schema*."""
+    return {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema, **extra}}
+
+
+class Place(pydantic.BaseModel):
+    city: str
+
+
+async def ask_for_a_place(model: str, **options: Any) -> Any:
+    """What an [Agent][juno_bind_trio.agent.Agent] of *model* answers with ``output_type=Place``."""
+    from juno_bind_trio.agent import Agent
+
+    agent = Agent(model, output_type=Place, **options)
+    result = await agent.run("Where?")
+    await agent.aclose()
+    return result.output
 
 
 # --- every fault, classified, on a retractable and a permanent reader -------------------

@@ -198,8 +198,7 @@ async def test_a_changed_thinking_block_is_refused_as_the_api_refuses_it() -> No
 
 
 async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    response_format = cases.place_format()
     script = [
         StreamResponse.of_tool_calls(
             ("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Lisbon"}'), fragments=3
@@ -214,7 +213,7 @@ async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -
     assert turn.tool_calls == ()
     body = server.requests[0].json
     assert body["tool_choice"] == {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
-    assert body["tools"][-1]["input_schema"] == schema
+    assert body["tools"][-1]["input_schema"] == cases.PLACE_SCHEMA
     assert "response_format" not in body
 
 
@@ -312,21 +311,12 @@ async def test_thinking_keeps_the_stream_alive_but_is_not_the_first_token(
 
 
 async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:
-    import pydantic
-
-    from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
-
     script = [StreamResponse.of_tool_calls(("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Porto"}'))]
     async with open_fake_anthropic_server(script) as server:
-        agent = Agent(
-            "anthropic:claude-test", output_type=Place, base_url=server.base_url, api_key="k"
+        output = await cases.ask_for_a_place(
+            "anthropic:claude-test", base_url=server.base_url, api_key="k"
         )
-        result = await agent.run("Where?")
-        await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert output == cases.Place(city="Porto")
     assert server.requests[0].json["tool_choice"] == {
         "type": "tool",
         "name": STRUCTURED_OUTPUT_TOOL,

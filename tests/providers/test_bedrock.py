@@ -287,8 +287,7 @@ async def test_another_providers_state_is_not_sent() -> None:
 
 
 async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    response_format = cases.place_format()
     script = [
         StreamResponse.of_tool_calls(
             ("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Lisbon"}'), fragments=3
@@ -303,7 +302,7 @@ async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -
     assert turn.tool_calls == ()
     body = server.requests[0].json
     assert body["toolConfig"]["toolChoice"] == {"tool": {"name": STRUCTURED_OUTPUT_TOOL}}
-    assert body["toolConfig"]["tools"][-1]["toolSpec"]["inputSchema"]["json"] == schema
+    assert body["toolConfig"]["tools"][-1]["toolSpec"]["inputSchema"]["json"] == cases.PLACE_SCHEMA
     assert "response_format" not in body
     assert "additionalModelRequestFields" not in body
 
@@ -322,16 +321,13 @@ async def test_with_thinking_on_the_structured_tool_is_offered_not_forced() -> N
 
 
 async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:
-    import pydantic
-
     from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
 
     script = [StreamResponse.of_tool_calls(("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Porto"}'))]
     async with open_fake_bedrock_server(script) as server:
-        agent = Agent("bedrock:anthropic.claude-test", output_type=Place, base_url=server.base_url)
+        agent = Agent(
+            "bedrock:anthropic.claude-test", output_type=cases.Place, base_url=server.base_url
+        )
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
             patch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
@@ -341,7 +337,7 @@ async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> Non
             with anyio.fail_after(30):
                 result = await agent.run("Where?")
         await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert result.output == cases.Place(city="Porto")
     assert server.requests[0].json["toolConfig"]["toolChoice"] == {
         "tool": {"name": STRUCTURED_OUTPUT_TOOL}
     }

@@ -255,13 +255,7 @@ async def test_calls_of_another_provider_get_the_documented_dummy_signature() ->
 
 
 async def test_structured_output_is_gemini_s_own_json_mode() -> None:
-    schema = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    }
-    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    response_format = cases.place_format({**cases.PLACE_SCHEMA, "additionalProperties": False})
     script = [StreamResponse.of_text('{"city": ', '"Lisbon"}')]
     async with gemini(script, request_options={"response_format": response_format}) as (
         model,
@@ -445,20 +439,11 @@ async def test_cancellation_mid_stream_closes_the_connection() -> None:
 
 
 async def test_an_agent_output_type_is_answered_in_gemini_s_json_mode() -> None:
-    import pydantic
-
-    from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
-
     async with open_fake_gemini_server([StreamResponse.of_text('{"city": "Porto"}')]) as server:
-        agent = Agent(
-            "google:gemini-test", output_type=Place, base_url=server.base_url, api_key="k"
+        output = await cases.ask_for_a_place(
+            "google:gemini-test", base_url=server.base_url, api_key="k"
         )
-        result = await agent.run("Where?")
-        await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert output == cases.Place(city="Porto")
     body = server.requests[0].json
     assert body["generationConfig"]["responseMimeType"] == "application/json"
     assert "tools" not in body

@@ -232,11 +232,8 @@ async def test_an_altered_reasoning_item_is_refused_as_the_api_refuses_it() -> N
 
 
 async def test_structured_output_is_the_native_text_format() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    response_format = {
-        "type": "json_schema",
-        "json_schema": {"name": "Place", "schema": schema, "strict": True},
-    }
+    schema = cases.PLACE_SCHEMA
+    response_format = cases.place_format(strict=True)
     script = [StreamResponse.of_text('{"city": ', '"Lisbon"}')]
     async with gpt(script, request_options={"response_format": response_format}) as (
         model,
@@ -257,21 +254,12 @@ async def test_structured_output_is_the_native_text_format() -> None:
 
 
 async def test_an_agent_output_type_is_answered_through_text_format() -> None:
-    import pydantic
-
-    from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
-
     script = [StreamResponse.of_text('{"city": "Porto"}')]
     async with open_fake_responses_server(script) as server:
-        agent = Agent(
-            "openai-responses:gpt-test", output_type=Place, base_url=server.base_url, api_key="k"
+        output = await cases.ask_for_a_place(
+            "openai-responses:gpt-test", base_url=server.base_url, api_key="k"
         )
-        result = await agent.run("Where?")
-        await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert output == cases.Place(city="Porto")
     body = server.requests[0].json
     assert body["text"]["format"]["type"] == "json_schema"
 
