@@ -19,28 +19,32 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
-import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 
-from juno_bind_trio.completion import ListSink, TextEvent, TurnTextStream
-from juno_bind_trio.providers import ProviderRequest, RoutedModel
+from juno_bind_trio.providers import ProviderAdapter
 from juno_bind_trio.providers.anthropic import AnthropicAdapter, open_anthropic_client
 from juno_bind_trio.providers.openai import OpenAIChatAdapter, open_openai_client
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
-    Disconnect,
     StreamResponse,
-    TextDelta,
     open_fake_anthropic_server,
     open_fake_openai_server,
 )
-
-CHUNKS = 1000
-MESSAGES: Any = [{"role": "user", "content": "hi"}]
-BIG = StreamResponse.of_text(*(f"tok{i} " for i in range(CHUNKS)))
+from provider_bench import (
+    BIG,
+    CHUNKS,
+    MESSAGES,
+    answer,
+    bench_failover,
+    harness_turn,
+    one_stage,
+    print_ratios,
+    routed_turn,
+    time_interleaved,
+)
 
 
 async def raw_turn(client: Any) -> str:
@@ -61,115 +65,35 @@ async def bench_stream(rounds: int) -> None:
         open_anthropic_client(base_url=server.base_url, api_key="bench") as client,
     ):
         adapter = AnthropicAdapter(client)
-        model = RoutedModel(
-            plan=RoutePlan([RouteStage("m", [Candidate("a")])]), adapters={"a": adapter}
-        )
-
-        async def harness_turn(client: Any) -> str:
-            stream = TurnTextStream(sink=ListSink(), turn_id="t")
-            stream.begin_attempt()
-            request = ProviderRequest(
-                model="m",
-                messages=MESSAGES,
-                text_stream=stream,
-                time_to_first_token=30.0,
-                inter_chunk_timeout=60.0,
-            )
-            result = await adapter.stream_turn(request)
-            stream.finish("succeeded")
-            return result.content or ""
-
-        async def routed_turn(client: Any) -> str:
-            stream = TurnTextStream(sink=ListSink(), turn_id="t")
-            result = await model.route(MESSAGES, text_stream=stream)
-            stream.finish("succeeded")
-            return result.unwrap().content or ""
-
-        timings: dict[str, list[float]] = {"raw": [], "harness": [], "routed": []}
-        variants = {"raw": raw_turn, "harness": harness_turn, "routed": routed_turn}
-        expected = await raw_turn(client)  # warm-up; the answer every variant must give
-        for index in range(rounds):
-            # Interleaved, the order alternated, so drift hits every variant alike.
-            order = list(variants.items())
-            if index % 2:
-                order.reverse()
-            for name, turn in order:
-                started = time.process_time()
-                text = await turn(client)
-                timings[name].append(time.process_time() - started)
-                assert text == expected, name
-    raw = min(timings["raw"])
-    print(f"1,000-delta streamed turn, best of {rounds} (CPU time; server, SDK and harness):")
-    for name in ("raw", "harness", "routed"):
-        value = min(timings[name])
-        paired = statistics.median(
-            t / r for t, r in zip(timings[name], timings["raw"], strict=True)
-        )
-        print(
-            f"  {name:8} {value * 1e3:8.2f} ms  {value / CHUNKS * 1e9:8.0f} ns/delta  "
-            f"ratio {value / raw:5.3f}x (paired median {paired:5.3f}x)"
-        )
+        variants = {
+            "raw": raw_turn,
+            "harness": harness_turn(adapter),
+            "routed": routed_turn(one_stage(adapter, "a")),
+        }
+        timings = await time_interleaved(client, variants, rounds, warm_every=False)
+    print(f"{CHUNKS:,}-delta streamed turn, best of {rounds} (CPU time; server, SDK and harness):")
+    print_ratios(timings, width=8)
 
 
-def _answer(response: StreamResponse, _request: object) -> StreamResponse:
-    return response
-
-
-async def bench_failover(rounds: int) -> None:
-    dying = StreamResponse([TextDelta(f"t{i} ") for i in range(10)] + [Disconnect()])
-    healthy = StreamResponse.of_text("ok")
-    for first, second in (("anthropic", "openai"), ("openai", "anthropic")):
-        scripts = {first: dying, second: healthy}
-        gaps: list[float] = []
-        async with (
-            open_fake_anthropic_server(functools.partial(_answer, scripts["anthropic"])) as claude,
-            open_fake_openai_server(functools.partial(_answer, scripts["openai"])) as gpt,
-            open_anthropic_client(base_url=claude.base_url, api_key="bench") as claude_client,
-            open_openai_client(base_url=gpt.base_url, api_key="bench") as gpt_client,
-        ):
-            model = RoutedModel(
-                plan=RoutePlan(
-                    [
-                        RouteStage("m1", [Candidate(first)]),
-                        RouteStage("m2", [Candidate(second)]),
-                    ],
-                    max_retries=0,
-                ),
-                adapters={
-                    "anthropic": AnthropicAdapter(claude_client),
-                    "openai": OpenAIChatAdapter(gpt_client),
-                },
-            )
-            await model.route(MESSAGES)  # warm both connections' code paths
-            for _ in range(rounds):
-                times: dict[int, list[float]] = {0: [], 1: []}
-                sink = ListSink()
-
-                def emit(
-                    event: Any, _append: Any = sink.events.append, _times: Any = times
-                ) -> None:
-                    if isinstance(event, TextEvent):
-                        _times[event.epoch].append(anyio.current_time())
-                    _append(event)
-
-                sink.emit = emit
-                stream = TurnTextStream(sink=sink, turn_id="t")
-                result = await model.route(MESSAGES, text_stream=stream)
-                stream.finish("succeeded")
-                assert result.ok
-                assert result.unwrap().content == "ok"
-                gaps.append(times[1][0] - times[0][-1])
-        median = statistics.median(gaps)
-        worst = max(gaps)
-        print(
-            f"{first} dies mid-stream -> {second}'s first delta, median of {rounds}: "
-            f"{median * 1e3:6.2f} ms (max {worst * 1e3:6.2f} ms)"
-        )
+@asynccontextmanager
+async def claude_and_gpt(
+    scripts: Mapping[str, StreamResponse],
+) -> AsyncIterator[dict[str, ProviderAdapter]]:
+    async with (
+        open_fake_anthropic_server(functools.partial(answer, scripts["anthropic"])) as claude,
+        open_fake_openai_server(functools.partial(answer, scripts["openai"])) as gpt,
+        open_anthropic_client(base_url=claude.base_url, api_key="bench") as claude_client,
+        open_openai_client(base_url=gpt.base_url, api_key="bench") as gpt_client,
+    ):
+        yield {
+            "anthropic": AnthropicAdapter(claude_client),
+            "openai": OpenAIChatAdapter(gpt_client),
+        }
 
 
 async def main(rounds: int) -> None:
     await bench_stream(rounds)
-    await bench_failover(rounds * 3)
+    await bench_failover(claude_and_gpt, ("anthropic", "openai"), rounds * 3)
 
 
 if __name__ == "__main__":

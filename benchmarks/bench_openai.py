@@ -34,10 +34,7 @@ from juno_bind_trio.testing import (
     TextDelta,
     open_fake_openai_server,
 )
-
-CHUNKS = 1000
-MESSAGES: Any = [{"role": "user", "content": "hi"}]
-BIG = StreamResponse.of_text(*(f"tok{i} " for i in range(CHUNKS)))
+from provider_bench import BIG, CHUNKS, MESSAGES
 
 
 async def raw_turn(client: Any) -> str:

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
 
-from juno_bind_trio.completion import ListSink, TextEvent, TurnTextStream
-from juno_bind_trio.providers import ProviderAdapter, ProviderRequest, RoutedModel
+from juno_bind_trio.providers import ProviderAdapter
 from juno_bind_trio.providers.anthropic import AnthropicAdapter, open_anthropic_client
 from juno_bind_trio.providers.bedrock import (
     BedrockAdapter,
@@ -38,22 +35,25 @@ from juno_bind_trio.providers.bedrock import (
 )
 from juno_bind_trio.providers.google import GeminiAdapter, open_gemini_client
 from juno_bind_trio.providers.openai import OpenAIResponsesAdapter, open_openai_client
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
-    Disconnect,
     StreamResponse,
-    TextDelta,
     open_fake_anthropic_server,
     open_fake_bedrock_server,
     open_fake_gemini_server,
     open_fake_responses_server,
 )
-
-CHUNKS = 1000
-MESSAGES: Any = [{"role": "user", "content": "hi"}]
-BIG = StreamResponse.of_text(*(f"tok{i} " for i in range(CHUNKS)))
-
-RawTurn = Callable[[Any], Awaitable[str]]
+from provider_bench import (
+    BIG,
+    MESSAGES,
+    RawTurn,
+    answer,
+    bench_failover,
+    harness_turn,
+    one_stage,
+    print_ratios,
+    routed_turn,
+    time_interleaved,
+)
 
 
 async def raw_gemini(client: Any) -> str:
@@ -143,109 +143,29 @@ async def bench_stream(name: str, rounds: int) -> None:
     opener, raw_turn, described = SIDES[name]
     async with opener() as (client, adapters):
         default = next(iter(adapters.values()))  # the adapter as constructed by default
-        model = RoutedModel(
-            plan=RoutePlan([RouteStage("m", [Candidate("p")])]), adapters={"p": default}
-        )
-
-        async def harness_turn(client: Any, adapter: ProviderAdapter = default) -> str:
-            stream = TurnTextStream(sink=ListSink(), turn_id="t")
-            stream.begin_attempt()
-            request = ProviderRequest(
-                model="m",
-                messages=MESSAGES,
-                text_stream=stream,
-                time_to_first_token=30.0,
-                inter_chunk_timeout=60.0,
-            )
-            result = await adapter.stream_turn(request)
-            stream.finish("succeeded")
-            return result.content or ""
-
-        async def routed_turn(client: Any) -> str:
-            stream = TurnTextStream(sink=ListSink(), turn_id="t")
-            result = await model.route(MESSAGES, text_stream=stream)
-            stream.finish("succeeded")
-            return result.unwrap().content or ""
-
         variants: dict[str, RawTurn] = {"raw": raw_turn}
         for path, adapter in adapters.items():
-            label = f"harness-{path}" if path else "harness"
-            variants[label] = functools.partial(harness_turn, adapter=adapter)
-        variants["routed"] = routed_turn
-        timings: dict[str, list[float]] = {label: [] for label in variants}
-        expected = await raw_turn(client)  # warm-up; the answer every variant must give
-        for variant in variants.values():
-            assert await variant(client) == expected
-        for index in range(rounds):
-            order = list(variants.items())
-            if index % 2:
-                order.reverse()
-            for variant_name, turn in order:
-                started = time.process_time()
-                text = await turn(client)
-                timings[variant_name].append(time.process_time() - started)
-                assert text == expected, variant_name
-    raw = min(timings["raw"])
+            variants[f"harness-{path}" if path else "harness"] = harness_turn(adapter)
+        variants["routed"] = routed_turn(one_stage(default))
+        timings = await time_interleaved(client, variants, rounds, warm_every=True)
     print(f"{name}: 1,000-delta streamed turn, best of {rounds} (raw = {described}):")
-    for variant_name in variants:
-        value = min(timings[variant_name])
-        paired = statistics.median(
-            t / r for t, r in zip(timings[variant_name], timings["raw"], strict=True)
-        )
-        print(
-            f"  {variant_name:12} {value * 1e3:8.2f} ms  {value / CHUNKS * 1e9:8.0f} ns/delta  "
-            f"ratio {value / raw:5.3f}x (paired median {paired:5.3f}x)"
-        )
+    print_ratios(timings, width=12)
 
 
-def _answer(response: StreamResponse, _request: object) -> StreamResponse:
-    return response
-
-
-async def bench_failover(rounds: int) -> None:
-    dying = StreamResponse([TextDelta(f"t{i} ") for i in range(10)] + [Disconnect()])
-    healthy = StreamResponse.of_text("ok")
-    for first, second in (("google", "anthropic"), ("anthropic", "google")):
-        scripts = {first: dying, second: healthy}
-        gaps: list[float] = []
-        async with (
-            open_fake_gemini_server(functools.partial(_answer, scripts["google"])) as gemini,
-            open_fake_anthropic_server(functools.partial(_answer, scripts["anthropic"])) as claude,
-            open_gemini_client(base_url=gemini.base_url, api_key="bench") as gemini_client,
-            open_anthropic_client(base_url=claude.base_url, api_key="bench") as claude_client,
-        ):
-            model = RoutedModel(
-                plan=RoutePlan(
-                    [RouteStage("m1", [Candidate(first)]), RouteStage("m2", [Candidate(second)])],
-                    max_retries=0,
-                ),
-                adapters={
-                    "google": GeminiAdapter(gemini_client),
-                    "anthropic": AnthropicAdapter(claude_client),
-                },
-            )
-            await model.route(MESSAGES)  # warm both connections' code paths
-            for _ in range(rounds):
-                times: dict[int, list[float]] = {0: [], 1: []}
-                sink = ListSink()
-
-                def emit(
-                    event: Any, _append: Any = sink.events.append, _times: Any = times
-                ) -> None:
-                    if isinstance(event, TextEvent):
-                        _times[event.epoch].append(anyio.current_time())
-                    _append(event)
-
-                sink.emit = emit
-                stream = TurnTextStream(sink=sink, turn_id="t")
-                result = await model.route(MESSAGES, text_stream=stream)
-                stream.finish("succeeded")
-                assert result.unwrap().content == "ok"
-                gaps.append(times[1][0] - times[0][-1])
-        print(
-            f"{first} dies mid-stream -> {second}'s first delta, median of {rounds}: "
-            f"{statistics.median(gaps) * 1e3:6.2f} ms (max {max(gaps) * 1e3:6.2f} ms)"
-        )
+@asynccontextmanager
+async def gemini_and_claude(
+    scripts: Mapping[str, StreamResponse],
+) -> AsyncIterator[dict[str, ProviderAdapter]]:
+    async with (
+        open_fake_gemini_server(functools.partial(answer, scripts["google"])) as gemini,
+        open_fake_anthropic_server(functools.partial(answer, scripts["anthropic"])) as claude,
+        open_gemini_client(base_url=gemini.base_url, api_key="bench") as gemini_client,
+        open_anthropic_client(base_url=claude.base_url, api_key="bench") as claude_client,
+    ):
+        yield {
+            "google": GeminiAdapter(gemini_client),
+            "anthropic": AnthropicAdapter(claude_client),
+        }
 
 
 async def main(rounds: int, only: list[str]) -> None:
@@ -253,7 +173,7 @@ async def main(rounds: int, only: list[str]) -> None:
         if name in only:
             await bench_stream(name, rounds)
     if "failover" in only:
-        await bench_failover(rounds * 3)
+        await bench_failover(gemini_and_claude, ("google", "anthropic"), rounds * 3)
 
 
 if __name__ == "__main__":

@@ -41,13 +41,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bench_loop import CALLS_PER_TURN, save, script
-from bench_openai import BIG, MESSAGES
 from juno_bind_trio import _tracing
 from juno_bind_trio.completion import ListSink, TurnTextStream
 from juno_bind_trio.loop import LoopState, ModelTurn, ModelTurnResult, ToolCallOutcome, ToolLoop
 from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
 from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import open_fake_openai_server
+from provider_bench import BIG, MESSAGES
 
 EXPORTER = InMemorySpanExporter()
 SDK = TracerProvider()

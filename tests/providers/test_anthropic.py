@@ -9,19 +9,19 @@ is a transcript the real API would accept.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anthropic
-import anyio
 import httpx2
+import provider_cases as cases
 import pytest
+from provider_cases import MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
-from juno_bind_trio import CompletionDefectError, StreamStallError
-from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent, TurnTextStream
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio import CompletionDefectError
+from juno_bind_trio.completion import ListSink, TurnTextStream
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.anthropic import (
     STRUCTURED_OUTPUT_TOOL,
@@ -31,10 +31,7 @@ from juno_bind_trio.providers.anthropic import (
 )
 from juno_bind_trio.routing import (
     AllRoutesFailedError,
-    Candidate,
     RouteAction,
-    RoutePlan,
-    RouteStage,
 )
 from juno_bind_trio.testing import (
     CloseBeforeResponse,
@@ -42,14 +39,10 @@ from juno_bind_trio.testing import (
     ErrorEvent,
     ErrorResponse,
     FakeResponse,
-    Finish,
     LoopbackServer,
     MalformedChunk,
-    Pause,
-    ReasoningDelta,
     StreamResponse,
     TextDelta,
-    ToolCallDelta,
     Usage,
     anthropic_signature,
     open_fake_anthropic_server,
@@ -57,36 +50,22 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-MESSAGES = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "hi"},
-]
-NEXT = RouteAction.NEXT_CANDIDATE
-RETRY = RouteAction.RETRY_SAME_ENDPOINT
-STAGE = RouteAction.NEXT_STAGE
-STOP = RouteAction.PROPAGATE
-
 
 @asynccontextmanager
-async def claude(
-    script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, LoopbackServer]]:
+async def claude_wire(
+    script: Sequence[FakeResponse],
+) -> AsyncIterator[tuple[LoopbackServer, AnthropicAdapter]]:
     async with (
         open_fake_anthropic_server(script) as server,
         open_anthropic_client(base_url=server.base_url, api_key="k") as client,
     ):
-        model = RoutedModel(
-            plan=RoutePlan(
-                [RouteStage("claude-test", [Candidate("anthropic")])], max_retries=max_retries
-            ),
-            adapters={"anthropic": AnthropicAdapter(client)},
-            **options,
-        )
-        yield model, server
+        yield server, AnthropicAdapter(client)
 
 
-def texts(sink: ListSink) -> list[str | None]:
-    return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
+def claude(
+    script: Sequence[FakeResponse], **options: Any
+) -> AbstractAsyncContextManager[tuple[RoutedModel, LoopbackServer]]:
+    return cases.open_routed(claude_wire, "anthropic", "claude-test", script, **options)
 
 
 async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_shape() -> None:
@@ -99,7 +78,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_sh
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     assert (turn.input_tokens, turn.output_tokens) == (12, 2)
     body = server.requests[0].json
     assert body["system"] == [{"type": "text", "text": "Be brief."}]
@@ -110,46 +89,16 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_messages_api_sh
     assert server.requests[0].header("authorization") == "Bearer k"
 
 
-def add_call(call_id: str, a: int, b: int) -> tuple[str, str, str]:
-    return call_id, "add", json.dumps({"a": a, "b": b})
-
-
-async def run_add(call: Any) -> ToolCallOutcome:
-    args = json.loads(call["function"]["arguments"])
-    await anyio.sleep(1)
-    return ToolCallOutcome.from_content(call["id"], str(args["a"] + args["b"]))
-
-
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
-
 async def test_parallel_tool_calls_are_answered_in_one_user_turn() -> None:
     script = [
-        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_tool_calls(
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding."
+        ),
         StreamResponse.of_text("3 and 7"),
     ]
     async with claude(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=run_add,
-            build_tools=lambda: [ADD_TOOL],
-        )
-        result = await loop.run()
+        result = await cases.tool_loop(model, state, max_iterations=3).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
     first, second = (r.json for r in server.requests)
@@ -188,43 +137,20 @@ async def test_parallel_tool_calls_are_answered_in_one_user_turn() -> None:
     assert PROVIDER_STATE_KEY not in assistant
 
 
-def thinking_then_call(thought: str, call: tuple[str, str, str]) -> StreamResponse:
-    call_id, name, arguments = call
-    return StreamResponse(
-        [
-            ReasoningDelta(thought[:5]),
-            ReasoningDelta(thought[5:]),
-            ToolCallDelta(0, id=call_id, name=name, arguments=arguments[:4]),
-            ToolCallDelta(0, arguments=arguments[4:]),
-            Finish("tool_calls"),
-        ]
-    )
-
-
 async def test_thinking_blocks_go_back_unchanged_over_two_tool_turns() -> None:
     script = [
-        thinking_then_call("First I add one and two.", add_call("c1", 1, 2)),
-        thinking_then_call("Now three and four.", add_call("c2", 3, 4)),
+        cases.reasoning_then_call("First I add one and two.", cases.add_call("c1", 1, 2)),
+        cases.reasoning_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     async with claude(script, request_options=thinking) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        loop = ToolLoop(
-            state=state,
-            max_iterations=4,
-            call_model=model,
-            run_tool_call=run_add,
-            build_tools=lambda: [ADD_TOOL],
-        )
-        result = await loop.run()
+        result = await cases.tool_loop(model, state).run()
     # Every request was accepted by the validating fake: the thinking blocks
     # were sent back at the head of their turns, text and signature intact.
     assert result.content == "10"
-    assert all(
-        r.response is not None and not isinstance(r.response, ErrorResponse)
-        for r in server.requests
-    )
+    assert cases.accepted(server)
     third = server.requests[2].json["messages"]
     assistant_turns = [m for m in third if m["role"] == "assistant"]
     assert [turn["content"][0] for turn in assistant_turns] == [
@@ -272,8 +198,7 @@ async def test_a_changed_thinking_block_is_refused_as_the_api_refuses_it() -> No
 
 
 async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    response_format = cases.place_format()
     script = [
         StreamResponse.of_tool_calls(
             ("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Lisbon"}'), fragments=3
@@ -288,16 +213,13 @@ async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -
     assert turn.tool_calls == ()
     body = server.requests[0].json
     assert body["tool_choice"] == {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
-    assert body["tools"][-1]["input_schema"] == schema
+    assert body["tools"][-1]["input_schema"] == cases.PLACE_SCHEMA
     assert "response_format" not in body
 
 
 # --- every fault, classified, on a retractable and a permanent reader -------------------
 
-# (id, fault, verdict, exception, whether the reader was shown text before it)
-FAULTS: list[
-    tuple[str, FakeResponse, RouteAction, type[Exception] | tuple[type[Exception], ...], bool]
-] = [
+FAULTS: list[Fault] = [
     ("429", ErrorResponse(429, retry_after=3), NEXT, anthropic.RateLimitError, False),
     ("529 overloaded", ErrorResponse(529), NEXT, anthropic.InternalServerError, False),
     ("500", ErrorResponse(500), NEXT, anthropic.InternalServerError, False),
@@ -324,20 +246,7 @@ FAULTS: list[
         json.JSONDecodeError,
         True,
     ),
-    (
-        "stall before the first token",
-        StreamResponse([Pause(math.inf), TextDelta("late")]),
-        NEXT,
-        StreamStallError,
-        False,
-    ),
-    (
-        "stall between chunks",
-        StreamResponse([TextDelta("Half"), Pause(math.inf)]),
-        NEXT,
-        StreamStallError,
-        True,
-    ),
+    *STALLS,
     (
         "cut off without message_stop",
         StreamResponse([TextDelta("Half")], done=False),
@@ -356,63 +265,19 @@ FAULTS: list[
 ]
 
 
-@pytest.mark.parametrize("retractable", [True, False], ids=["retractable", "permanent"])
-@pytest.mark.parametrize(
-    ("fault", "action", "kind", "shown"),
-    [pytest.param(f, a, k, s, id=i) for i, f, a, k, s in FAULTS],
-)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
-    fault: FakeResponse,
-    action: RouteAction,
-    kind: type[Exception] | tuple[type[Exception], ...],
-    shown: bool,
-    retractable: bool,
+    fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
-    sink = ListSink(retractable=retractable)
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    async with (
-        open_fake_anthropic_server([fault, StreamResponse.of_text("Whole")]) as server,
-        open_anthropic_client(base_url=server.base_url, api_key="k") as client,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("claude-a", [Candidate("anthropic")]),
-                RouteStage("claude-b", [Candidate("anthropic")]),
-            ],
-            max_retries=1,
-        )
-        model = RoutedModel(
-            plan=plan,
-            adapters={"anthropic": AnthropicAdapter(client)},
-            time_to_first_token=5.0,
-            inter_chunk_timeout=2.0,
-        )
-        result = await model.route(MESSAGES, text_stream=stream)
-        stream.finish("succeeded" if result.ok else "failed")
-    first = result.attempts[0]
+    models = ("claude-a", "claude-b")
+    run = await cases.play_fault(claude_wire, "anthropic", models, fault, retractable=retractable)
+    first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     assert first.action is action or (first.adjusted is not None)
     assert classify_anthropic_error(first.error, first.candidate, first.cursor).action is action
-    if action is STOP:
-        assert not result.ok
-        assert isinstance(result.error, kind)
-        return
-    if shown and not retractable:
-        # A permanent reader was shown the failed attempt's text: routing stops,
-        # and the reader keeps what it was shown.
-        assert not result.ok
-        assert texts(sink) == ["Half"]
-        assert len(server.requests) == 1
-        return
-    assert result.ok
-    assert result.unwrap().content == "Whole"
-    assert stream.text == "Whole"
-    # The reader saw the failed attempt's text, the reset, the winner; or the winner alone.
-    assert texts(sink) == (["Half", None, "Whole"] if shown else ["Whole"])
-    if shown:
-        assert isinstance(sink.events[1], ResetEvent)
-    models = [r.json["model"] for r in server.requests]
-    assert models[-1] == ("claude-b" if action in (NEXT, STAGE) else "claude-a")
+    cases.check_the_reader_ends_with_the_winner(
+        run, models, action=action, kind=kind, shown=shown, retractable=retractable
+    )
 
 
 async def test_a_429_says_how_long_to_wait() -> None:
@@ -434,44 +299,24 @@ def test_a_client_that_retries_is_refused() -> None:
         AnthropicAdapter(object())  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+@cases.THOUGHTS
 async def test_thinking_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    # A thought every 1.5 s: within the 2 s between-chunk budget every time;
-    # the 10 s first-token budget still runs, so 20 of them (30 s) stall.
-    events: list[Any] = []
-    for i in range(thoughts):
-        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
-    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
-    async with claude(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
-        start = anyio.current_time()
-        result = await model.route(MESSAGES)
+    result, took = await cases.route_through_thoughts(claude, thoughts)
     if ok:
         assert result.unwrap().content == "done"
     else:
-        error = result.attempts[0].error
-        assert isinstance(error, StreamStallError)
-        assert error.budget == "time_to_first_token"
-        assert anyio.current_time() - start == pytest.approx(10.0)
+        cases.check_stalled_before_the_first_token(result, took)
 
 
 async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:
-    import pydantic
-
-    from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
-
     script = [StreamResponse.of_tool_calls(("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Porto"}'))]
     async with open_fake_anthropic_server(script) as server:
-        agent = Agent(
-            "anthropic:claude-test", output_type=Place, base_url=server.base_url, api_key="k"
+        output = await cases.ask_for_a_place(
+            "anthropic:claude-test", base_url=server.base_url, api_key="k"
         )
-        result = await agent.run("Where?")
-        await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert output == cases.Place(city="Porto")
     assert server.requests[0].json["tool_choice"] == {
         "type": "tool",
         "name": STRUCTURED_OUTPUT_TOOL,

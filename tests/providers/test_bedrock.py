@@ -13,25 +13,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
 import botocore.eventstream
 import botocore.exceptions
 import httpx2
+import provider_cases as cases
 import pytest
+from provider_cases import ADD_TOOL, MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
-from juno_bind_trio import CompletionDefectError, StreamStallError, UsageError
+from juno_bind_trio import CompletionDefectError, UsageError
 from juno_bind_trio.completion import (
     ListSink,
     ReasoningEvent,
-    ResetEvent,
-    TextEvent,
     ToolCallDeltaEvent,
     TurnTextStream,
 )
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, ProviderRequest, RoutedModel
 from juno_bind_trio.providers.bedrock import (
     STRUCTURED_OUTPUT_TOOL,
@@ -56,47 +56,34 @@ from juno_bind_trio.testing import (
     ErrorResponse,
     FakeProviderServer,
     FakeResponse,
-    Finish,
     MalformedChunk,
     Pause,
-    ReasoningDelta,
     StreamResponse,
     TextDelta,
-    ToolCallDelta,
     Usage,
     open_fake_bedrock_server,
 )
 
 pytestmark = pytest.mark.anyio
 
-MESSAGES = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "hi"},
-]
 KEYS: dict[str, Any] = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secret"}
-NEXT = RouteAction.NEXT_CANDIDATE
-RETRY = RouteAction.RETRY_SAME_ENDPOINT
-STAGE = RouteAction.NEXT_STAGE
-STOP = RouteAction.PROPAGATE
 
 
 @asynccontextmanager
-async def bedrock(
-    script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer]]:
+async def bedrock_wire(
+    script: Sequence[FakeResponse],
+) -> AsyncIterator[tuple[FakeProviderServer, BedrockAdapter]]:
     async with (
         open_fake_bedrock_server(script) as server,
         open_bedrock_client(endpoint_url=server.base_url, **KEYS) as client,
     ):
-        model = RoutedModel(
-            plan=RoutePlan(
-                [RouteStage("anthropic.claude-test", [Candidate("bedrock")])],
-                max_retries=max_retries,
-            ),
-            adapters={"bedrock": BedrockAdapter(client)},
-            **options,
-        )
-        yield model, server
+        yield server, BedrockAdapter(client)
+
+
+def bedrock(
+    script: Sequence[FakeResponse], **options: Any
+) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
+    return cases.open_routed(bedrock_wire, "bedrock", "anthropic.claude-test", script, **options)
 
 
 class FullSink:
@@ -117,10 +104,6 @@ class FullSink:
         self.events.append(event)
 
 
-def texts(sink: ListSink) -> list[str | None]:
-    return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
-
-
 async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape() -> None:
     sink = ListSink()
     stream = TurnTextStream(sink=sink, turn_id="t")
@@ -133,7 +116,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape(
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     # Converse counts cached input apart from inputTokens: the turn's input is the sum.
     assert (turn.input_tokens, turn.output_tokens, turn.cached_tokens) == (17, 2, 5)
     request = server.requests[0]
@@ -150,50 +133,17 @@ async def test_text_streams_to_the_reader_and_the_request_is_the_converse_shape(
     assert PROVIDER_STATE_KEY not in turn.extra
 
 
-def add_call(call_id: str, a: int, b: int) -> tuple[str, str, str]:
-    return call_id, "add", json.dumps({"a": a, "b": b})
-
-
-async def run_add(call: Any) -> ToolCallOutcome:
-    args = json.loads(call["function"]["arguments"])
-    await anyio.sleep(1)
-    return ToolCallOutcome.from_content(call["id"], str(args["a"] + args["b"]))
-
-
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
-
 async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
     script = [
         StreamResponse.of_tool_calls(
-            add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding.", fragments=3
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding.", fragments=3
         ),
         StreamResponse.of_text("3 and 7"),
     ]
     sink = FullSink()
     async with bedrock(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=run_add,
-            build_tools=lambda: [ADD_TOOL],
-            text_sink=sink,
-        )
-        result = await loop.run()
+        result = await cases.tool_loop(model, state, max_iterations=3, text_sink=sink).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
     first, second = (r.json for r in server.requests)
@@ -248,47 +198,23 @@ async def test_parallel_tool_calls_are_answered_in_one_user_message() -> None:
     assert PROVIDER_STATE_KEY not in assistant
 
 
-def reasoning_then_call(thought: str, call: tuple[str, str, str]) -> StreamResponse:
-    call_id, name, arguments = call
-    return StreamResponse(
-        [
-            ReasoningDelta(thought[:5]),
-            ReasoningDelta(thought[5:]),
-            ToolCallDelta(0, id=call_id, name=name, arguments=arguments[:4]),
-            ToolCallDelta(0, arguments=arguments[4:]),
-            Finish("tool_calls"),
-        ]
-    )
-
-
 async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
     script = [
-        reasoning_then_call("First I add one and two.", add_call("c1", 1, 2)),
-        reasoning_then_call("Now three and four.", add_call("c2", 3, 4)),
+        cases.reasoning_then_call("First I add one and two.", cases.add_call("c1", 1, 2)),
+        cases.reasoning_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     sink = FullSink()
     async with bedrock(script, request_options=thinking) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        loop = ToolLoop(
-            state=state,
-            max_iterations=4,
-            call_model=model,
-            run_tool_call=run_add,
-            build_tools=lambda: [ADD_TOOL],
-            text_sink=sink,
-        )
-        result = await loop.run()
+        result = await cases.tool_loop(model, state, text_sink=sink).run()
     assert result.content == "10"
     reasoning = [e.text for e in sink.events if isinstance(e, ReasoningEvent)]
     assert reasoning == ["First", " I add one and two.", "Now t", "hree and four."]
     # Every request was accepted by the validating fake: the reasoning blocks
     # went back at the head of their turns, text and signature intact.
-    assert all(
-        r.response is not None and not isinstance(r.response, ErrorResponse)
-        for r in server.requests
-    )
+    assert cases.accepted(server)
     first = server.requests[0].json
     assert first["additionalModelRequestFields"] == thinking
     third = server.requests[2].json["messages"]
@@ -311,7 +237,7 @@ async def test_reasoning_goes_back_unchanged_over_two_tool_turns() -> None:
 
 async def test_a_changed_reasoning_block_is_refused_as_the_api_refuses_it() -> None:
     script = [
-        reasoning_then_call("real thought", add_call("c1", 1, 2)),
+        cases.reasoning_then_call("real thought", cases.add_call("c1", 1, 2)),
         StreamResponse.of_text("x"),
     ]
     async with bedrock(script) as (model, _):
@@ -361,8 +287,7 @@ async def test_another_providers_state_is_not_sent() -> None:
 
 
 async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    response_format = cases.place_format()
     script = [
         StreamResponse.of_tool_calls(
             ("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Lisbon"}'), fragments=3
@@ -377,7 +302,7 @@ async def test_structured_output_is_a_forced_tool_whose_input_is_the_content() -
     assert turn.tool_calls == ()
     body = server.requests[0].json
     assert body["toolConfig"]["toolChoice"] == {"tool": {"name": STRUCTURED_OUTPUT_TOOL}}
-    assert body["toolConfig"]["tools"][-1]["toolSpec"]["inputSchema"]["json"] == schema
+    assert body["toolConfig"]["tools"][-1]["toolSpec"]["inputSchema"]["json"] == cases.PLACE_SCHEMA
     assert "response_format" not in body
     assert "additionalModelRequestFields" not in body
 
@@ -396,16 +321,13 @@ async def test_with_thinking_on_the_structured_tool_is_offered_not_forced() -> N
 
 
 async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> None:
-    import pydantic
-
     from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
 
     script = [StreamResponse.of_tool_calls(("s1", STRUCTURED_OUTPUT_TOOL, '{"city": "Porto"}'))]
     async with open_fake_bedrock_server(script) as server:
-        agent = Agent("bedrock:anthropic.claude-test", output_type=Place, base_url=server.base_url)
+        agent = Agent(
+            "bedrock:anthropic.claude-test", output_type=cases.Place, base_url=server.base_url
+        )
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
             patch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
@@ -415,7 +337,7 @@ async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> Non
             with anyio.fail_after(30):
                 result = await agent.run("Where?")
         await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert result.output == cases.Place(city="Porto")
     assert server.requests[0].json["toolConfig"]["toolChoice"] == {
         "tool": {"name": STRUCTURED_OUTPUT_TOOL}
     }
@@ -424,7 +346,7 @@ async def test_an_agent_output_type_is_answered_through_the_forced_tool() -> Non
 # --- every fault, classified, on a retractable and a permanent reader -------------------
 
 # (id, fault, verdict, exception, whether the reader was shown text before it)
-FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
+FAULTS: list[Fault] = [
     (
         "throttled (429)",
         ErrorResponse(429, "Too many requests", retry_after=3),
@@ -489,20 +411,7 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
         botocore.eventstream.ChecksumMismatch,
         True,
     ),
-    (
-        "stall before the first token",
-        StreamResponse([Pause(math.inf), TextDelta("late")]),
-        NEXT,
-        StreamStallError,
-        False,
-    ),
-    (
-        "stall between chunks",
-        StreamResponse([TextDelta("Half"), Pause(math.inf)]),
-        NEXT,
-        StreamStallError,
-        True,
-    ),
+    *STALLS,
     (
         "cut off without messageStop",
         StreamResponse([TextDelta("Half")], done=False),
@@ -534,65 +443,25 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
 ]
 
 
-@pytest.mark.parametrize("retractable", [True, False], ids=["retractable", "permanent"])
-@pytest.mark.parametrize(
-    ("fault", "action", "kind", "shown"),
-    [pytest.param(f, a, k, s, id=i) for i, f, a, k, s in FAULTS],
-)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
-    fault: FakeResponse, action: RouteAction, kind: type[Exception], shown: bool, retractable: bool
+    fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
-    sink = ListSink(retractable=retractable)
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    async with (
-        open_fake_bedrock_server([fault, StreamResponse.of_text("Whole")]) as server,
-        open_bedrock_client(endpoint_url=server.base_url, **KEYS) as client,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("model-a", [Candidate("bedrock")]),
-                RouteStage("model-b", [Candidate("bedrock")]),
-            ],
-            max_retries=1,
-            max_retry_wait=10.0,
-        )
-        model = RoutedModel(
-            plan=plan,
-            adapters={"bedrock": BedrockAdapter(client)},
-            time_to_first_token=5.0,
-            inter_chunk_timeout=2.0,
-        )
-        start = anyio.current_time()
-        result = await model.route(MESSAGES, text_stream=stream)
-        took = anyio.current_time() - start
-        stream.finish("succeeded" if result.ok else "failed")
-    first = result.attempts[0]
+    models = ("model-a", "model-b")
+    run = await cases.play_fault(
+        bedrock_wire, "bedrock", models, fault, retractable=retractable, max_retry_wait=10.0
+    )
+    first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     verdict = classify_bedrock_error(first.error, first.candidate, first.cursor)
     assert verdict.action is action
-    if action is STOP:
-        assert not result.ok
-        assert isinstance(result.error, kind)
-        return
-    if shown and not retractable:
-        # A permanent reader was shown the failed attempt's text: routing stops,
-        # and the reader keeps what it was shown.
-        assert not result.ok
-        assert texts(sink) == ["Half"]
-        assert len(server.requests) == 1
-        return
-    assert result.ok
-    assert result.unwrap().content == "Whole"
-    assert stream.text == "Whole"
-    assert texts(sink) == (["Half", None, "Whole"] if shown else ["Whole"])
-    if shown:
-        assert isinstance(sink.events[1], ResetEvent)
-    models = [r.model for r in server.requests]
-    assert models[-1] == ("model-b" if action in (NEXT, STAGE) else "model-a")
-    if action is RETRY and isinstance(first.error, botocore.exceptions.ClientError):
+    reached = cases.check_the_reader_ends_with_the_winner(
+        run, models, action=action, kind=kind, shown=shown, retractable=retractable
+    )
+    if reached and action is RETRY and isinstance(first.error, botocore.exceptions.ClientError):
         # Throttled: the retry waited Retry-After (3 s) or the first backoff.
         assert verdict.retry_after in (3.0, THROTTLE_BACKOFF)
-        assert took >= verdict.retry_after
+        assert run.took >= verdict.retry_after
 
 
 def cursor(attempt: int) -> RouteCursor:
@@ -741,21 +610,12 @@ async def test_clients_share_one_loader_of_botocores_models_per_data_path(
         assert str(tmp_path) in third._loader.search_paths
 
 
-@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+@cases.THOUGHTS
 async def test_reasoning_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    events: list[Any] = []
-    for i in range(thoughts):
-        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
-    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
-    async with bedrock(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
-        start = anyio.current_time()
-        result = await model.route(MESSAGES)
+    result, took = await cases.route_through_thoughts(bedrock, thoughts)
     if ok:
         assert result.unwrap().content == "done"
     else:
-        error = result.attempts[0].error
-        assert isinstance(error, StreamStallError)
-        assert error.budget == "time_to_first_token"
-        assert anyio.current_time() - start == pytest.approx(10.0)
+        cases.check_stalled_before_the_first_token(result, took)

@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 import pytest
+from fallback_cases import fallback_model, lookup_loop, turn_text
 
-from juno_bind_trio.completion import ListSink, TurnTextView
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.completion import ListSink
+from juno_bind_trio.loop import LoopState, ToolCallOutcome
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.openai import OpenAIChatAdapter, open_openai_client
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
@@ -35,13 +35,6 @@ from juno_bind_trio.testing import (
 pytestmark = pytest.mark.anyio
 
 SIGNATURE = {"google": {"thought_signature": "Q2lRQjRNdz09"}}
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-    },
-}
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> RawEvent:
@@ -94,28 +87,12 @@ async def compat_then_openai(
         open_openai_client(base_url=openai_api.base_url, api_key="o") as openai_client,
     ):
         openai_api.strict_fields = True
-        model = RoutedModel(
-            plan=RoutePlan(
-                [
-                    RouteStage("gemini-3-pro", [Candidate("gemini-compat")]),
-                    RouteStage("gpt-4o", [Candidate("openai")]),
-                ],
-                max_retries=0,
-            ),
-            adapters={
-                "gemini-compat": OpenAIChatAdapter(gemini_client, stream_path=stream_path),  # type: ignore[arg-type]
-                "openai": OpenAIChatAdapter(openai_client, stream_path=stream_path),  # type: ignore[arg-type]
-            },
+        compat = OpenAIChatAdapter(gemini_client, stream_path=stream_path)  # type: ignore[arg-type]
+        direct = OpenAIChatAdapter(openai_client, stream_path=stream_path)  # type: ignore[arg-type]
+        model = fallback_model(
+            ("gemini-3-pro", "gemini-compat", compat), ("gpt-4o", "openai", direct)
         )
         yield model, gemini, openai_api
-
-
-def turn_text(sink: ListSink, turn_id: str) -> str:
-    view = TurnTextView(turn_id)
-    for event in sink.events:
-        if event.turn_id == turn_id:
-            view.apply(event)
-    return view.text
 
 
 @pytest.mark.parametrize("stream_path", ["lean", "sdk"])
@@ -135,16 +112,7 @@ async def test_gemini_compat_dies_mid_stream_and_openai_is_sent_none_of_its_fiel
         openai_api,
     ):
         state = LoopState(messages=[{"role": "user", "content": "When is high tide?"}])
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=lookup,
-            build_tools=lambda: [TOOL],
-            text_sink=sink,
-            run_id="r",
-        )
-        result = await loop.run()
+        result = await lookup_loop(model, state, sink, run_tool_call=lookup).run()
         assert result.content == "High tide is at noon."
         assert turn_text(sink, "r:2") == "High tide is at noon."
 
@@ -277,31 +245,13 @@ async def test_gemini_compat_dies_and_anthropic_takes_its_call_without_its_field
         open_openai_client(base_url=gemini.base_url, api_key="g") as gemini_client,
         open_anthropic_client(base_url=claude.base_url, api_key="a") as claude_client,
     ):
-        model = RoutedModel(
-            plan=RoutePlan(
-                [
-                    RouteStage("gemini-3-pro", [Candidate("gemini-compat")]),
-                    RouteStage("claude-test", [Candidate("anthropic")]),
-                ],
-                max_retries=0,
-            ),
-            adapters={
-                "gemini-compat": OpenAIChatAdapter(gemini_client),
-                "anthropic": AnthropicAdapter(claude_client),
-            },
+        model = fallback_model(
+            ("gemini-3-pro", "gemini-compat", OpenAIChatAdapter(gemini_client)),
+            ("claude-test", "anthropic", AnthropicAdapter(claude_client)),
             request_options={"max_tokens": 64},
         )
         state = LoopState(messages=[{"role": "user", "content": "When is high tide?"}])
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=lookup,
-            build_tools=lambda: [TOOL],
-            text_sink=ListSink(),
-            run_id="r",
-        )
-        result = await loop.run()
+        result = await lookup_loop(model, state, ListSink(), run_tool_call=lookup).run()
     assert result.content == "Noon."
     request = claude.requests[0]
     assert not isinstance(request.response, ErrorResponse)

@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
-import anyio
 import pytest
+from fallback_cases import fallback_model, lookup_loop, turn_text
 
-from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent, TurnTextView
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.anthropic import AnthropicAdapter, open_anthropic_client
 from juno_bind_trio.providers.google import GeminiAdapter, open_gemini_client
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
@@ -37,21 +35,6 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-    },
-}
-
-
-async def lookup(call: Any) -> ToolCallOutcome:
-    await anyio.sleep(0.5)
-    return ToolCallOutcome.from_content(
-        call["id"], "found: " + json.loads(call["function"]["arguments"])["q"]
-    )
-
 
 @asynccontextmanager
 async def both(
@@ -66,39 +49,13 @@ async def both(
         open_gemini_client(base_url=gemini.base_url, api_key="g") as gemini_client,
         open_anthropic_client(base_url=claude.base_url, api_key="a") as claude_client,
     ):
-        stages = [
-            RouteStage("gemini-test", [Candidate("google")]),
-            RouteStage("claude-test", [Candidate("anthropic")]),
-        ]
-        model = RoutedModel(
-            plan=RoutePlan(stages if gemini_first else stages[::-1], max_retries=0),
-            adapters={
-                "google": GeminiAdapter(gemini_client),
-                "anthropic": AnthropicAdapter(claude_client),
-            },
+        model = fallback_model(
+            ("gemini-test", "google", GeminiAdapter(gemini_client)),
+            ("claude-test", "anthropic", AnthropicAdapter(claude_client)),
+            in_order=gemini_first,
             request_options={"max_tokens": 512},
         )
         yield model, gemini, claude
-
-
-def turn_text(sink: ListSink, turn_id: str) -> str:
-    view = TurnTextView(turn_id)
-    for event in sink.events:
-        if event.turn_id == turn_id:
-            view.apply(event)
-    return view.text
-
-
-def loop_of(model: RoutedModel, state: LoopState, sink: ListSink) -> ToolLoop:
-    return ToolLoop(
-        state=state,
-        max_iterations=3,
-        call_model=model,
-        run_tool_call=lookup,
-        build_tools=lambda: [TOOL],
-        text_sink=sink,
-        run_id="r",
-    )
 
 
 async def test_gemini_dies_mid_stream_and_anthropic_answers() -> None:
@@ -118,7 +75,7 @@ async def test_gemini_dies_mid_stream_and_anthropic_answers() -> None:
     claude_script = [StreamResponse.of_text("High tide ", "is at noon.")]
     async with both(gemini_script, claude_script, gemini_first=True) as (model, gemini, claude):
         state = LoopState(messages=[{"role": "user", "content": "When is high tide?"}])
-        result = await loop_of(model, state, sink).run()
+        result = await lookup_loop(model, state, sink).run()
         assert result.content == "High tide is at noon."
         # The reader of turn 2 ends with the fallback's text only.
         assert turn_text(sink, "r:2") == "High tide is at noon."
@@ -155,7 +112,7 @@ async def test_anthropic_dies_mid_tool_loop_and_gemini_takes_its_calls() -> None
     gemini_script = [StreamResponse.of_text("Full ", "tonight.")]
     async with both(gemini_script, claude_script, gemini_first=False) as (model, gemini, _):
         state = LoopState(messages=[{"role": "user", "content": "Moon phase?"}])
-        result = await loop_of(model, state, sink).run()
+        result = await lookup_loop(model, state, sink).run()
     assert result.content == "Full tonight."
     assert turn_text(sink, "r:2") == "Full tonight."
     request = gemini.requests[0]

@@ -10,17 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
-import anyio
 import pytest
+from fallback_cases import fallback_model, lookup_loop, turn_text
 
-from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent, TurnTextView
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.anthropic import AnthropicAdapter, open_anthropic_client
 from juno_bind_trio.providers.openai import OpenAIChatAdapter, open_openai_client
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
@@ -38,21 +36,6 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-    },
-}
-
-
-async def lookup(call: Any) -> ToolCallOutcome:
-    await anyio.sleep(0.5)
-    return ToolCallOutcome.from_content(
-        call["id"], "found: " + json.loads(call["function"]["arguments"])["q"]
-    )
-
 
 @asynccontextmanager
 async def both(
@@ -67,27 +50,13 @@ async def both(
         open_anthropic_client(base_url=claude.base_url, api_key="a") as claude_client,
         open_openai_client(base_url=gpt.base_url, api_key="o") as gpt_client,
     ):
-        stages = [
-            RouteStage("claude-test", [Candidate("anthropic")]),
-            RouteStage("gpt-test", [Candidate("openai")]),
-        ]
-        model = RoutedModel(
-            plan=RoutePlan(stages if claude_first else stages[::-1], max_retries=0),
-            adapters={
-                "anthropic": AnthropicAdapter(claude_client),
-                "openai": OpenAIChatAdapter(gpt_client),
-            },
+        model = fallback_model(
+            ("claude-test", "anthropic", AnthropicAdapter(claude_client)),
+            ("gpt-test", "openai", OpenAIChatAdapter(gpt_client)),
+            in_order=claude_first,
             request_options={"max_tokens": 512},
         )
         yield model, claude, gpt
-
-
-def turn_text(sink: ListSink, turn_id: str) -> str:
-    view = TurnTextView(turn_id)
-    for event in sink.events:
-        if event.turn_id == turn_id:
-            view.apply(event)
-    return view.text
 
 
 def thinking_call(call_id: str, query: str) -> StreamResponse:
@@ -111,16 +80,7 @@ async def test_anthropic_dies_mid_stream_and_openai_answers() -> None:
     gpt_script = [StreamResponse.of_text("High tide ", "is at noon.")]
     async with both(claude_script, gpt_script, claude_first=True) as (model, claude, gpt):
         state = LoopState(messages=[{"role": "user", "content": "When is high tide?"}])
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=lookup,
-            build_tools=lambda: [TOOL],
-            text_sink=sink,
-            run_id="r",
-        )
-        result = await loop.run()
+        result = await lookup_loop(model, state, sink).run()
         assert result.content == "High tide is at noon."
         # The reader of turn 2 ends with the fallback's text only.
         assert turn_text(sink, "r:2") == "High tide is at noon."
@@ -152,16 +112,7 @@ async def test_openai_dies_mid_stream_and_anthropic_answers() -> None:
     claude_script = [StreamResponse.of_text("Full ", "tonight.")]
     async with both(claude_script, gpt_script, claude_first=False) as (model, claude, _):
         state = LoopState(messages=[{"role": "user", "content": "Moon phase?"}])
-        loop = ToolLoop(
-            state=state,
-            max_iterations=3,
-            call_model=model,
-            run_tool_call=lookup,
-            build_tools=lambda: [TOOL],
-            text_sink=sink,
-            run_id="r",
-        )
-        result = await loop.run()
+        result = await lookup_loop(model, state, sink).run()
     assert result.content == "Full tonight."
     assert turn_text(sink, "r:2") == "Full tonight."
     request = claude.requests[0]

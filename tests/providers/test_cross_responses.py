@@ -7,23 +7,20 @@ neither is sent the other's provider state.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
-import anyio
 import pytest
+from fallback_cases import fallback_model, lookup_loop, turn_text
 
-from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent, TurnTextView
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.openai import (
     OpenAIChatAdapter,
     OpenAIResponsesAdapter,
     open_openai_client,
 )
-from juno_bind_trio.routing import Candidate, RoutePlan, RouteStage
 from juno_bind_trio.testing import (
     Disconnect,
     ErrorResponse,
@@ -42,20 +39,6 @@ from juno_bind_trio.testing import (
 pytestmark = pytest.mark.anyio
 
 RESPONSES = "openai-responses"
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-    },
-}
-
-
-async def lookup(call: Any) -> ToolCallOutcome:
-    await anyio.sleep(0.5)
-    return ToolCallOutcome.from_content(
-        call["id"], "found: " + json.loads(call["function"]["arguments"])["q"]
-    )
 
 
 @asynccontextmanager
@@ -71,39 +54,13 @@ async def both(
         open_openai_client(base_url=responses.base_url, api_key="r") as responses_client,
         open_openai_client(base_url=chat.base_url, api_key="c") as chat_client,
     ):
-        stages = [
-            RouteStage("gpt-responses", [Candidate(RESPONSES)]),
-            RouteStage("gpt-chat", [Candidate("openai")]),
-        ]
-        model = RoutedModel(
-            plan=RoutePlan(stages if responses_first else stages[::-1], max_retries=0),
-            adapters={
-                RESPONSES: OpenAIResponsesAdapter(responses_client),
-                "openai": OpenAIChatAdapter(chat_client),
-            },
+        model = fallback_model(
+            ("gpt-responses", RESPONSES, OpenAIResponsesAdapter(responses_client)),
+            ("gpt-chat", "openai", OpenAIChatAdapter(chat_client)),
+            in_order=responses_first,
             request_options={"max_tokens": 256},
         )
         yield model, responses, chat
-
-
-def turn_text(sink: ListSink, turn_id: str) -> str:
-    view = TurnTextView(turn_id)
-    for event in sink.events:
-        if event.turn_id == turn_id:
-            view.apply(event)
-    return view.text
-
-
-def loop_over(model: RoutedModel, state: LoopState, sink: ListSink) -> ToolLoop:
-    return ToolLoop(
-        state=state,
-        max_iterations=3,
-        call_model=model,
-        run_tool_call=lookup,
-        build_tools=lambda: [TOOL],
-        text_sink=sink,
-        run_id="r",
-    )
 
 
 async def test_responses_dies_mid_stream_and_chat_answers() -> None:
@@ -127,7 +84,7 @@ async def test_responses_dies_mid_stream_and_chat_answers() -> None:
         chat,
     ):
         state = LoopState(messages=[{"role": "user", "content": "When is high tide?"}])
-        result = await loop_over(model, state, sink).run()
+        result = await lookup_loop(model, state, sink).run()
         assert result.content == "High tide is at noon."
         assert turn_text(sink, "r:2") == "High tide is at noon."
         second = [e for e in sink.events if e.turn_id == "r:2"]
@@ -163,7 +120,7 @@ async def test_chat_dies_mid_stream_and_responses_answers() -> None:
         _,
     ):
         state = LoopState(messages=[{"role": "user", "content": "Moon phase?"}])
-        result = await loop_over(model, state, sink).run()
+        result = await lookup_loop(model, state, sink).run()
     assert result.content == "Full tonight."
     assert turn_text(sink, "r:2") == "Full tonight."
     request = responses.requests[0]

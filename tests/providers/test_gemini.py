@@ -13,18 +13,20 @@ import base64
 import json
 import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx2
+import provider_cases as cases
 import pytest
 from google import genai
 from google.genai import errors, types
+from provider_cases import MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
-from juno_bind_trio import CompletionDefectError, StreamStallError
-from juno_bind_trio.completion import ListSink, ResetEvent, TextEvent, TurnTextStream
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio import CompletionDefectError
+from juno_bind_trio.completion import ListSink, TurnTextStream
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.google import (
     FOREIGN_CALL_SIGNATURE,
@@ -54,43 +56,22 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-MESSAGES = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "hi"},
-]
-NEXT = RouteAction.NEXT_CANDIDATE
-RETRY = RouteAction.RETRY_SAME_ENDPOINT
-STAGE = RouteAction.NEXT_STAGE
-STOP = RouteAction.PROPAGATE
-
 
 @asynccontextmanager
-async def gemini(
-    script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer]]:
+async def gemini_wire(
+    script: Sequence[FakeResponse],
+) -> AsyncIterator[tuple[FakeProviderServer, GeminiAdapter]]:
     async with (
         open_fake_gemini_server(script) as server,
         open_gemini_client(base_url=server.base_url, api_key="k") as client,
     ):
-        model = RoutedModel(
-            plan=RoutePlan(
-                [RouteStage("gemini-test", [Candidate("google")])], max_retries=max_retries
-            ),
-            adapters={"google": GeminiAdapter(client)},
-            **options,
-        )
-        yield model, server
+        yield server, GeminiAdapter(client)
 
 
-def texts(sink: ListSink) -> list[str | None]:
-    return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
-
-
-def accepted(server: FakeProviderServer) -> bool:
-    return all(
-        r.response is not None and not isinstance(r.response, ErrorResponse)
-        for r in server.requests
-    )
+def gemini(
+    script: Sequence[FakeResponse], **options: Any
+) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
+    return cases.open_routed(gemini_wire, "google", "gemini-test", script, **options)
 
 
 async def test_text_streams_to_the_reader_and_the_request_is_gemini_shaped() -> None:
@@ -102,7 +83,7 @@ async def test_text_streams_to_the_reader_and_the_request_is_gemini_shaped() -> 
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     # Thoughts are counted apart by Gemini; the harness's output is both.
     assert (turn.input_tokens, turn.output_tokens) == (12, 5)
     assert (turn.cached_tokens, turn.reasoning_tokens) == (4, 3)
@@ -117,54 +98,30 @@ async def test_text_streams_to_the_reader_and_the_request_is_gemini_shaped() -> 
     assert set(turn.extra[PROVIDER_STATE_KEY]) == {"provider", "text"}
 
 
-def add_call(call_id: str, a: int, b: int) -> tuple[str, str, str]:
-    return call_id, "add", json.dumps({"a": a, "b": b})
-
-
-async def run_add(call: Any) -> ToolCallOutcome:
-    args = json.loads(call["function"]["arguments"])
-    await anyio.sleep(1)
-    return ToolCallOutcome.from_content(call["id"], str(args["a"] + args["b"]))
-
-
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": ["integer", "null"]}},
-            "required": ["a", "b"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-
-def tool_loop(model: RoutedModel, state: LoopState, **options: Any) -> ToolLoop:
-    return ToolLoop(
-        state=state,
-        max_iterations=4,
-        call_model=model,
-        run_tool_call=run_add,
-        build_tools=lambda: [ADD_TOOL],
-        **options,
-    )
+ADD_TOOL = cases.add_tool(
+    {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": ["integer", "null"]}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+)
 
 
 async def test_parallel_calls_are_answered_in_one_user_turn_by_name() -> None:
     script = [
-        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_tool_calls(
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding."
+        ),
         StreamResponse.of_text("3 and 7"),
     ]
     async with gemini(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state).run()
+        result = await cases.tool_loop(model, state, tool=ADD_TOOL).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
-    assert accepted(server)
+    assert cases.accepted(server)
     first, second = (r.json for r in server.requests)
     # The schema in the gemini dialect: no $schema, no additionalProperties, nullable.
     assert first["tools"] == [
@@ -229,18 +186,20 @@ async def test_thought_signatures_go_back_byte_for_byte_over_two_tool_turns() ->
         )
 
     script = [
-        thinking_then_call("First one and two.", add_call("c1", 1, 2)),
-        thinking_then_call("Now three and four.", add_call("c2", 3, 4)),
+        thinking_then_call("First one and two.", cases.add_call("c1", 1, 2)),
+        thinking_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     sink = ListSink()
     async with gemini(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, text_sink=sink, run_id="r").run()
+        result = await cases.tool_loop(
+            model, state, tool=ADD_TOOL, text_sink=sink, run_id="r"
+        ).run()
         # Every request was accepted by the validating fake: each call came
         # back with the signature it was issued, unchanged.
         assert result.content == "10"
-        assert accepted(server)
+        assert cases.accepted(server)
         issued = [base64.b64encode(f"fake-thought:{i}:call0".encode()).decode() for i in range(2)]
         assert signed_parts(server.requests[2].json) == [
             (1, "add", issued[0]),
@@ -296,13 +255,7 @@ async def test_calls_of_another_provider_get_the_documented_dummy_signature() ->
 
 
 async def test_structured_output_is_gemini_s_own_json_mode() -> None:
-    schema = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    }
-    response_format = {"type": "json_schema", "json_schema": {"name": "Place", "schema": schema}}
+    response_format = cases.place_format({**cases.PLACE_SCHEMA, "additionalProperties": False})
     script = [StreamResponse.of_text('{"city": ', '"Lisbon"}')]
     async with gemini(script, request_options={"response_format": response_format}) as (
         model,
@@ -349,34 +302,24 @@ async def test_request_options_map_onto_the_generation_config() -> None:
     }
 
 
-@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+@cases.THOUGHTS
 async def test_thoughts_keep_the_stream_alive_but_are_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    events: list[Any] = []
-    for i in range(thoughts):
-        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
-    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
-    sink = ListSink()
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    async with gemini(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
-        start = anyio.current_time()
-        result = await model.route(MESSAGES, text_stream=stream)
+    stream = TurnTextStream(sink=ListSink(), turn_id="t")
+    result, took = await cases.route_through_thoughts(gemini, thoughts, text_stream=stream)
     if ok:
         turn = result.unwrap()
         assert turn.content == "done"
         assert turn.reasoning == "t0 t1 t2 t3 "
     else:
-        error = result.attempts[0].error
-        assert isinstance(error, StreamStallError)
-        assert error.budget == "time_to_first_token"
-        assert anyio.current_time() - start == pytest.approx(10.0)
+        cases.check_stalled_before_the_first_token(result, took)
 
 
 # --- every fault, classified, on a retractable and a permanent reader -------------------
 
 # (id, fault, verdict, exception, whether the reader was shown text before it)
-FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
+FAULTS: list[Fault] = [
     ("429 with retry info", ErrorResponse(429, retry_after=3), RETRY, errors.ClientError, False),
     ("429 without", ErrorResponse(429), NEXT, errors.ClientError, False),
     ("503 unavailable", ErrorResponse(503), NEXT, errors.ServerError, False),
@@ -404,20 +347,7 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
         errors.UnknownApiResponseError,
         True,
     ),
-    (
-        "stall before the first token",
-        StreamResponse([Pause(math.inf), TextDelta("late")]),
-        NEXT,
-        StreamStallError,
-        False,
-    ),
-    (
-        "stall between chunks",
-        StreamResponse([TextDelta("Half"), Pause(math.inf)]),
-        NEXT,
-        StreamStallError,
-        True,
-    ),
+    *STALLS,
     (
         "cut off without a finish reason",
         StreamResponse([TextDelta("Half")], done=False),
@@ -440,67 +370,23 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
 ]
 
 
-@pytest.mark.parametrize("retractable", [True, False], ids=["retractable", "permanent"])
-@pytest.mark.parametrize(
-    ("fault", "action", "kind", "shown"),
-    [pytest.param(f, a, k, s, id=i) for i, f, a, k, s in FAULTS],
-)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
-    fault: FakeResponse,
-    action: RouteAction,
-    kind: type[Exception],
-    shown: bool,
-    retractable: bool,
+    fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
-    sink = ListSink(retractable=retractable)
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    async with (
-        open_fake_gemini_server([fault, StreamResponse.of_text("Whole")]) as server,
-        open_gemini_client(base_url=server.base_url, api_key="k") as client,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("gemini-a", [Candidate("google")]),
-                RouteStage("gemini-b", [Candidate("google")]),
-            ],
-            max_retries=1,
-        )
-        model = RoutedModel(
-            plan=plan,
-            adapters={"google": GeminiAdapter(client)},
-            time_to_first_token=5.0,
-            inter_chunk_timeout=2.0,
-        )
-        start = anyio.current_time()
-        result = await model.route(MESSAGES, text_stream=stream)
-        stream.finish("succeeded" if result.ok else "failed")
-    first = result.attempts[0]
+    models = ("gemini-a", "gemini-b")
+    run = await cases.play_fault(gemini_wire, "google", models, fault, retractable=retractable)
+    first = run.result.attempts[0]
     assert isinstance(first.error, kind)
     assert first.action is action or (first.adjusted is not None)
-    assert classify_gemini_error(first.error, first.candidate, first.cursor).action is action
-    if action is STOP:
-        assert not result.ok
-        assert isinstance(result.error, kind)
-        return
-    if shown and not retractable:
-        # A permanent reader was shown the failed attempt's text: routing stops,
-        # and the reader keeps what it was shown.
-        assert not result.ok
-        assert texts(sink) == ["Half"]
-        assert len(server.requests) == 1
-        return
-    assert result.ok
-    assert result.unwrap().content == "Whole"
-    assert stream.text == "Whole"
-    assert texts(sink) == (["Half", None, "Whole"] if shown else ["Whole"])
-    if shown:
-        assert isinstance(sink.events[1], ResetEvent)
-    models = [r.model for r in server.requests]
-    assert models[-1] == ("gemini-b" if action in (NEXT, STAGE) else "gemini-a")
     verdict = classify_gemini_error(first.error, first.candidate, first.cursor)
-    if verdict.retry_after is not None:
+    assert verdict.action is action
+    reached = cases.check_the_reader_ends_with_the_winner(
+        run, models, action=action, kind=kind, shown=shown, retractable=retractable
+    )
+    if reached and verdict.retry_after is not None:
         # The RetryInfo's wait, on the virtual clock, before the same endpoint again.
-        assert anyio.current_time() - start == pytest.approx(verdict.retry_after)
+        assert run.took == pytest.approx(verdict.retry_after)
 
 
 async def test_a_refused_connection_is_the_next_candidate() -> None:
@@ -553,20 +439,11 @@ async def test_cancellation_mid_stream_closes_the_connection() -> None:
 
 
 async def test_an_agent_output_type_is_answered_in_gemini_s_json_mode() -> None:
-    import pydantic
-
-    from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
-
     async with open_fake_gemini_server([StreamResponse.of_text('{"city": "Porto"}')]) as server:
-        agent = Agent(
-            "google:gemini-test", output_type=Place, base_url=server.base_url, api_key="k"
+        output = await cases.ask_for_a_place(
+            "google:gemini-test", base_url=server.base_url, api_key="k"
         )
-        result = await agent.run("Where?")
-        await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert output == cases.Place(city="Porto")
     body = server.requests[0].json
     assert body["generationConfig"]["responseMimeType"] == "application/json"
     assert "tools" not in body
@@ -598,9 +475,9 @@ async def test_signed_thoughts_and_gemini_s_own_call_ids_go_back_as_they_came() 
     )
     async with gemini([first, StreamResponse.of_text("3")]) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state).run()
+        result = await cases.tool_loop(model, state, tool=ADD_TOOL).run()
     assert result.content == "3"
-    assert accepted(server)
+    assert cases.accepted(server)
     assistant = state.messages[2]
     assert assistant["tool_calls"][0]["id"] == "fc-7"
     assert assistant[PROVIDER_STATE_KEY] == {

@@ -9,26 +9,24 @@ unchanged), so a second turn it accepts is one the real API would accept.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-import anyio
 import openai
+import provider_cases as cases
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from provider_cases import MESSAGES, NEXT, RETRY, STAGE, STALLS, STOP, Fault, Kind
 
-from juno_bind_trio import CompletionDefectError, StreamStallError
+from juno_bind_trio import CompletionDefectError
 from juno_bind_trio.completion import (
     ListSink,
     ReasoningEvent,
-    ResetEvent,
-    TextEvent,
     TurnTextStream,
 )
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.loop import LoopState
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.openai import (
     OpenAIResponsesAdapter,
@@ -41,10 +39,7 @@ from juno_bind_trio.providers.openai._responses_convert import (
     request_arguments,
 )
 from juno_bind_trio.routing import (
-    Candidate,
     RouteAction,
-    RoutePlan,
-    RouteStage,
 )
 from juno_bind_trio.testing import (
     CloseBeforeResponse,
@@ -55,11 +50,8 @@ from juno_bind_trio.testing import (
     FakeResponse,
     Finish,
     MalformedChunk,
-    Pause,
-    ReasoningDelta,
     StreamResponse,
     TextDelta,
-    ToolCallDelta,
     Usage,
     fake_responses_env,
     open_fake_responses_server,
@@ -68,30 +60,23 @@ from juno_bind_trio.testing import (
 pytestmark = pytest.mark.anyio
 
 NAME = "openai-responses"
-MESSAGES: list[dict[str, Any]] = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "hi"},
-]
-NEXT = RouteAction.NEXT_CANDIDATE
-RETRY = RouteAction.RETRY_SAME_ENDPOINT
-STAGE = RouteAction.NEXT_STAGE
-STOP = RouteAction.PROPAGATE
 
 
 @asynccontextmanager
-async def gpt(
-    script: Sequence[FakeResponse], *, max_retries: int = 0, **options: Any
-) -> AsyncIterator[tuple[RoutedModel, FakeProviderServer]]:
+async def gpt_wire(
+    script: Sequence[FakeResponse],
+) -> AsyncIterator[tuple[FakeProviderServer, OpenAIResponsesAdapter]]:
     async with (
         open_fake_responses_server(script) as server,
         open_openai_client(base_url=server.base_url, api_key="k") as client,
     ):
-        model = RoutedModel(
-            plan=RoutePlan([RouteStage("gpt-test", [Candidate(NAME)])], max_retries=max_retries),
-            adapters={NAME: OpenAIResponsesAdapter(client)},
-            **options,
-        )
-        yield model, server
+        yield server, OpenAIResponsesAdapter(client)
+
+
+def gpt(
+    script: Sequence[FakeResponse], **options: Any
+) -> AbstractAsyncContextManager[tuple[RoutedModel, FakeProviderServer]]:
+    return cases.open_routed(gpt_wire, NAME, "gpt-test", script, **options)
 
 
 class ThinkingSink:
@@ -110,17 +95,6 @@ class ThinkingSink:
         self.thoughts.append(event.text)
 
 
-def texts(sink: ListSink) -> list[str | None]:
-    return [e.text if isinstance(e, TextEvent) else None for e in sink.events]
-
-
-def accepted(server: FakeProviderServer) -> bool:
-    return all(
-        r.response is not None and not isinstance(r.response, ErrorResponse)
-        for r in server.requests
-    )
-
-
 async def test_text_streams_to_the_reader_with_usage_and_the_request_is_the_responses_shape() -> (
     None
 ):
@@ -132,7 +106,7 @@ async def test_text_streams_to_the_reader_with_usage_and_the_request_is_the_resp
         result = await model.route(MESSAGES, text_stream=stream)
     turn = result.unwrap()
     assert turn.content == "Hello"
-    assert texts(sink) == ["Hel", "lo"]
+    assert cases.texts(sink) == ["Hel", "lo"]
     assert (turn.input_tokens, turn.output_tokens) == (12, 5)
     assert (turn.cached_tokens, turn.reasoning_tokens) == (4, 3)
     assert turn.extra == {}
@@ -147,60 +121,38 @@ async def test_text_streams_to_the_reader_with_usage_and_the_request_is_the_resp
     assert server.requests[0].header("authorization") == "Bearer k"
 
 
-def add_call(call_id: str, a: int, b: int) -> tuple[str, str, str]:
-    return call_id, "add", json.dumps({"a": a, "b": b})
-
-
-async def run_add(call: Any) -> ToolCallOutcome:
-    args = json.loads(call["function"]["arguments"])
-    await anyio.sleep(1)
-    return ToolCallOutcome.from_content(call["id"], str(args["a"] + args["b"]))
-
-
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
-
-def tool_loop(model: RoutedModel, state: LoopState, **options: Any) -> ToolLoop:
-    return ToolLoop(
-        state=state,
-        max_iterations=4,
-        call_model=model,
-        run_tool_call=run_add,
-        build_tools=lambda: [ADD_TOOL],
-        **options,
-    )
+ADD_TOOL = cases.add_tool(
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+)
 
 
 async def test_parallel_tool_calls_become_items_and_each_is_answered_by_call_id() -> None:
     sink = ListSink()
     script = [
-        StreamResponse.of_tool_calls(add_call("c1", 1, 2), add_call("c2", 3, 4), text="Adding."),
+        StreamResponse.of_tool_calls(
+            cases.add_call("c1", 1, 2), cases.add_call("c2", 3, 4), text="Adding."
+        ),
         StreamResponse.of_text("3 and 7"),
     ]
     async with gpt(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, text_sink=sink, run_id="r").run()
+        result = await cases.tool_loop(
+            model, state, tool=ADD_TOOL, text_sink=sink, run_id="r"
+        ).run()
     assert result.reason == "completed"
     assert result.content == "3 and 7"
-    assert accepted(server)
+    assert cases.accepted(server)
     first, second = (r.json for r in server.requests)
     assert first["tools"] == [
         {
             "type": "function",
             "name": "add",
             "description": "Add two integers.",
-            "parameters": ADD_TOOL["function"]["parameters"],  # type: ignore[index]
+            "parameters": ADD_TOOL["function"]["parameters"],
             "strict": False,
         }
     ]
@@ -215,36 +167,25 @@ async def test_parallel_tool_calls_become_items_and_each_is_answered_by_call_id(
     assert [c["id"] for c in assistant["tool_calls"]] == ["c1", "c2"]
     assert PROVIDER_STATE_KEY not in assistant  # no reasoning: nothing to carry
     # Argument fragments reached the text stream's tool-call channel too.
-    assert texts(sink)[0] == "Adding."
-
-
-def reasoning_then_call(thought: str, call: tuple[str, str, str]) -> StreamResponse:
-    call_id, name, arguments = call
-    return StreamResponse(
-        [
-            ReasoningDelta(thought[:5]),
-            ReasoningDelta(thought[5:]),
-            ToolCallDelta(0, id=call_id, name=name, arguments=arguments[:4]),
-            ToolCallDelta(0, arguments=arguments[4:]),
-            Finish("tool_calls"),
-        ]
-    )
+    assert cases.texts(sink)[0] == "Adding."
 
 
 async def test_reasoning_items_go_back_unchanged_over_two_tool_turns() -> None:
     sink = ThinkingSink()
     script = [
-        reasoning_then_call("First I add one and two.", add_call("c1", 1, 2)),
-        reasoning_then_call("Now three and four.", add_call("c2", 3, 4)),
+        cases.reasoning_then_call("First I add one and two.", cases.add_call("c1", 1, 2)),
+        cases.reasoning_then_call("Now three and four.", cases.add_call("c2", 3, 4)),
         StreamResponse.of_text("10"),
     ]
     async with gpt(script) as (model, server):
         state = LoopState(messages=list(MESSAGES))
-        result = await tool_loop(model, state, text_sink=sink, run_id="r").run()
+        result = await cases.tool_loop(
+            model, state, tool=ADD_TOOL, text_sink=sink, run_id="r"
+        ).run()
     # Every request was accepted by the validating fake: with store false, each
     # call item came back with its reasoning item, the sealed content intact.
     assert result.content == "10"
-    assert accepted(server)
+    assert cases.accepted(server)
     states: list[Any] = [
         m.get(PROVIDER_STATE_KEY) for m in state.messages if m["role"] == "assistant"
     ]
@@ -264,7 +205,10 @@ async def test_reasoning_items_go_back_unchanged_over_two_tool_turns() -> None:
 
 
 async def test_an_altered_reasoning_item_is_refused_as_the_api_refuses_it() -> None:
-    script = [reasoning_then_call("Think.", add_call("c1", 1, 2)), StreamResponse.of_text("x")]
+    script = [
+        cases.reasoning_then_call("Think.", cases.add_call("c1", 1, 2)),
+        StreamResponse.of_text("x"),
+    ]
     async with gpt(script) as (model, _):
         first = (await model.route(MESSAGES)).unwrap()
         state = dict(first.extra[PROVIDER_STATE_KEY])
@@ -288,11 +232,8 @@ async def test_an_altered_reasoning_item_is_refused_as_the_api_refuses_it() -> N
 
 
 async def test_structured_output_is_the_native_text_format() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    response_format = {
-        "type": "json_schema",
-        "json_schema": {"name": "Place", "schema": schema, "strict": True},
-    }
+    schema = cases.PLACE_SCHEMA
+    response_format = cases.place_format(strict=True)
     script = [StreamResponse.of_text('{"city": ', '"Lisbon"}')]
     async with gpt(script, request_options={"response_format": response_format}) as (
         model,
@@ -313,21 +254,12 @@ async def test_structured_output_is_the_native_text_format() -> None:
 
 
 async def test_an_agent_output_type_is_answered_through_text_format() -> None:
-    import pydantic
-
-    from juno_bind_trio.agent import Agent
-
-    class Place(pydantic.BaseModel):
-        city: str
-
     script = [StreamResponse.of_text('{"city": "Porto"}')]
     async with open_fake_responses_server(script) as server:
-        agent = Agent(
-            "openai-responses:gpt-test", output_type=Place, base_url=server.base_url, api_key="k"
+        output = await cases.ask_for_a_place(
+            "openai-responses:gpt-test", base_url=server.base_url, api_key="k"
         )
-        result = await agent.run("Where?")
-        await agent.aclose()
-    assert result.output == Place(city="Porto")
+    assert output == cases.Place(city="Porto")
     body = server.requests[0].json
     assert body["text"]["format"]["type"] == "json_schema"
 
@@ -344,7 +276,7 @@ def test_agent_from_a_model_string_through_the_env_helper() -> None:
 
 # --- every fault, classified, on a retractable and a permanent reader -------------------
 
-FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
+FAULTS: list[Fault] = [
     ("429", ErrorResponse(429, retry_after=3), NEXT, openai.RateLimitError, False),
     ("500", ErrorResponse(500), NEXT, openai.InternalServerError, False),
     ("503", ErrorResponse(503), NEXT, openai.InternalServerError, False),
@@ -393,20 +325,7 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
         json.JSONDecodeError,
         True,
     ),
-    (
-        "stall before the first token",
-        StreamResponse([Pause(math.inf), TextDelta("late")]),
-        NEXT,
-        StreamStallError,
-        False,
-    ),
-    (
-        "stall between chunks",
-        StreamResponse([TextDelta("Half"), Pause(math.inf)]),
-        NEXT,
-        StreamStallError,
-        True,
-    ),
+    *STALLS,
     (
         "cut off without response.completed",
         StreamResponse([TextDelta("Half")], done=False),
@@ -425,57 +344,20 @@ FAULTS: list[tuple[str, FakeResponse, RouteAction, type[Exception], bool]] = [
 ]
 
 
-@pytest.mark.parametrize("retractable", [True, False], ids=["retractable", "permanent"])
-@pytest.mark.parametrize(
-    ("fault", "action", "kind", "shown"),
-    [pytest.param(f, a, k, s, id=i) for i, f, a, k, s in FAULTS],
-)
+@cases.every_fault(FAULTS)
 async def test_every_fault_is_classified_and_the_reader_ends_with_the_winner(
-    fault: FakeResponse, action: RouteAction, kind: type[Exception], shown: bool, retractable: bool
+    fault: FakeResponse, action: RouteAction, kind: Kind, shown: bool, retractable: bool
 ) -> None:
-    sink = ListSink(retractable=retractable)
-    stream = TurnTextStream(sink=sink, turn_id="t")
-    async with (
-        open_fake_responses_server([fault, StreamResponse.of_text("Whole")]) as server,
-        open_openai_client(base_url=server.base_url, api_key="k") as client,
-    ):
-        plan = RoutePlan(
-            [
-                RouteStage("gpt-a", [Candidate(NAME)]),
-                RouteStage("gpt-b", [Candidate(NAME)]),
-            ],
-            max_retries=1,
-        )
-        model = RoutedModel(
-            plan=plan,
-            adapters={NAME: OpenAIResponsesAdapter(client)},
-            time_to_first_token=5.0,
-            inter_chunk_timeout=2.0,
-        )
-        result = await model.route(MESSAGES, text_stream=stream)
-        stream.finish("succeeded" if result.ok else "failed")
-    first = result.attempts[0]
+    models = ("gpt-a", "gpt-b")
+    run = await cases.play_fault(gpt_wire, NAME, models, fault, retractable=retractable)
+    first = run.result.attempts[0]
     assert type(first.error) is kind or (
         kind is not openai.APIError and isinstance(first.error, kind)
     )
     assert classify_responses_error(first.error, first.candidate, first.cursor).action is action
-    if action is STOP:
-        assert not result.ok
-        assert isinstance(result.error, kind)
-        return
-    if shown and not retractable:
-        assert not result.ok
-        assert texts(sink) == ["Half"]
-        assert len(server.requests) == 1
-        return
-    assert result.ok
-    assert result.unwrap().content == "Whole"
-    assert stream.text == "Whole"
-    assert texts(sink) == (["Half", None, "Whole"] if shown else ["Whole"])
-    if shown:
-        assert isinstance(sink.events[1], ResetEvent)
-    models = [r.json["model"] for r in server.requests]
-    assert models[-1] == ("gpt-b" if action in (NEXT, STAGE) else "gpt-a")
+    cases.check_the_reader_ends_with_the_winner(
+        run, models, action=action, kind=kind, shown=shown, retractable=retractable
+    )
 
 
 async def test_a_429_says_how_long_to_wait() -> None:
@@ -507,26 +389,17 @@ async def test_a_length_cut_is_a_defect_and_is_retried() -> None:
     assert result.unwrap().content == "Whole"
 
 
-@pytest.mark.parametrize(("thoughts", "ok"), [(4, True), (20, False)])
+@cases.THOUGHTS
 async def test_reasoning_keeps_the_stream_alive_but_is_not_the_first_token(
     thoughts: int, ok: bool
 ) -> None:
-    events: list[Any] = []
-    for i in range(thoughts):
-        events += [ReasoningDelta(f"t{i} "), Pause(1.5)]
-    script = [StreamResponse([*events, TextDelta("done"), Finish("stop")])]
-    async with gpt(script, time_to_first_token=10.0, inter_chunk_timeout=2.0) as (model, _):
-        start = anyio.current_time()
-        result = await model.route(MESSAGES)
+    result, took = await cases.route_through_thoughts(gpt, thoughts)
     if ok:
         turn = result.unwrap()
         assert turn.content == "done"
         assert turn.extra[PROVIDER_STATE_KEY]["reasoning"][0]["type"] == "reasoning"
     else:
-        error = result.attempts[0].error
-        assert isinstance(error, StreamStallError)
-        assert error.budget == "time_to_first_token"
-        assert anyio.current_time() - start == pytest.approx(10.0)
+        cases.check_stalled_before_the_first_token(result, took)
 
 
 def test_a_client_that_retries_is_refused() -> None:

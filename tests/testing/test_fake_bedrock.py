@@ -17,14 +17,12 @@ the response ``HTTPClientError``; a refused connection ``EndpointConnectionError
 
 from __future__ import annotations
 
-import math
 import struct
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import botocore.config
 import botocore.eventstream
 import botocore.exceptions
@@ -34,6 +32,7 @@ import pytest
 from aiobotocore.config import AioConfig
 from aiobotocore.httpxsession import HttpxSession
 from aiobotocore.session import get_session
+from fake_cases import STALLS, check_the_stall_ends_at_the_read_timeout
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,7 +44,6 @@ from juno_bind_trio.testing import (
     FakeResponse,
     Finish,
     MalformedChunk,
-    Pause,
     ReasoningDelta,
     StreamResponse,
     TextDelta,
@@ -285,25 +283,15 @@ async def test_faults_mid_stream() -> None:
             await stream(client)
 
 
-@pytest.mark.parametrize(
-    "response",
-    [
-        StreamResponse.of_text("never", first_byte_delay=math.inf),
-        StreamResponse([TextDelta("a"), Pause(math.inf), TextDelta("b")]),
-    ],
-    ids=["before-first-byte", "between-chunks"],
-)
+@pytest.mark.parametrize("response", STALLS)
 async def test_stalls_end_in_the_read_timeout_at_the_exact_time(response: StreamResponse) -> None:
-    async with (
-        open_fake_bedrock_server([response]) as server,
-        sdk(server.base_url, read=5) as client,
-    ):
-        start = anyio.current_time()
-        with pytest.raises((botocore.exceptions.ReadTimeoutError, httpx2.ReadTimeout)):
-            await stream(client)
-        assert anyio.current_time() - start == pytest.approx(5.0)
-        await anyio.sleep(0.01)
-    assert server.requests[0].client_gone_at == pytest.approx(start + 5.0)
+    await check_the_stall_ends_at_the_read_timeout(
+        response,
+        open_fake_bedrock_server,
+        sdk,
+        stream,
+        (botocore.exceptions.ReadTimeoutError, httpx2.ReadTimeout),
+    )
 
 
 def test_sync_botocore_reads_the_same_stream_with_nothing_adapted() -> None:

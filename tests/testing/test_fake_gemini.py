@@ -11,14 +11,13 @@ it); a stall httpx2's ``ReadTimeout``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
+from fake_cases import STALLS, check_the_stall_ends_at_the_read_timeout
 from google import genai
 from google.genai import errors, types
 
@@ -30,7 +29,6 @@ from juno_bind_trio.testing import (
     FakeResponse,
     Finish,
     MalformedChunk,
-    Pause,
     ReasoningDelta,
     StreamResponse,
     TextDelta,
@@ -236,25 +234,11 @@ async def test_faults_mid_stream() -> None:
             await chunks(client)
 
 
-@pytest.mark.parametrize(
-    "response",
-    [
-        StreamResponse.of_text("never", first_byte_delay=math.inf),
-        StreamResponse([TextDelta("a"), Pause(math.inf), TextDelta("b")]),
-    ],
-    ids=["before-first-byte", "between-chunks"],
-)
+@pytest.mark.parametrize("response", STALLS)
 async def test_stalls_end_in_the_read_timeout_at_the_exact_time(response: StreamResponse) -> None:
-    async with (
-        open_fake_gemini_server([response]) as server,
-        sdk(server.base_url, read=5) as client,
-    ):
-        start = anyio.current_time()
-        with pytest.raises(httpx2.ReadTimeout):
-            await chunks(client)
-        assert anyio.current_time() - start == pytest.approx(5.0)
-        await anyio.sleep(0.01)
-    assert server.requests[0].client_gone_at == pytest.approx(start + 5.0)
+    await check_the_stall_ends_at_the_read_timeout(
+        response, open_fake_gemini_server, sdk, chunks, httpx2.ReadTimeout
+    )
 
 
 async def test_generate_content_gets_the_stream_folded() -> None:

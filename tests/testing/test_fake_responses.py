@@ -9,13 +9,13 @@ dropped connection an ``APIConnectionError``, a stall an ``APITimeoutError``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import openai
 import pytest
+from fake_cases import STALLS, check_the_stall_ends_at_the_read_timeout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,6 @@ from juno_bind_trio.testing import (
     FakeResponse,
     Finish,
     MalformedChunk,
-    Pause,
     ReasoningDelta,
     StreamResponse,
     TextDelta,
@@ -199,28 +198,14 @@ async def test_error_statuses_and_connection_faults() -> None:
 
 @pytest.mark.parametrize(
     "response",
-    [
-        StreamResponse.of_text("never", first_byte_delay=math.inf),
-        StreamResponse([TextDelta("a"), Pause(math.inf), TextDelta("b")]),
-        StreamResponse.of_text("a", "b", chunk_delay=60),
-    ],
-    ids=["before-first-byte", "between-chunks", "slow-chunks"],
+    [*STALLS, pytest.param(StreamResponse.of_text("a", "b", chunk_delay=60), id="slow-chunks")],
 )
 async def test_stalls_end_in_the_sdk_read_timeout_at_the_exact_time(
     response: StreamResponse,
 ) -> None:
-    import anyio
-
-    async with (
-        open_fake_responses_server([response]) as server,
-        sdk(server.base_url, read=5.0) as client,
-    ):
-        start = anyio.current_time()
-        with pytest.raises(openai.APITimeoutError):
-            await events(client)
-        assert anyio.current_time() - start == pytest.approx(5.0)
-        await anyio.sleep(0.01)  # the server notices the hang-up at once
-    assert server.requests[0].client_gone_at == pytest.approx(start + 5.0)
+    await check_the_stall_ends_at_the_read_timeout(
+        response, open_fake_responses_server, sdk, events, openai.APITimeoutError
+    )
 
 
 async def test_a_non_streamed_request_gets_the_stream_folded() -> None:

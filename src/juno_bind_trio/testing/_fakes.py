@@ -22,14 +22,9 @@ from juno_bind_trio._validate import error_kind
 
 from ._bedrock import BedrockWire
 from ._gemini import GeminiWire
+from ._http import check_validate, compile_script
 from ._responses import ResponsesWire
-from ._wire import (
-    FakeProviderServer,
-    ProviderScript,
-    check_validate,
-    compile_script,
-    open_provider_server,
-)
+from ._wire import FakeProviderServer, ProviderScript, open_provider_server
 
 __all__ = [
     "fake_bedrock_env",

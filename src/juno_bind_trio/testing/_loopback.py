@@ -17,18 +17,25 @@ test of a fallback from one provider to another reads the same on both sides.
 from __future__ import annotations
 
 import itertools
-import math
-import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final, Protocol, final
+from typing import Any, Protocol, final
 
 import anyio
 import anyio.abc
 import attrs
 import h11
 
+from ._http import (
+    Handler,
+    Send,
+    next_answer,
+    open_served,
+    push_answers,
+    serve_connection,
+    sleep,
+)
 from ._script import (
     CloseBeforeResponse,
     CompletionResponse,
@@ -39,13 +46,9 @@ from ._script import (
     StreamEvent,
     StreamResponse,
 )
-from ._server import RecordedRequest, Script, _check_response, _compile_script
+from ._server import RecordedRequest, Script, _compile_script
 
 __all__ = ["LoopbackServer", "StreamEncoder", "Wire", "open_loopback_server"]
-
-_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
-_RECEIVE_SIZE: Final = 65536
-_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
 
 
 class StreamEncoder(Protocol):
@@ -97,13 +100,6 @@ class Wire(Protocol):
         ...
 
 
-async def _sleep(seconds: float) -> None:
-    if math.isinf(seconds):
-        await anyio.sleep_forever()
-    else:
-        await anyio.sleep(seconds)
-
-
 @final
 @attrs.define(eq=False)
 class LoopbackServer:
@@ -135,42 +131,23 @@ class LoopbackServer:
 
     def push(self, *responses: FakeResponse, model: str | None = None) -> None:
         """Append answers to the script (to *model*'s queue when the script is per model)."""
-        if self._respond is not None:
-            raise TypeError(f"{self.wire.name} fake: the script is a callable; push has no queue")
-        checked = [_check_response(r, f"{self.wire.name} fake push") for r in responses]
-        self._queues.setdefault(model, deque()).extend(checked)
+        push_answers(
+            self._queues,
+            self._respond,
+            responses,
+            model,
+            owner=f"{self.wire.name} fake",
+            where=f"{self.wire.name} fake push",
+        )
 
     def pending(self, model: str | None = None) -> int:
         """How many scripted answers are still queued (for *model*, when per model)."""
         return len(self._queues.get(model, ()))
 
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
-        ordinal = next(self._connections)
-        async with stream:
-            while True:
-                try:
-                    received = await _read_request(stream, conn)
-                except (*_GONE, h11.RemoteProtocolError):
-                    return
-                if received is None:
-                    return
-                head, body = received
-                record = RecordedRequest(
-                    index=len(self.requests),
-                    connection=ordinal,
-                    method=head.method.decode(),
-                    target=head.target.decode(),
-                    headers=tuple((k.decode(), v.decode()) for k, v in head.headers),
-                    body=body,
-                    received_at=anyio.current_time(),
-                )
-                self.requests.append(record)
-                if not await self._answer(stream, conn, record):
-                    return
-                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                    return
-                conn.start_next_cycle()
+        await serve_connection(
+            stream, next(self._connections), self.requests, RecordedRequest, self._pick, self._play
+        )
 
     def _pick(self, record: RecordedRequest) -> FakeResponse:
         wrong = self.wire.route(record)
@@ -182,53 +159,22 @@ class LoopbackServer:
             refusal = self.wire.refuse(record)
             if refusal is not None:
                 return refusal
-        if self._respond is not None:
-            return _check_response(self._respond(record), f"fake {self.wire.name} script")
-        model = self.wire.model_of(record)
-        queue = self._queues.get(model if model in self._queues else None)
-        if not queue:
-            return ErrorResponse(
-                500,
-                f"fake {self.wire.name} server: no scripted response left for request "
-                f"#{record.index} (model {model!r})",
-            )
-        return queue.popleft()
+        return next_answer(
+            self._queues,
+            self._respond,
+            record,
+            None if self._respond is not None else self.wire.model_of(record),
+            owner=f"fake {self.wire.name} server",
+            where=f"fake {self.wire.name} script",
+        )
 
-    async def _answer(
-        self, stream: anyio.abc.SocketStream, conn: h11.Connection, record: RecordedRequest
-    ) -> bool:
-        response = self._pick(record)
-        record.response = response
-        keep_open = True
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_client, stream, conn, record, tg.cancel_scope)
-            try:
-                keep_open = await self._play(stream, conn, record, response)
-            except _GONE:
-                record.client_gone_at = anyio.current_time()
-                keep_open = False
-            finally:
-                tg.cancel_scope.cancel()
-        return keep_open and record.client_gone_at is None
-
-    async def _play(
-        self,
-        stream: anyio.abc.SocketStream,
-        conn: h11.Connection,
-        record: RecordedRequest,
-        response: FakeResponse,
-    ) -> bool:
-        async def send(event: h11.Event) -> None:
-            data = conn.send(event)
-            if data:
-                await stream.send(data)
-
+    async def _play(self, send: Send, record: RecordedRequest, response: FakeResponse) -> bool:
         request_id = f"req_fake_{record.index}"
         if isinstance(response, CloseBeforeResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             return False
         if isinstance(response, ErrorResponse | CompletionResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             if isinstance(response, ErrorResponse):
                 payload, extra = self.wire.error_body(response)
                 status = response.status
@@ -256,7 +202,7 @@ class LoopbackServer:
             await send(h11.Data(data=payload))
         else:
             encoder = self.wire.stream(response, record)
-            await _sleep(response.first_byte_delay)
+            await sleep(response.first_byte_delay)
             headers = [
                 ("content-type", encoder.content_type),
                 ("cache-control", "no-cache"),
@@ -272,12 +218,12 @@ class LoopbackServer:
             first = True
             for event in response.events:
                 if isinstance(event, Pause):
-                    await _sleep(event.seconds)
+                    await sleep(event.seconds)
                     continue
                 if isinstance(event, Disconnect):
                     return False
                 if not first and response.chunk_delay:
-                    await _sleep(response.chunk_delay)
+                    await sleep(response.chunk_delay)
                 data = encoder.event(event)
                 if data:
                     await send(h11.Data(data=data))
@@ -289,49 +235,6 @@ class LoopbackServer:
         await send(h11.EndOfMessage())
         record.completed_at = anyio.current_time()
         return True
-
-
-async def _read_request(
-    stream: anyio.abc.SocketStream, conn: h11.Connection
-) -> tuple[h11.Request, bytes] | None:
-    head: h11.Request | None = None
-    body = bytearray()
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            try:
-                data = await stream.receive(_RECEIVE_SIZE)
-            except anyio.EndOfStream:
-                data = b""
-            conn.receive_data(data)
-        elif isinstance(event, h11.Request):
-            head = event
-        elif isinstance(event, h11.Data):
-            body += event.data
-        elif isinstance(event, h11.EndOfMessage):
-            assert head is not None
-            return head, bytes(body)
-        elif isinstance(event, h11.ConnectionClosed):
-            return None
-
-
-async def _watch_client(
-    stream: anyio.abc.SocketStream,
-    conn: h11.Connection,
-    record: RecordedRequest,
-    scope: anyio.CancelScope,
-) -> None:
-    # As the OpenAI fake's: reading while answering is how a hang-up mid-stall
-    # gets its exact time.
-    while True:
-        try:
-            data = await stream.receive(_RECEIVE_SIZE)
-        except _GONE:
-            if record.completed_at is None:
-                record.client_gone_at = anyio.current_time()
-            scope.cancel()
-            return
-        conn.receive_data(data)
 
 
 @asynccontextmanager
@@ -349,36 +252,13 @@ async def open_loopback_server(
         where = owner or f"fake {wire.name} server"
         raise TypeError(f"{where}: validate_history must be a bool, got {validate!r}")
     queues, respond = _compile_script(script)
-    failure: BaseException | None = None
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    with refusing:
-        refusing.bind(("127.0.0.1", 0))
-        async with listener:
-            server = LoopbackServer(
-                wire,
-                listener.extra(anyio.abc.SocketAttribute.local_port),
-                refusing.getsockname()[1],
-                validate,
-                queues=queues,
-                respond=respond,
-            )
-            stop = anyio.CancelScope()
 
-            async def serve() -> None:
-                with stop:
-                    await listener.serve(server._serve_connection)
+    def make(port: int, refused_port: int) -> tuple[LoopbackServer, Handler]:
+        server = LoopbackServer(wire, port, refused_port, validate, queues=queues, respond=respond)
+        return server, server._serve_connection
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(serve)
-                try:
-                    yield server
-                except BaseException as exc:
-                    failure = exc
-                finally:
-                    stop.cancel()
-    if failure is not None:
-        raise failure
+    async with open_served(make) as server:
+        yield server
 
 
 def sse(event: str, data: Any) -> bytes:

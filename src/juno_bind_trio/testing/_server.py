@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any, Final, NoReturn, TypeAlias, final
 
 import anyio
@@ -41,8 +38,19 @@ from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskStatus
 
 from ._history import find_fault
+from ._http import (
+    Handler,
+    Send,
+    check_validate,
+    compile_script,
+    next_answer,
+    open_ports,
+    open_served,
+    push_answers,
+    serve_connection,
+    sleep,
+)
 from ._script import (
-    FAKE_RESPONSE_TYPES,
     CloseBeforeResponse,
     CompletionResponse,
     Disconnect,
@@ -82,10 +90,6 @@ so a script that is one response short fails loudly instead of hanging.
 """
 
 _CHAT_PATH: Final = "/v1/chat/completions"
-_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
-_RECEIVE_SIZE: Final = 65536
-# Errors that mean "the client is gone", from either backend's socket layer.
-_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
 
 
 @final
@@ -144,39 +148,10 @@ class RecordedRequest:
         return next((v for k, v in self.headers if k == wanted), None)
 
 
-def _check_response(value: object, where: str) -> FakeResponse:
-    if not isinstance(value, FAKE_RESPONSE_TYPES):
-        raise TypeError(f"{where}: not a scripted response: {value!r}")
-    return value
-
-
 def _compile_script(
     script: object,
 ) -> tuple[dict[str | None, deque[FakeResponse]], Callable[[RecordedRequest], FakeResponse] | None]:
-    if script is None:
-        return {None: deque()}, None
-    if callable(script):
-        return {}, script
-    if isinstance(script, Mapping):
-        queues: dict[str | None, deque[FakeResponse]] = {}
-        for model, responses in script.items():
-            if not isinstance(model, str):
-                raise TypeError(
-                    f"open_fake_openai_server: script keys must be model names, got {model!r}"
-                )
-            if isinstance(responses, str | bytes | Mapping) or not isinstance(responses, Sequence):
-                raise TypeError(
-                    "open_fake_openai_server: script values must be sequences of responses, "
-                    f"got {responses!r} for {model!r}"
-                )
-            queues[model] = deque(_check_response(r, "open_fake_openai_server") for r in responses)
-        return queues, None
-    if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):
-        raise TypeError(
-            "open_fake_openai_server: script must be a sequence of responses, a mapping of "
-            f"model to responses, or a callable, got {script!r}"
-        )
-    return {None: deque(_check_response(r, "open_fake_openai_server") for r in script)}, None
+    return compile_script("open_fake_openai_server", script)
 
 
 def _refuse_history(body: dict[str, Any]) -> ErrorResponse | None:
@@ -233,19 +208,6 @@ def _refuse_unknown_fields(body: dict[str, Any]) -> ErrorResponse | None:
             text = f"Additional properties are not allowed ({names} {verb} unexpected)"
             return ErrorResponse(400, f"{text} - {where!r}")
     return None
-
-
-def _check_validate(where: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{where}: validate_history must be a bool, got {value!r}")
-    return value
-
-
-async def _sleep(seconds: float) -> None:
-    if math.isinf(seconds):
-        await anyio.sleep_forever()
-    else:
-        await anyio.sleep(seconds)
 
 
 @final
@@ -310,10 +272,14 @@ class FakeOpenAIServer:
 
     def push(self, *responses: FakeResponse, model: str | None = None) -> None:
         """Append answers to the script (to *model*'s queue when the script is per model)."""
-        if self._respond is not None:
-            raise TypeError("FakeOpenAIServer.push: the script is a callable; push has no queue")
-        checked = [_check_response(r, "FakeOpenAIServer.push") for r in responses]
-        self._queues.setdefault(model, deque()).extend(checked)
+        push_answers(
+            self._queues,
+            self._respond,
+            responses,
+            model,
+            owner="FakeOpenAIServer.push",
+            where="FakeOpenAIServer.push",
+        )
 
     def pending(self, model: str | None = None) -> int:
         """How many scripted answers are still queued (for *model*, when per model)."""
@@ -322,56 +288,9 @@ class FakeOpenAIServer:
     # -- the connection ---------------------------------------------------------
 
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
-        ordinal = next(self._connections)
-        async with stream:
-            while True:
-                try:
-                    received = await self._read_request(stream, conn)
-                except (*_GONE, h11.RemoteProtocolError):
-                    return
-                if received is None:
-                    return
-                head, body = received
-                record = RecordedRequest(
-                    index=len(self.requests),
-                    connection=ordinal,
-                    method=head.method.decode(),
-                    target=head.target.decode(),
-                    headers=tuple((k.decode(), v.decode()) for k, v in head.headers),
-                    body=body,
-                    received_at=anyio.current_time(),
-                )
-                self.requests.append(record)
-                if not await self._answer(stream, conn, record):
-                    return
-                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                    return
-                conn.start_next_cycle()
-
-    @staticmethod
-    async def _read_request(
-        stream: anyio.abc.SocketStream, conn: h11.Connection
-    ) -> tuple[h11.Request, bytes] | None:
-        head: h11.Request | None = None
-        body = bytearray()
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                try:
-                    data = await stream.receive(_RECEIVE_SIZE)
-                except anyio.EndOfStream:
-                    data = b""
-                conn.receive_data(data)
-            elif isinstance(event, h11.Request):
-                head = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                assert head is not None
-                return head, bytes(body)
-            elif isinstance(event, h11.ConnectionClosed):
-                return None
+        await serve_connection(
+            stream, next(self._connections), self.requests, RecordedRequest, self._pick, self._play
+        )
 
     def _pick(self, record: RecordedRequest) -> FakeResponse:
         if record.method != "POST" or record.target.split("?")[0] != _CHAT_PATH:
@@ -394,81 +313,23 @@ class FakeOpenAIServer:
                 param="response_format",
                 code="unsupported_parameter",
             )
-        if self._respond is not None:
-            return _check_response(self._respond(record), "open_fake_openai_server script")
-        key = record.model if record.model in self._queues else None
-        queue = self._queues.get(key)
-        if not queue:
-            return ErrorResponse(
-                500,
-                f"fake server: no scripted response left for request #{record.index} "
-                f"(model {record.model!r})",
-            )
-        return queue.popleft()
+        return next_answer(
+            self._queues,
+            self._respond,
+            record,
+            record.model,
+            owner="fake server",
+            where="open_fake_openai_server script",
+        )
 
-    async def _answer(
-        self, stream: anyio.abc.SocketStream, conn: h11.Connection, record: RecordedRequest
-    ) -> bool:
-        """Play the scripted answer while watching for the client to hang up.
-
-        Returns whether the connection may carry another request.
-        """
-        response = self._pick(record)
-        record.response = response
-        keep_open = True
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch_client, stream, conn, record, tg.cancel_scope)
-            try:
-                keep_open = await self._play(stream, conn, record, response)
-            except _GONE:
-                record.client_gone_at = anyio.current_time()
-                keep_open = False
-            finally:
-                tg.cancel_scope.cancel()
-        return keep_open and record.client_gone_at is None
-
-    @staticmethod
-    async def _watch_client(
-        stream: anyio.abc.SocketStream,
-        conn: h11.Connection,
-        record: RecordedRequest,
-        scope: anyio.CancelScope,
-    ) -> None:
-        # A client that gives up (a cancelled scope, a read timeout) closes its
-        # socket; a server that only ever writes would notice at its next send,
-        # which during a stall may be never. Reading while answering is how a
-        # hang-up gets its exact time. A well-behaved HTTP/1.1 client sends
-        # nothing else until the answer is complete, but anything that does
-        # arrive is handed to h11 for the next cycle rather than lost.
-        while True:
-            try:
-                data = await stream.receive(_RECEIVE_SIZE)
-            except _GONE:
-                if record.completed_at is None:
-                    record.client_gone_at = anyio.current_time()
-                scope.cancel()
-                return
-            conn.receive_data(data)
-
-    async def _play(
-        self,
-        stream: anyio.abc.SocketStream,
-        conn: h11.Connection,
-        record: RecordedRequest,
-        response: FakeResponse,
-    ) -> bool:
-        async def send(event: h11.Event) -> None:
-            data = conn.send(event)
-            if data:
-                await stream.send(data)
-
+    async def _play(self, send: Send, record: RecordedRequest, response: FakeResponse) -> bool:
         completion_id = f"chatcmpl-fake-{record.index}"
         request_id = f"req_fake_{record.index}"
         if isinstance(response, CloseBeforeResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             return False
         if isinstance(response, ErrorResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             payload = response.body()
             headers = [
                 ("content-type", "application/json"),
@@ -484,7 +345,7 @@ class FakeOpenAIServer:
             )
             await send(h11.Data(data=payload))
         elif isinstance(response, CompletionResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             model = response.model or record.model or "fake-model"
             payload = encode_completion(response, completion_id=completion_id, model=model)
             headers = [
@@ -504,13 +365,13 @@ class FakeOpenAIServer:
 
     @staticmethod
     async def _play_stream(
-        send: Callable[[h11.Event], Any],
+        send: Send,
         record: RecordedRequest,
         response: StreamResponse,
         completion_id: str,
         request_id: str,
     ) -> bool:
-        await _sleep(response.first_byte_delay)
+        await sleep(response.first_byte_delay)
         headers = [
             ("content-type", "text/event-stream"),
             ("cache-control", "no-cache"),
@@ -523,7 +384,7 @@ class FakeOpenAIServer:
         first = True
         for event in response.events:
             if isinstance(event, Pause):
-                await _sleep(event.seconds)
+                await sleep(event.seconds)
                 continue
             if isinstance(event, Disconnect):
                 # Returning False closes the socket with the chunked body
@@ -532,7 +393,7 @@ class FakeOpenAIServer:
             data = encode_event(event, completion_id=completion_id, model=model, first=first)
             assert data is not None
             if not first and response.chunk_delay:
-                await _sleep(response.chunk_delay)
+                await sleep(response.chunk_delay)
             await send(h11.Data(data=data))
             record.events_sent += 1
             first = False
@@ -553,26 +414,12 @@ async def serve_fake_openai(
     once it is listening on 127.0.0.1 at an ephemeral port. *validate_history*: see
     [open_fake_openai_server][juno_bind_trio.testing.open_fake_openai_server].
     """
-    _check_validate("serve_fake_openai", validate_history)
-    queues, respond = _compile_script(script)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    # A bound socket that never listens: the kernel refuses every connection to
-    # its port, and holding it keeps the port from being handed to anyone else,
-    # so "connection refused" cannot turn into "connected to a stranger".
-    refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    with refusing:
-        refusing.bind(("127.0.0.1", 0))
-        async with listener:
-            port = listener.extra(anyio.abc.SocketAttribute.local_port)
-            server = FakeOpenAIServer(
-                port=port,
-                refused_port=refusing.getsockname()[1],
-                queues=queues,
-                respond=respond,
-                validate_history=validate_history,
-            )
-            task_status.started(server)
-            await listener.serve(server._serve_connection)
+    check_validate("serve_fake_openai", validate_history)
+    async with open_ports() as (listener, refused_port):
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        server = _new_server(port, refused_port, script, validate_history)
+        task_status.started(server)
+        await listener.serve(server._serve_connection)
     raise AssertionError("unreachable: serve() returns only by raising")  # pragma: no cover
 
 
@@ -594,38 +441,25 @@ async def open_fake_openai_server(
     ``validate_history=False`` switches that off, for a test that means to
     send a broken transcript and script what the provider answers it.
     """
-    _check_validate("open_fake_openai_server", validate_history)
-    # Whatever the body raised is re-raised bare, outside the task group: a
-    # test that expects ``openai.RateLimitError`` should not have to dig it out
-    # of an exception group only because the server happens to run as a task.
-    # The server is stopped by a scope in its own task, never by cancelling the
-    # task group's: on asyncio, anyio (4.16) lets a cancelled task group's scope
-    # call uncancel() on the caller's task for cancellations of the server's
-    # tasks, and a task.cancel() of the caller landing during the teardown was
-    # then swallowed (see juno_bind_trio._cancel.task_cancellation).
+    check_validate("open_fake_openai_server", validate_history)
     _compile_script(script)  # refuse a bad script here, bare, not from inside the task group
-    failure: BaseException | None = None
-    stop = anyio.CancelScope()
-    async with anyio.create_task_group() as tg:
-        server: FakeOpenAIServer = await tg.start(
-            partial(_serve_until_stopped, stop, script, validate_history=validate_history)
-        )
-        try:
-            yield server
-        except BaseException as exc:
-            failure = exc
-        finally:
-            stop.cancel()
-    if failure is not None:
-        raise failure
+
+    def make(port: int, refused_port: int) -> tuple[FakeOpenAIServer, Handler]:
+        server = _new_server(port, refused_port, script, validate_history)
+        return server, server._serve_connection
+
+    async with open_served(make) as server:
+        yield server
 
 
-async def _serve_until_stopped(
-    stop: anyio.CancelScope,
-    script: Script,
-    *,
-    validate_history: bool,
-    task_status: TaskStatus[FakeOpenAIServer] = TASK_STATUS_IGNORED,
-) -> None:
-    with stop:
-        await serve_fake_openai(script, validate_history=validate_history, task_status=task_status)
+def _new_server(
+    port: int, refused_port: int, script: Script, validate_history: bool
+) -> FakeOpenAIServer:
+    queues, respond = _compile_script(script)
+    return FakeOpenAIServer(
+        port=port,
+        refused_port=refused_port,
+        queues=queues,
+        respond=respond,
+        validate_history=validate_history,
+    )

@@ -29,20 +29,28 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final, Protocol, TypeAlias, final
+from typing import Any, Protocol, TypeAlias, final
 
 import anyio
 import anyio.abc
 import attrs
 import h11
 
+from ._http import (
+    Handler,
+    Send,
+    check_validate,
+    compile_script,
+    next_answer,
+    open_served,
+    push_answers,
+    serve_connection,
+    sleep,
+)
 from ._script import (
-    FAKE_RESPONSE_TYPES,
     CloseBeforeResponse,
     CompletionResponse,
     Disconnect,
@@ -62,10 +70,6 @@ from ._script import (
 )
 
 __all__ = ["FakeProviderServer", "ProviderRequest", "ProviderScript"]
-
-_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
-_RECEIVE_SIZE: Final = 65536
-_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
 
 Header: TypeAlias = tuple[str, str]
 
@@ -256,47 +260,6 @@ class Wire(Protocol):
         ...
 
 
-def _check_response(value: object, where: str) -> FakeResponse:
-    if not isinstance(value, FAKE_RESPONSE_TYPES):
-        raise TypeError(f"{where}: not a scripted response: {value!r}")
-    return value
-
-
-def compile_script(
-    where: str, script: object
-) -> tuple[dict[str | None, deque[FakeResponse]], Callable[[ProviderRequest], FakeResponse] | None]:
-    """The queues (or the callable) of *script*, refused with a `TypeError` naming *where*."""
-    if script is None:
-        return {None: deque()}, None
-    if callable(script):
-        return {}, script
-    if isinstance(script, Mapping):
-        queues: dict[str | None, deque[FakeResponse]] = {}
-        for model, responses in script.items():
-            if not isinstance(model, str):
-                raise TypeError(f"{where}: script keys must be model names, got {model!r}")
-            if isinstance(responses, str | bytes | Mapping) or not isinstance(responses, Sequence):
-                raise TypeError(
-                    f"{where}: script values must be sequences of responses, "
-                    f"got {responses!r} for {model!r}"
-                )
-            queues[model] = deque(_check_response(r, where) for r in responses)
-        return queues, None
-    if isinstance(script, str | bytes) or not isinstance(script, Sequence):
-        raise TypeError(
-            f"{where}: script must be a sequence of responses, a mapping of model to "
-            f"responses, or a callable, got {script!r}"
-        )
-    return {None: deque(_check_response(r, where) for r in script)}, None
-
-
-async def _sleep(seconds: float) -> None:
-    if math.isinf(seconds):
-        await anyio.sleep_forever()
-    else:
-        await anyio.sleep(seconds)
-
-
 @final
 @attrs.define(eq=False)
 class FakeProviderServer:
@@ -345,10 +308,14 @@ class FakeProviderServer:
 
     def push(self, *responses: FakeResponse, model: str | None = None) -> None:
         """Append answers to the script (to *model*'s queue when the script is per model)."""
-        if self._respond is not None:
-            raise TypeError("FakeProviderServer.push: the script is a callable; push has no queue")
-        checked = [_check_response(r, "FakeProviderServer.push") for r in responses]
-        self._queues.setdefault(model, deque()).extend(checked)
+        push_answers(
+            self._queues,
+            self._respond,
+            responses,
+            model,
+            owner="FakeProviderServer.push",
+            where="FakeProviderServer.push",
+        )
 
     def pending(self, model: str | None = None) -> int:
         """How many scripted answers are still queued (for *model*, when per model)."""
@@ -357,32 +324,9 @@ class FakeProviderServer:
     # -- the connection ---------------------------------------------------------
 
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
-        ordinal = next(self._connections)
-        async with stream:
-            while True:
-                try:
-                    received = await _read_request(stream, conn)
-                except (*_GONE, h11.RemoteProtocolError):
-                    return
-                if received is None:
-                    return
-                head, body = received
-                record = ProviderRequest(
-                    index=len(self.requests),
-                    connection=ordinal,
-                    method=head.method.decode(),
-                    target=head.target.decode(),
-                    headers=tuple((k.decode(), v.decode()) for k, v in head.headers),
-                    body=body,
-                    received_at=anyio.current_time(),
-                )
-                self.requests.append(record)
-                if not await self._answer(stream, conn, record):
-                    return
-                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                    return
-                conn.start_next_cycle()
+        await serve_connection(
+            stream, next(self._connections), self.requests, ProviderRequest, self._pick, self._play
+        )
 
     def _pick(self, record: ProviderRequest) -> FakeResponse:
         body = record.json
@@ -396,62 +340,31 @@ class FakeProviderServer:
             refusal = self._wire.refuse(body, record)
             if refusal is not None:
                 return refusal
-        if self._respond is not None:
-            return _check_response(self._respond(record), f"fake {self.wire} server script")
-        key = record.model if record.model in self._queues else None
-        queue = self._queues.get(key)
-        if not queue:
-            return ErrorResponse(
-                500,
-                f"fake server: no scripted response left for request #{record.index} "
-                f"(model {record.model!r})",
-            )
-        return queue.popleft()
+        return next_answer(
+            self._queues,
+            self._respond,
+            record,
+            record.model,
+            owner="fake server",
+            where=f"fake {self.wire} server script",
+        )
 
-    async def _answer(
-        self, stream: anyio.abc.SocketStream, conn: h11.Connection, record: ProviderRequest
-    ) -> bool:
-        response = self._pick(record)
-        record.response = response
-        keep_open = True
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_client, stream, conn, record, tg.cancel_scope)
-            try:
-                keep_open = await self._play(stream, conn, record, response)
-            except _GONE:
-                record.client_gone_at = anyio.current_time()
-                keep_open = False
-            finally:
-                tg.cancel_scope.cancel()
-        return keep_open and record.client_gone_at is None
-
-    async def _play(
-        self,
-        stream: anyio.abc.SocketStream,
-        conn: h11.Connection,
-        record: ProviderRequest,
-        response: FakeResponse,
-    ) -> bool:
-        async def send(event: h11.Event) -> None:
-            data = conn.send(event)
-            if data:
-                await stream.send(data)
-
+    async def _play(self, send: Send, record: ProviderRequest, response: FakeResponse) -> bool:
         request_id = f"req_fake_{record.index}"
         if isinstance(response, CloseBeforeResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             return False
         if isinstance(response, CompletionResponse):
             response = as_stream(response)
         if isinstance(response, ErrorResponse):
-            await _sleep(response.delay)
+            await sleep(response.delay)
             await self._send_error(send, record, response, request_id)
         elif not record.stream:
             turn = read_turn(response.events)
-            await _sleep(response.first_byte_delay)
+            await sleep(response.first_byte_delay)
             for event in response.events:
                 if isinstance(event, Pause):
-                    await _sleep(event.seconds)
+                    await sleep(event.seconds)
             if turn.disconnects:
                 return False
             if turn.error is not None:
@@ -472,7 +385,7 @@ class FakeProviderServer:
                 await send(h11.Response(status_code=200, headers=headers))
                 await send(h11.Data(data=payload))
         else:
-            await _sleep(response.first_byte_delay)
+            await sleep(response.first_byte_delay)
             headers = [
                 *self._wire.stream_headers(),
                 ("transfer-encoding", "chunked"),
@@ -483,12 +396,12 @@ class FakeProviderServer:
             first = True
             for scripted, frame in self._wire.frames(response, record):
                 if isinstance(frame, Pause):
-                    await _sleep(frame.seconds)
+                    await sleep(frame.seconds)
                     continue
                 if isinstance(frame, Disconnect):
                     return False  # the chunked body is left unfinished
                 if not first and response.chunk_delay and scripted is not None:
-                    await _sleep(response.chunk_delay)
+                    await sleep(response.chunk_delay)
                 await send(h11.Data(data=frame))
                 if scripted is not None:
                     record.events_sent += 1
@@ -499,7 +412,7 @@ class FakeProviderServer:
 
     async def _send_error(
         self,
-        send: Callable[[h11.Event], Any],
+        send: Send,
         record: ProviderRequest,
         response: ErrorResponse,
         request_id: str,
@@ -516,55 +429,6 @@ class FakeProviderServer:
         await send(h11.Data(data=payload))
 
 
-async def _read_request(
-    stream: anyio.abc.SocketStream, conn: h11.Connection
-) -> tuple[h11.Request, bytes] | None:
-    head: h11.Request | None = None
-    body = bytearray()
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            try:
-                data = await stream.receive(_RECEIVE_SIZE)
-            except anyio.EndOfStream:
-                data = b""
-            conn.receive_data(data)
-        elif isinstance(event, h11.Request):
-            head = event
-        elif isinstance(event, h11.Data):
-            body += event.data
-        elif isinstance(event, h11.EndOfMessage):
-            assert head is not None
-            return head, bytes(body)
-        elif isinstance(event, h11.ConnectionClosed):
-            return None
-
-
-async def _watch_client(
-    stream: anyio.abc.SocketStream,
-    conn: h11.Connection,
-    record: ProviderRequest,
-    scope: anyio.CancelScope,
-) -> None:
-    # Reading while answering is how a hang-up during a stall gets its exact
-    # time (a server that only writes would notice at its next send, maybe never).
-    while True:
-        try:
-            data = await stream.receive(_RECEIVE_SIZE)
-        except _GONE:
-            if record.completed_at is None:
-                record.client_gone_at = anyio.current_time()
-            scope.cancel()
-            return
-        conn.receive_data(data)
-
-
-def check_validate(where: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{where}: validate_history must be a bool, got {value!r}")
-    return value
-
-
 @asynccontextmanager
 async def open_provider_server(
     where: str, wire: Wire, script: ProviderScript, *, validate_history: bool
@@ -572,38 +436,17 @@ async def open_provider_server(
     """Serve *wire* for the body of an ``async with`` (the ``open_fake_*_server`` functions)."""
     check_validate(where, validate_history)
     queues, respond = compile_script(where, script)
-    # Whatever the body raised leaves bare, outside the task group, and the
-    # server is stopped by a scope of its own (see open_fake_openai_server).
-    failure: BaseException | None = None
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    with refusing:
-        refusing.bind(("127.0.0.1", 0))
+
+    def make(port: int, refused_port: int) -> tuple[FakeProviderServer, Handler]:
         server = FakeProviderServer(
-            port=listener.extra(anyio.abc.SocketAttribute.local_port),
-            refused_port=refusing.getsockname()[1],
+            port=port,
+            refused_port=refused_port,
             wire=wire,
             queues=queues,
             respond=respond,
             validate_history=validate_history,
         )
-        stop = anyio.CancelScope()
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(_serve_until_stopped, stop, listener, server)
-            try:
-                yield server
-            except BaseException as exc:
-                failure = exc
-            finally:
-                stop.cancel()
-    if failure is not None:
-        raise failure
+        return server, server._serve_connection
 
-
-async def _serve_until_stopped(
-    stop: anyio.CancelScope,
-    listener: anyio.abc.Listener[anyio.abc.SocketStream],
-    server: FakeProviderServer,
-) -> None:
-    with stop:
-        await listener.serve(server._serve_connection)
+    async with open_served(make) as server:
+        yield server
