@@ -40,6 +40,7 @@ import h11
 from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskStatus
 
+from ._gemini_compat import refuse_unsigned_calls, sign_first_call
 from ._history import find_fault
 from ._script import (
     FAKE_RESPONSE_TYPES,
@@ -296,6 +297,18 @@ class FakeOpenAIServer:
     fields back. A refused request takes nothing from the script. May be
     switched while the server runs.
     """
+    gemini_signatures: bool = attrs.field(default=False, kw_only=True)
+    """Whether the server plays Gemini 3's OpenAI-compatible endpoint on thought signatures.
+
+    ``True``: the first tool call of each streamed answer carries a signature
+    (``extra_content.google.thought_signature``), and a request whose current
+    turn has a call turn whose first call carries none, or one this server did
+    not issue, gets Gemini's 400 (the stand-ins the Gemini API documents for
+    calls it did not make pass); see ``testing/_gemini_compat.py``. Off by
+    default. A refused request takes nothing from the script. May be switched
+    while the server runs.
+    """
+    _issued: set[str] = attrs.field(factory=set, init=False)
     _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     @property
@@ -387,6 +400,10 @@ class FakeOpenAIServer:
             refusal = _refuse_unknown_fields(body)
             if refusal is not None:
                 return refusal
+        if self.gemini_signatures:
+            refusal = refuse_unsigned_calls(body, self._issued)
+            if refusal is not None:
+                return refusal
         if not self.supports_response_format and "response_format" in body:
             return ErrorResponse(
                 400,
@@ -414,6 +431,8 @@ class FakeOpenAIServer:
         Returns whether the connection may carry another request.
         """
         response = self._pick(record)
+        if self.gemini_signatures:
+            response = sign_first_call(response, record.index, self._issued)
         record.response = response
         keep_open = True
         async with anyio.create_task_group() as tg:
