@@ -121,6 +121,7 @@ async def bench_failover(rounds: int) -> None:
     for first, second in (("anthropic", "openai"), ("openai", "anthropic")):
         scripts = {first: dying, second: healthy}
         gaps: list[float] = []
+        cpu: list[float] = []
         async with (
             open_fake_anthropic_server(functools.partial(_answer, scripts["anthropic"])) as claude,
             open_fake_openai_server(functools.partial(_answer, scripts["openai"])) as gpt,
@@ -143,13 +144,18 @@ async def bench_failover(rounds: int) -> None:
             await model.route(MESSAGES)  # warm both connections' code paths
             for _ in range(rounds):
                 times: dict[int, list[float]] = {0: [], 1: []}
+                clocks: dict[int, list[float]] = {0: [], 1: []}
                 sink = ListSink()
 
                 def emit(
-                    event: Any, _append: Any = sink.events.append, _times: Any = times
+                    event: Any,
+                    _append: Any = sink.events.append,
+                    _times: Any = times,
+                    _clocks: Any = clocks,
                 ) -> None:
                     if isinstance(event, TextEvent):
                         _times[event.epoch].append(anyio.current_time())
+                        _clocks[event.epoch].append(time.process_time())
                     _append(event)
 
                 sink.emit = emit
@@ -159,11 +165,13 @@ async def bench_failover(rounds: int) -> None:
                 assert result.ok
                 assert result.unwrap().content == "ok"
                 gaps.append(times[1][0] - times[0][-1])
+                cpu.append(clocks[1][0] - clocks[0][-1])
         median = statistics.median(gaps)
         worst = max(gaps)
         print(
             f"{first} dies mid-stream -> {second}'s first delta, median of {rounds}: "
-            f"{median * 1e3:6.2f} ms (max {worst * 1e3:6.2f} ms)"
+            f"{median * 1e3:6.2f} ms (max {worst * 1e3:6.2f} ms); "
+            f"this process's CPU in the gap, median {statistics.median(cpu) * 1e3:6.2f} ms"
         )
 
 
