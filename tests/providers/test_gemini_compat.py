@@ -14,6 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from juno_bind_trio.completion import ListSink
 from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
@@ -262,3 +264,73 @@ async def test_a_gemini_base_url_is_recognised_and_the_option_overrides_it() -> 
                 clients={"gpt": gpt, "proxy": gpt},
                 gemini_compat_providers="proxy",  # a str is a collection, of letters
             )
+
+
+_SIGNATURES = st.none() | st.sampled_from(["sig", PLACEHOLDER_SIGNATURE])
+_CALL = st.builds(
+    lambda call_id, signature, other: call(
+        call_id,
+        **(
+            {}
+            if signature is None and not other
+            else {
+                "extra_content": {
+                    **({"acme": {"x": 1}} if other else {}),
+                    **({"google": {"thought_signature": signature}} if signature else {}),
+                }
+            }
+        ),
+    ),
+    st.text("abc", min_size=1, max_size=3),
+    _SIGNATURES,
+    st.booleans(),
+)
+_STATE = st.sampled_from(
+    [
+        None,
+        {"provider": "openai", "origin": ORIGIN, "fields": []},
+        {"provider": "openai", "origin": "https://elsewhere/v1/", "fields": []},
+        {"provider": "anthropic"},
+    ]
+)
+_MESSAGE = st.one_of(
+    st.just({"role": "user", "content": "q"}),
+    st.builds(
+        lambda calls, state: {
+            "role": "assistant",
+            "content": None,
+            **({"tool_calls": calls} if calls else {}),
+            **({PROVIDER_STATE_KEY: state} if state else {}),
+        },
+        st.lists(_CALL, max_size=3),
+        _STATE,
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_MESSAGE, max_size=6))
+def test_every_foreign_call_turn_leads_with_a_signature_and_nothing_else_changes(
+    original: list[dict[str, Any]],
+) -> None:
+    outgoing = [{k: v for k, v in m.items() if k != PROVIDER_STATE_KEY} for m in original]
+    before = json.dumps(outgoing)
+    out = with_placeholders(original, outgoing, ORIGIN)
+    assert json.dumps(outgoing) == before
+    assert len(out) == len(outgoing)
+    for message, sent, got in zip(original, outgoing, out, strict=True):
+        state = message.get(PROVIDER_STATE_KEY)
+        ours = isinstance(state, dict) and state.get("origin") == ORIGIN
+        calls = sent.get("tool_calls") or []
+        if ours or not calls or signature_of(calls[0]) is not None:
+            assert got is sent
+            continue
+        assert signature_of(got["tool_calls"][0]) == PLACEHOLDER_SIGNATURE
+        assert got["tool_calls"][1:] == calls[1:]
+        first = {k: v for k, v in got["tool_calls"][0].items() if k != "extra_content"}
+        assert first == {k: v for k, v in calls[0].items() if k != "extra_content"}
+        kept = {k: v for k, v in got["tool_calls"][0]["extra_content"].items() if k != "google"}
+        assert kept == {k: v for k, v in calls[0].get("extra_content", {}).items() if k != "google"}
+        assert {k: v for k, v in got.items() if k != "tool_calls"} == {
+            k: v for k, v in sent.items() if k != "tool_calls"
+        }
