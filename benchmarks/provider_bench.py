@@ -134,17 +134,26 @@ def two_stages(first: str, second: str, adapters: dict[str, ProviderAdapter]) ->
     )
 
 
-async def failover_gaps(model: RoutedModel, rounds: int) -> list[float]:
-    """Seconds from the dying attempt's last delta to the fallback's first, *rounds* times."""
+async def failover_gaps(model: RoutedModel, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds from the dying attempt's last delta to the fallback's first, *rounds* times,
+    and this process's CPU time over each gap (the rest of a gap is waiting for a core)."""
     await model.route(MESSAGES)  # warm both connections' code paths
     gaps: list[float] = []
+    cpu: list[float] = []
     for _ in range(rounds):
         times: dict[int, list[float]] = {0: [], 1: []}
+        clocks: dict[int, list[float]] = {0: [], 1: []}
         sink = ListSink()
 
-        def emit(event: Any, _append: Any = sink.events.append, _times: Any = times) -> None:
+        def emit(
+            event: Any,
+            _append: Any = sink.events.append,
+            _times: Any = times,
+            _clocks: Any = clocks,
+        ) -> None:
             if isinstance(event, TextEvent):
                 _times[event.epoch].append(anyio.current_time())
+                _clocks[event.epoch].append(time.process_time())
             _append(event)
 
         sink.emit = emit
@@ -154,7 +163,8 @@ async def failover_gaps(model: RoutedModel, rounds: int) -> list[float]:
         assert result.ok
         assert result.unwrap().content == "ok"
         gaps.append(times[1][0] - times[0][-1])
-    return gaps
+        cpu.append(clocks[1][0] - clocks[0][-1])
+    return gaps, cpu
 
 
 PairOpener = Callable[
@@ -167,8 +177,9 @@ async def bench_failover(open_pair: PairOpener, names: tuple[str, str], rounds: 
     """The failover gap with the first of *names* dying and the second answering, then reversed."""
     for first, second in (names, names[::-1]):
         async with open_pair({first: DYING, second: HEALTHY}) as adapters:
-            gaps = await failover_gaps(two_stages(first, second, adapters), rounds)
+            gaps, cpu = await failover_gaps(two_stages(first, second, adapters), rounds)
         print(
             f"{first} dies mid-stream -> {second}'s first delta, median of {len(gaps)}: "
-            f"{statistics.median(gaps) * 1e3:6.2f} ms (max {max(gaps) * 1e3:6.2f} ms)"
+            f"{statistics.median(gaps) * 1e3:6.2f} ms (max {max(gaps) * 1e3:6.2f} ms); "
+            f"this process's CPU in the gap, median {statistics.median(cpu) * 1e3:6.2f} ms"
         )

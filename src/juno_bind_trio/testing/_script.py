@@ -111,6 +111,9 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str | None = None
+    thought_signature: str | None = attrs.field(default=None, kw_only=True)
+    """On the OpenAI-compatible wire, the call's ``extra_content.google.thought_signature``, as
+    Gemini's compatible endpoint sends it (the other fakes' wires ignore it)."""
 
 
 @attrs.frozen
@@ -438,6 +441,8 @@ def _tool_call_json(delta: ToolCallDelta) -> dict[str, Any]:
         function["arguments"] = delta.arguments
     if function:
         entry["function"] = function
+    if delta.thought_signature is not None:
+        entry["extra_content"] = {"google": {"thought_signature": delta.thought_signature}}
     return entry
 
 

@@ -37,6 +37,7 @@ import h11
 from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskStatus
 
+from ._gemini_compat import refuse_unsigned_calls, sign_first_call
 from ._history import find_fault
 from ._http import (
     Handler,
@@ -258,6 +259,18 @@ class FakeOpenAIServer:
     fields back. A refused request takes nothing from the script. May be
     switched while the server runs.
     """
+    gemini_signatures: bool = attrs.field(default=False, kw_only=True)
+    """Whether the server plays Gemini 3's OpenAI-compatible endpoint on thought signatures.
+
+    ``True``: the first tool call of each streamed answer carries a signature
+    (``extra_content.google.thought_signature``), and a request whose current
+    turn has a call turn whose first call carries none, or one this server did
+    not issue, gets Gemini's 400 (the stand-ins the Gemini API documents for
+    calls it did not make pass); see ``testing/_gemini_compat.py``. Off by
+    default. A refused request takes nothing from the script. May be switched
+    while the server runs.
+    """
+    _issued: set[str] = attrs.field(factory=set, init=False)
     _connections: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     @property
@@ -306,6 +319,10 @@ class FakeOpenAIServer:
             refusal = _refuse_unknown_fields(body)
             if refusal is not None:
                 return refusal
+        if self.gemini_signatures:
+            refusal = refuse_unsigned_calls(body, self._issued)
+            if refusal is not None:
+                return refusal
         if not self.supports_response_format and "response_format" in body:
             return ErrorResponse(
                 400,
@@ -313,7 +330,7 @@ class FakeOpenAIServer:
                 param="response_format",
                 code="unsupported_parameter",
             )
-        return next_answer(
+        response = next_answer(
             self._queues,
             self._respond,
             record,
@@ -321,6 +338,9 @@ class FakeOpenAIServer:
             owner="fake server",
             where="open_fake_openai_server script",
         )
+        if self.gemini_signatures:
+            response = sign_first_call(response, record.index, self._issued)
+        return response
 
     async def _play(self, send: Send, record: RecordedRequest, response: FakeResponse) -> bool:
         completion_id = f"chatcmpl-fake-{record.index}"

@@ -12,7 +12,7 @@ hosts that build their routing from ``AsyncOpenAI`` clients.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -94,6 +94,22 @@ def _check_stream_path(value: StreamPath) -> StreamPath:
     return check_stream_path("OpenAIChatModel", value)
 
 
+def _check_gemini(given: Collection[str]) -> frozenset[str]:
+    value: object = given  # checked at run time, whatever the type says
+    if isinstance(value, str | bytes) or not isinstance(value, Collection):
+        raise TypeError(
+            f"OpenAIChatModel: gemini_compat_providers must be a collection of provider names, "
+            f"got {value!r}"
+        )
+    names = frozenset(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(
+                f"OpenAIChatModel: gemini_compat_providers holds {name!r}, not a provider name"
+            )
+    return names
+
+
 def _check_callable(name: str, *, optional: bool) -> Callable[[Any, Any, Any], None]:
     def check(_instance: Any, _attribute: Any, value: Any) -> None:
         if optional and value is None:
@@ -137,6 +153,11 @@ class OpenAIChatModel:
         synchronously, before the turn returns or raises.
     * *stream_path*: how each stream is read, ``"lean"`` (the default) or ``"sdk"``; see
         [`stream_chat_completion()`][juno_bind_trio.providers.openai.stream_chat_completion].
+    * *gemini_compat_providers*: the providers (keys of *clients*) whose endpoint is the Gemini
+        API's OpenAI-compatible one behind a proxy or gateway; a client whose base URL is the
+        Gemini API's own host is recognised without it. Tool calls another provider made reach
+        these endpoints with the stand-in thought signature the Gemini API documents (see
+        [`OpenAIChatAdapter`][juno_bind_trio.providers.openai.OpenAIChatAdapter]).
     """
 
     _plan: RoutePlan = attrs.field(alias="plan", converter=_check_plan)
@@ -168,6 +189,9 @@ class OpenAIChatModel:
     _stream_path: StreamPath = attrs.field(
         default="lean", alias="stream_path", converter=_check_stream_path
     )
+    _gemini_compat_providers: frozenset[str] = attrs.field(
+        default=frozenset(), alias="gemini_compat_providers", converter=_check_gemini
+    )
     _router: Router = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -179,12 +203,21 @@ class OpenAIChatModel:
             self._on_route,
             held="client",
         )
+        unknown = sorted(self._gemini_compat_providers - set(self._clients))
+        if unknown:
+            raise ValueError(
+                f"OpenAIChatModel: gemini_compat_providers names {unknown!r}, which clients has not"
+            )
         classify = self._classify
+        gemini = self._gemini_compat_providers
         self._router = Router(
             plan=self._plan,
             adapters={
                 provider: OpenAIChatAdapter(
-                    client, classify=classify, stream_path=self._stream_path
+                    client,
+                    classify=classify,
+                    stream_path=self._stream_path,
+                    gemini_compat=True if provider in gemini else None,
                 )
                 for provider, client in self._clients.items()
             },
@@ -243,6 +276,7 @@ class OpenAIChatModel:
             classify=self._classify,
             on_route=self._on_route,
             stream_path=self._stream_path,
+            gemini_compat_providers=self._gemini_compat_providers,
         )
         derived._router = self._router.derive(derived._request_options)
         return derived
