@@ -47,6 +47,14 @@ def startup_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _sigint_as_at_a_terminal() -> None:
+    # In the child, before exec: SIGINT at its default and unblocked, whatever this
+    # pytest worker inherited or another test left. An ignored or blocked SIGINT is
+    # inherited across exec, and the script would then never see a Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 class _Server:
     def __init__(self, env: Mapping[str, str], preimport: tuple[str, ...]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -59,6 +67,7 @@ class _Server:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
+                preexec_fn=_sigint_as_at_a_terminal,
             )
         finally:
             theirs.close()
@@ -242,6 +251,7 @@ def start_script(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=_sigint_as_at_a_terminal,
         )
     return ForkedScript(server, argv, str(cwd), env, module=module)
 

@@ -170,12 +170,33 @@ def test_ctrl_c_reaches_the_script(
     script = tmp_path / "waits.py"
     script.write_text(WAITS_FOR_CTRL_C, encoding="utf-8")
     process = start_script(script, cwd=tmp_path, env=ENV)
-    assert isinstance(process, ForkedScript) == (runner == "fork")
-    assert process.stdout is not None
-    assert process.stdout.readline() == "ready\n"
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    try:
+        assert isinstance(process, ForkedScript) == (runner == "fork")
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:  # a failure above: leave no process behind
+            process.kill()
+            process.communicate()
     assert (process.wait(), out, err) == (0, "interrupted\n", "")
+
+
+def test_a_script_starts_with_ctrl_c_on_though_this_process_ignores_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A pytest worker may inherit SIGINT ignored (or another test leaves it so): the
+    # script still starts as it would at a terminal, on both roads.
+    monkeypatch.setattr(script_runner, "_servers", {})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forked, fresh = both_ways(monkeypatch, PROBE, tmp_path, "0")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        for server in script_runner._servers.values():
+            server.close()
+    assert json.loads(forked.stdout)["sigint"] is json.loads(fresh.stdout)["sigint"] is True
 
 
 def test_a_script_past_its_timeout_is_killed(tmp_path: Path) -> None:
