@@ -69,6 +69,41 @@ async def test_without_a_store_message_history_still_continues_in_memory() -> No
     assert shop.effects.count(("refund", 500)) == 1
 
 
+async def test_open_run_with_decisions_on_a_conversation_has_the_runs_id_from_entry(
+    store: RunStore,
+) -> None:
+    shop = Shop()
+    await shop.agent(store, "w1").run("refund order 17", conversation="t", run_id="r1")
+    seen: list[str] = []
+    async with shop.agent(store, "w2").open_run(
+        conversation="t", approvals={"c1": True}, results={"c3": "tue"}
+    ) as run:
+        seen.append(run.run_id)  # before any event: already the continued run's
+        async for event in run:
+            seen.append(getattr(event, "run_id", run.run_id))
+    assert set(seen) == {"r1"}
+    assert run.result is not None
+    assert (run.result.run_id, run.result.reason) == ("r1", "completed")
+    assert shop.effects.count(("refund", 500)) == 1
+    assert [r.run_id for r in await store.list_runs()] == ["r1"]
+
+
+async def test_open_run_with_a_prompt_and_decisions_on_a_waiting_conversation_is_refused_on_entry(
+    store: RunStore,
+) -> None:
+    shop = Shop()
+    await shop.agent(store, "w1").run("refund order 17", conversation="t", run_id="r1")
+    entered = False
+    with pytest.raises(UsageError, match="'r1'"):
+        async with shop.agent(store, "w2").open_run(
+            "and more", conversation="t", approvals={"c1": True}
+        ):
+            entered = True
+    assert not entered
+    assert await waiting_ids(store) == ["r1"]
+    assert shop.effects.count(("refund", 500)) == 0
+
+
 async def test_decisions_on_a_conversation_resume_its_waiting_run(store: RunStore) -> None:
     shop = Shop()
     agent = shop.agent(store, "w1")

@@ -525,7 +525,10 @@ class Agent(Generic[DepsT, OutputT]):
         Leaving the block before the run ended (a ``break``, an exception, a
         cancel around it) cancels the run: every tool call of the last
         assistant message is answered, nothing queued starts. An error of the
-        run itself is raised when the block exits.
+        run itself is raised when the block exits. Decisions on a *conversation*
+        find the stored run they continue as the block is entered: ``run.run_id``
+        is that run's from the start, and a refusal (``UsageError``) is raised
+        there, before any event.
         """
         core = self._core("Agent.open_run", locals(), pipe=EventPipe())
         return OpenRun(core, cast("EventPipe", core.pipe))

@@ -16,6 +16,7 @@ from juno_bind_trio.completion import ResetEvent, TextEvent, ToolCallDeltaEvent,
 from ._events import AgentEvent, RunEndedEvent, TurnEndedEvent
 from ._output_plan import ToolAnswerView
 from ._result import AgentResult, OutputT
+from ._store_session import continue_in_conversation
 
 if TYPE_CHECKING:
     from ._pipe import EventPipe
@@ -344,6 +345,8 @@ class OpenRun(AbstractAsyncContextManager["AgentRun[OutputT]"], Generic[OutputT]
                 "Agent.open_run: this run was entered already; call open_run again for another run"
             )
         self._entered = True
+        # Decisions on a conversation continue its waiting run: its id, from the start.
+        await continue_in_conversation(self._core)
         manager = self._manager = open_agent_run(self._core, self._pipe)
         return await manager.__aenter__()
 

@@ -197,6 +197,7 @@ class _RunCore(Generic[OutputT]):
         self.iteration: int = 0  # the run's count: a resumed run's continues its stored one
         self.loop: ToolLoop | None = None
         self.resuming: bool = False  # Agent.resume: the run is loaded from the store
+        self.conversation_read = False  # continue_in_conversation looked for a waiting run
         messages = list(message_history)
         instructions = at_construction(settings, deps)  # see _instructions
         self.instructions_text: str | None = instructions  # first: a handoff replaces it
@@ -527,8 +528,7 @@ class _RunCore(Generic[OutputT]):
             if counter is not None:
                 counter.running += 1
         try:
-            if self.conversation is not None and (self.gate.decisions or not self.prompted):
-                await continue_in_conversation(self)  # decisions: the stored run resumes
+            await continue_in_conversation(self)  # decisions: the stored run resumes
             settings = self.settings
             deferred = settings.instructions_awaited or bool(settings.handoffs)
             # A conversation's, with handoffs: once its history is read (with_history).

@@ -100,13 +100,19 @@ async def continue_in_conversation(core: Any) -> None:
     conversation's end, resumed from the store (its decisions written first, each
     approved call run under its receipt), not a new run copying it.
 
-    *core* is the run (``_run._RunCore``): made, here, the resume of that run.
+    *core* is the run (``_run._RunCore``): made, here, the resume of that run. Read
+    once: ``open_run`` reads it as its block is entered, so the handle's ``run_id`` is
+    the continued run's from the start, and the run does not read it again.
     """
     conversation = core.conversation
+    if conversation is None or core.conversation_read:
+        return
+    if not (core.gate.decisions or not core.prompted):
+        return  # a prompt and no decisions: a new run on the conversation
     store = core.settings.store
-    assert conversation is not None
     assert store is not None
     found = await conversation_waiting_run(store, conversation)
+    core.conversation_read = True
     if found is None:
         return  # nothing waits: the decisions are refused naming their ids (with_history)
     if core.prompted:
