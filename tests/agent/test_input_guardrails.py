@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -251,6 +253,63 @@ async def test_no_tool_starts_before_every_input_guardrail_passed() -> None:
     assert times == [3.0]
     assert result.output == "done"
     assert anyio.current_time() == 3.0
+
+
+async def test_the_request_stays_in_the_runs_task_and_each_guardrail_runs_in_its_own() -> None:
+    """The first request is made in the run's own task (no task of its own); each
+    guardrail runs in one child task, once a run; the later turns start none."""
+    run_task = anyio.get_current_task().id
+    model_tasks: list[int] = []
+    guard_tasks: dict[str, list[int]] = {"first": [], "second": []}
+
+    async def fn(turn: ModelTurn) -> ModelTurnResult:
+        model_tasks.append(anyio.get_current_task().id)
+        await anyio.sleep(1)
+        if turn.iteration > 1:
+            return ModelTurnResult(content="done")
+        return ModelTurnResult(tool_calls=(_launch_call(),))
+
+    def noting(name: str) -> InputGuardrail:
+        async def check(ctx: RunContext[None], messages: list[dict[str, Any]]) -> GuardrailResult:
+            guard_tasks[name].append(anyio.get_current_task().id)
+            await anyio.sleep(0.5)
+            return GuardrailResult(tripwire=False)
+
+        return input_guardrail(check, name=name)
+
+    agent = Agent(fn, tools=[launch], input_guardrails=[noting("first"), noting("second")])
+    for _ in range(2):  # a second run of the same agent: its own first request guarded
+        model_tasks.clear()
+        for tasks in guard_tasks.values():
+            tasks.clear()
+        assert (await agent.run("go")).output == "done"
+        assert model_tasks == [run_task, run_task]
+        (first,), (second,) = guard_tasks.values()
+        assert len({run_task, first, second}) == 3
+
+
+async def test_the_turns_after_the_first_call_the_model_with_no_guardrail_frame_above() -> None:
+    """After the first request the run's model is the plain one again: no later turn
+    awaits through the guardrails' wrapper."""
+    from juno_bind_trio.agent import _guardrails as guardrails_module
+
+    wrapped: list[bool] = []
+
+    async def fn(turn: ModelTurn) -> ModelTurnResult:
+        frame: FrameType | None = sys._getframe(1)
+        files: list[str] = []
+        while frame is not None:
+            files.append(frame.f_code.co_filename)
+            frame = frame.f_back
+        wrapped.append(guardrails_module.__file__ in files)
+        await anyio.sleep(1)
+        if turn.iteration > 2:
+            return ModelTurnResult(content="done")
+        return ModelTurnResult(tool_calls=(_launch_call(f"c{turn.iteration}"),))
+
+    agent = Agent(fn, tools=[launch], input_guardrails=[_passes_at(0.5)])
+    assert (await agent.run("go")).output == "done"
+    assert wrapped == [True, False, False]
 
 
 async def test_a_blocking_guardrail_gates_the_request() -> None:

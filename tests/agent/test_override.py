@@ -154,3 +154,16 @@ async def test_override_of_tools_on_a_model_string_keeps_the_agents_one_client(
     assert closed == ["client 0"]
     # Every request, inside the block and out, went over the one client's one connection.
     assert [r.connection for r in server.requests] == [0, 0, 0]
+
+
+async def test_a_test_model_replaces_a_model_that_has_request_options() -> None:
+    # The agent's request options belong to its OpenAI model; a block putting a test
+    # model (or a function model) in its place runs instead of refusing the options.
+    agent = Agent("openai:gpt-4o-mini", request_options={"temperature": 0.2}, api_key="k")
+    try:
+        with agent.override(model=TestModel(text="from the test model")):
+            assert (await agent.run("hi")).output == "from the test model"
+        with agent.override(model=answering("function")):
+            assert (await agent.run("hi")).output == "function"
+    finally:
+        await agent.aclose()

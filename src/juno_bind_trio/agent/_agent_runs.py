@@ -14,6 +14,8 @@ import sniffio
 
 from juno_bind_trio._errors import UsageError
 from juno_bind_trio._validate import error_kind, non_empty_str, optional, shown
+from juno_bind_trio.providers import RoutedModel
+from juno_bind_trio.providers.openai import OpenAIChatModel
 from juno_bind_trio.run import StopSignal
 from juno_bind_trio.transcript import heal_transcript
 
@@ -81,6 +83,10 @@ def override_settings(
         changes["model"] = model
         for key in ("base_url", "api_key", "client"):
             changes[key] = None
+        if not _sends_request_options(model):
+            # The agent's request options were for the model this block replaces; a
+            # test model builds its own requests, so they have nowhere to go.
+            changes["request_options"] = None
     if not isinstance(tools, Unset):
         changes["tools"] = tools
     if not changes:
@@ -97,6 +103,10 @@ def override_settings(
     if isinstance(model, Unset):
         replaced = attrs.evolve(replaced, model=settings.model)
     return replaced
+
+
+def _sends_request_options(model: object) -> bool:
+    return isinstance(model, OpenAIChatModel | RoutedModel)
 
 
 async def _kept_model(turn: object) -> NoReturn:

@@ -6,8 +6,9 @@ a module is *when* it runs, and what a trip may leave behind.
 
 An input guardrail checks what the first request is about to send. Run
 before the request, it adds its own latency to every run; run beside it, it
-costs nothing unless it trips. So the first request and the guardrails are
-tasks of one task group: the guardrail that trips first cancels the group's
+costs nothing unless it trips. So the first request runs inside a task group
+whose children are the guardrails (the request in the run's own task, a task
+for each guardrail): the guardrail that trips first cancels the group's
 scope, and the request stops at its next checkpoint, so no token is read
 after the trip. The request's answer is held until every guardrail has
 passed, which is the whole guarantee: the answer is never committed to the
@@ -30,7 +31,7 @@ cancel as a cancel; never an exception group.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar, final, overload
 
 import anyio
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from juno_bind_trio.completion import TurnTextStream
     from juno_bind_trio.loop import ModelTurn
 
-    from ._run import _RunCore
+    from ._run import ModelFn, _RunCore
 
 __all__ = [
     "InputGuardrail",
@@ -74,8 +75,6 @@ __all__ = [
     "output_guardrail",
     "tripped_result",
 ]
-
-T = TypeVar("T")
 
 GuardrailFunction: TypeAlias = Callable[..., Any]
 """``(ctx, input) -> GuardrailResult``, ``async`` or not (a synchronous one runs in a thread)."""
@@ -276,18 +275,7 @@ def check_output_guardrails(owner: str, given: object) -> tuple[OutputGuardrail,
 # --- running one -----------------------------------------------------------------------
 
 
-async def _verdict(
-    guard: InputGuardrail | OutputGuardrail, ctx: RunContext[Any], value: object
-) -> GuardrailResult:
-    function = guard.function
-    if guard.is_async:
-        found = await function(ctx, value)
-    else:
-        # Abandoned on a cancel: a check has no effect to wait for, and a run
-        # another guardrail already ended must not wait for this one's thread.
-        found = await anyio.to_thread.run_sync(
-            functools.partial(function, ctx, value), abandon_on_cancel=True
-        )
+def _judged(guard: InputGuardrail | OutputGuardrail, found: object) -> GuardrailResult:
     if not isinstance(found, GuardrailResult):
         kind = "input" if isinstance(guard, InputGuardrail) else "output"
         raise UsageError(
@@ -295,6 +283,24 @@ async def _verdict(
             "returns GuardrailResult(tripwire=...)"
         )
     return found
+
+
+async def _in_thread(
+    guard: InputGuardrail | OutputGuardrail, ctx: RunContext[Any], value: object
+) -> object:
+    # Abandoned on a cancel: a check has no effect to wait for, and a run
+    # another guardrail already ended must not wait for this one's thread.
+    return await anyio.to_thread.run_sync(
+        functools.partial(guard.function, ctx, value), abandon_on_cancel=True
+    )
+
+
+async def _verdict(
+    guard: InputGuardrail | OutputGuardrail, ctx: RunContext[Any], value: object
+) -> GuardrailResult:
+    if guard.is_async:
+        return _judged(guard, await guard.function(ctx, value))
+    return _judged(guard, await _in_thread(guard, ctx, value))
 
 
 def _withdraw(stream: TurnTextStream | None) -> None:
@@ -316,94 +322,127 @@ def _tripped(
 
 @final
 class _Watch:
-    """The first ending of a request and its guardrails: a trip, or a failure."""
+    """The input guardrails of one first request, and the first ending among them and
+    the request: a trip, or a failure. Each guardrail runs as ``check`` in a child task;
+    the request stays in the run's own task."""
 
-    __slots__ = ("blocking_left", "failure", "gate", "trip")
+    __slots__ = ("blocking_left", "ctx", "failure", "gate", "messages", "tasks", "trip")
 
-    def __init__(self, blocking: int) -> None:
+    def __init__(self, ctx: RunContext[Any], messages: list[dict[str, Any]], blocking: int) -> None:
+        self.ctx = ctx
+        self.messages = messages
         self.trip: tuple[InputGuardrail, GuardrailResult] | None = None
         self.failure: Exception | None = None
         self.blocking_left: int = blocking
         self.gate: anyio.Event | None = anyio.Event() if blocking else None
+        self.tasks: TaskGroup | None = None  # the group, once it is open
 
     @property
     def clear(self) -> bool:
         return self.trip is None and self.failure is None
 
+    def end(self) -> None:
+        assert self.tasks is not None
+        self.tasks.cancel_scope.cancel()
 
-async def _watch(
-    guard: InputGuardrail,
-    ctx: RunContext[Any],
-    messages: list[dict[str, Any]],
-    watch: _Watch,
-    tasks: TaskGroup,
-) -> None:
-    scope = tasks.cancel_scope
-    try:
-        verdict = await _verdict(guard, ctx, messages)
-    except Exception as exc:
-        # Cut off by the scope (another guardrail tripped): that one speaks.
-        if watch.clear and not cancelled_now():
-            watch.failure = exc
-            scope.cancel()
-        return
-    if verdict.tripwire:
-        if watch.clear:
-            watch.trip = (guard, verdict)
-            scope.cancel()
-    elif guard.blocking:
-        watch.blocking_left -= 1
-        if watch.blocking_left == 0 and watch.gate is not None:
-            watch.gate.set()
+    async def check(self, guard: InputGuardrail) -> None:
+        """*guard*'s verdict; a trip or a failure (the first one) cancels the group."""
+        # One coroutine a guardrail: the function is awaited here, not through _verdict.
+        try:
+            if guard.is_async:
+                found = await guard.function(self.ctx, self.messages)
+            else:
+                found = await _in_thread(guard, self.ctx, self.messages)
+            verdict = _judged(guard, found)
+        except Exception as exc:
+            # Cut off by the scope (another guardrail tripped): that one speaks.
+            if self.clear and not cancelled_now():
+                self.failure = exc
+                self.end()
+            return
+        if verdict.tripwire:
+            if self.clear:
+                self.trip = (guard, verdict)
+                self.end()
+        elif guard.blocking:
+            self.blocking_left -= 1
+            if self.blocking_left == 0 and self.gate is not None:
+                self.gate.set()
 
 
-async def _beside(
-    guards: Sequence[InputGuardrail],
-    ctx: RunContext[Any],
-    turn: ModelTurn,
-    request: Callable[[ModelTurn], Awaitable[T]],
-) -> T:
-    messages = list(turn.messages)
-    watch = _Watch(sum(1 for g in guards if g.blocking))
-    answer: list[T] = []
-    # The request's own failure when a cancel came with it (a client that turns
-    # a cancellation into its own error): the cancel is what leaves, if pending.
-    late: Exception | None = None
-    try:
-        # Trio's own nursery on Trio: half the cost of anyio's task group, on a
-        # group every guarded run opens (docs/explanation/performance.md).
-        async with open_task_group() as tasks:
-            scope = tasks.cancel_scope
-            for guard in guards:
-                tasks.start_soon(_watch, guard, ctx, messages, watch, tasks)
-            if watch.gate is not None:
-                await watch.gate.wait()
-            try:
-                answer.append(await request(turn))
-            except Exception as exc:
-                if watch.clear and not cancelled_now():
-                    watch.failure = exc
-                else:
-                    late = exc
-                scope.cancel()
-    except BaseExceptionGroup as group:
-        # A guardrail's BaseException (KeyboardInterrupt, say): as itself.
-        rest = split_cancellations(group)[1]
-        if rest is None:
-            raise
-        raise one_failure(rest) from None
-    if watch.trip is not None:
-        guard, verdict = watch.trip
-        _withdraw(turn.text_stream)
-        await checkpoint_if_cancelled()  # a hard cancel outranks the trip
-        raise _tripped(guard, "input", verdict)
-    if watch.failure is not None:
-        raise watch.failure
-    if not answer:
-        await checkpoint_if_cancelled()
-        assert late is not None
-        raise late
-    return answer[0]
+@final
+class _FirstRequest:
+    """A run's model, its first request made beside the run's input guardrails.
+
+    The request runs in the calling task, inside a task group whose only children
+    are the guardrails: one task per guardrail is the whole cost of a guardrail
+    that never trips (docs/explanation/performance.md, "Guardrails"). After the
+    first request the run's model is the plain one again, so later turns pay
+    nothing, not even this object's frame on each of their awaits.
+    """
+
+    __slots__ = ("_blocking", "_core", "_guards", "_model", "_pending")
+
+    def __init__(
+        self, model: ModelFn, core: _RunCore[Any], guards: tuple[InputGuardrail, ...]
+    ) -> None:
+        self._model = model
+        self._core = core
+        self._guards = guards
+        self._blocking = sum(1 for guard in guards if guard.blocking)
+        self._pending = True
+
+    async def __call__(self, turn: ModelTurn) -> ModelTurnResult:
+        model = self._model
+        if not self._pending:  # a structured-output re-ask of the first turn, say
+            return await model(turn)
+        self._pending = False
+        core = self._core
+        if core.model is self:
+            core.model = model
+        # The guardrails read their own copy of what the request sends.
+        watch = _Watch(_context(core, turn.iteration), list(turn.messages), self._blocking)
+        answer: ModelTurnResult
+        answered = False
+        # The request's own failure when a cancel came with it (a client that turns
+        # a cancellation into its own error): the cancel is what leaves, if pending.
+        late: Exception | None = None
+        try:
+            # Trio's own nursery on Trio: half the cost of anyio's task group, on a
+            # group every guarded run opens (docs/explanation/performance.md).
+            async with open_task_group() as tasks:
+                watch.tasks = tasks
+                for guard in self._guards:
+                    tasks.start_soon(watch.check, guard)
+                if watch.gate is not None:
+                    await watch.gate.wait()
+                try:
+                    answer = await model(turn)
+                    answered = True
+                except Exception as exc:
+                    if watch.clear and not cancelled_now():
+                        watch.failure = exc
+                    else:
+                        late = exc
+                    watch.end()
+        except BaseExceptionGroup as group:
+            # A guardrail's BaseException (KeyboardInterrupt, say): as itself.
+            rest = split_cancellations(group)[1]
+            if rest is None:
+                raise
+            raise one_failure(rest) from None
+        if watch.trip is not None:
+            guard, verdict = watch.trip
+            _withdraw(turn.text_stream)
+            await checkpoint_if_cancelled()  # a hard cancel outranks the trip
+            raise _tripped(guard, "input", verdict)
+        if watch.failure is not None:
+            raise watch.failure
+        if not answered:
+            await checkpoint_if_cancelled()
+            assert late is not None
+            raise late
+        return answer
 
 
 def _context(core: _RunCore[Any], iteration: int) -> RunContext[Any]:
@@ -419,24 +458,14 @@ def _context(core: _RunCore[Any], iteration: int) -> RunContext[Any]:
     )
 
 
-def guarded_first_request(
-    model: Callable[[ModelTurn], Awaitable[T]], core: _RunCore[Any]
-) -> Callable[[ModelTurn], Awaitable[T]]:
+def guarded_first_request(model: ModelFn, core: _RunCore[Any]) -> ModelFn:
     """*model*, its first request made beside the run's input guardrails (see the module
     docstring); every later request goes straight to *model*. *model* itself when the
     run has no input guardrail."""
     guards = core.agent.input_guardrails  # the agent starting the run (or continuing it)
     if not guards:
         return model
-    pending = [True]
-
-    async def first_guarded(turn: ModelTurn) -> T:
-        if not pending[0]:
-            return await model(turn)
-        pending[0] = False
-        return await _beside(guards, _context(core, turn.iteration), turn, model)
-
-    return first_guarded
+    return _FirstRequest(model, core, guards)
 
 
 # --- the final output -----------------------------------------------------------------

@@ -40,7 +40,6 @@ __all__ = [
     "OutputMode",
     "PromptedOutput",
     "ToolOutput",
-    "is_output_mode",
 ]
 
 T = TypeVar("T")
@@ -158,8 +157,3 @@ class PromptedOutput(Generic[T]):
 
 
 OutputMode = ToolOutput[Any] | NativeOutput[Any] | PromptedOutput[Any]
-
-
-def is_output_mode(value: object) -> bool:
-    """Whether *value* is one of the three output modes."""
-    return isinstance(value, ToolOutput | NativeOutput | PromptedOutput)
