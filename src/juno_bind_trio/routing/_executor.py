@@ -229,23 +229,6 @@ _RECORD_SET: Final = _slot_setters(
 _RESULT_SET: Final = _slot_setters(RouteResult, "status", "value", "error", "attempts", "skipped")
 
 
-def _record(
-    cursor: RouteCursor,
-    candidate: Candidate,
-    outcome: AttemptSuccess[T] | AttemptFailure,
-    action: RouteAction | None,
-    adjusted: AdjustmentReason | None,
-) -> AttemptRecord[T]:
-    record: AttemptRecord[T] = _new(AttemptRecord)
-    s0, s1, s2, s3, s4 = _RECORD_SET
-    s0(record, cursor)
-    s1(record, candidate)
-    s2(record, outcome)
-    s3(record, action)
-    s4(record, adjusted)
-    return record
-
-
 def _result(
     status: RouteStatus,
     value: T | None,
@@ -292,6 +275,8 @@ async def execute_route_plan(
 
     trail: list[AttemptRecord[T]] = []
     skipped: list[SkippedCandidate] = []
+    # The record's slot setters as locals: one record per attempt, built inline.
+    set_cursor, set_candidate, set_outcome, set_action, set_adjusted = _RECORD_SET
     cursors = plan._cursors
     overall = 0
     # Resolved on the second attempt, once per route: the cheapest probe for
@@ -337,7 +322,12 @@ async def execute_route_plan(
                 if isinstance(outcome, AttemptSuccess):
                     if permit is not None and breaker is not None:
                         breaker.record_success(permit)
-                    record = _record(cursor, candidate, outcome, None, None)
+                    record: AttemptRecord[T] = _new(AttemptRecord)
+                    set_cursor(record, cursor)
+                    set_candidate(record, candidate)
+                    set_outcome(record, outcome)
+                    set_action(record, None)
+                    set_adjusted(record, None)
                     return _result(
                         "succeeded",
                         outcome.value,
@@ -369,7 +359,13 @@ async def execute_route_plan(
                         breaker.release(permit)
                 if outcome.produced_output and action is not _STOP:
                     action, adjusted = _STOP, "produced_output"
-                trail.append(_record(cursor, candidate, outcome, action, adjusted))
+                record = _new(AttemptRecord)
+                set_cursor(record, cursor)
+                set_candidate(record, candidate)
+                set_outcome(record, outcome)
+                set_action(record, action)
+                set_adjusted(record, adjusted)
+                trail.append(record)
 
                 if action is _STOP:
                     status: RouteStatus = (

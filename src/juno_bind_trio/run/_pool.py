@@ -43,7 +43,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Final, Generic, Literal, NoReturn, TypeVar, cast, final
 
-import anyio
 import anyio.lowlevel
 import attrs
 import outcome
@@ -54,6 +53,7 @@ from juno_bind_trio._cancel import (
     checkpoint_if_cancelled_fn,
     is_foreign_cancellation,
     one_failure,
+    open_task_group,
     split_cancellations,
 )
 from juno_bind_trio._errors import AbortedToolCallError, InterruptedToolCallError, UsageError
@@ -347,7 +347,9 @@ class ToolBatch(Generic[T]):
         checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
         bare: BaseException | None = None
         try:
-            async with anyio.create_task_group() as workers:
+            # Trio's own nursery on Trio (half the cost of anyio's task group
+            # over it), anyio's task group elsewhere; both leave the same way.
+            async with open_task_group() as workers:
                 for indices in self._groups.values():
                     # One iterator per group, shared by the group's workers: each
                     # next() is a claim, and the event loop runs one task at a
