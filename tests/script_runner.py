@@ -38,6 +38,8 @@ SERVER = Path(__file__).with_name("script_server.py")
 # What the store's CLI and its worker processes import (not the SDK, not the web layer).
 STORE_PREIMPORT = ("anyio", "trio", "juno_bind_trio.agent", "juno_bind_trio.store", "psycopg")
 RUNNER_ENV = "JUNO_SCRIPT_RUNNER"
+HELLO_TIMEOUT = 60.0
+DRAIN_TIMEOUT = 30.0  # after a kill: what is left on the pipes, or give up on it
 
 
 def startup_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -72,7 +74,16 @@ class _Server:
         finally:
             theirs.close()
         self.control = ours
-        hello = self.control.recv(1 << 16)
+        # Its imports take a second or two; a server that never says hello (stopped, a
+        # machine out of memory) is no server: the scripts start as plain subprocesses.
+        self.control.settimeout(HELLO_TIMEOUT)
+        try:
+            hello = self.control.recv(1 << 16)
+        except TimeoutError:
+            self.process.kill()
+            self.process.wait()
+            hello = b'{"ready": false, "problem": "no hello in time"}'
+        self.control.settimeout(None)
         answer = json.loads(hello) if hello else {"ready": False, "problem": "it exited"}
         self.problem: str = "" if answer["ready"] else str(answer["problem"])
 
@@ -146,6 +157,9 @@ def fork_server_for(env: Mapping[str, str], preimport: Sequence[str] = ()) -> _S
     key = (startup_key(env), tuple(preimport))
     with _servers_lock:
         server = _servers.get(key)
+        if server is not None and server.process.poll() is not None:
+            server.close()  # it died (killed, out of memory): a new one, not its corpse
+            server = None
         if server is None:
             server = _servers[key] = _Server(env, key[1])
     return None if server.problem else server
@@ -201,13 +215,19 @@ class ForkedScript:
             os.kill(self.pid, sig)
 
     def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+        # The script leads a process group of its own (the server's child calls setsid):
+        # what it started dies with it, and nothing is left holding its pipes open.
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         """Everything left on stdout and stderr, read to their end, and the exit status."""
         texts: dict[str, str] = {}
         readers = [
-            threading.Thread(target=lambda n=name, f=file: texts.__setitem__(n, f.read()))
+            threading.Thread(
+                target=lambda n=name, f=file: texts.__setitem__(n, f.read()), daemon=True
+            )
             for name, file in (("out", self.stdout), ("err", self.stderr))
         ]
         for reader in readers:
@@ -220,10 +240,11 @@ class ForkedScript:
             raise
         finally:
             for reader in readers:
-                reader.join()
-            self.stdout.close()
-            self.stderr.close()
-        return texts["out"], texts["err"]
+                reader.join(DRAIN_TIMEOUT)
+            if all(not reader.is_alive() for reader in readers):
+                self.stdout.close()
+                self.stderr.close()
+        return texts.get("out", ""), texts.get("err", "")
 
 
 ScriptProcess: TypeAlias = "ForkedScript | subprocess.Popen[str]"
@@ -252,6 +273,7 @@ def start_script(
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=_sigint_as_at_a_terminal,
+            start_new_session=True,  # as a forked script: a group of its own, killed whole
         )
     return ForkedScript(server, argv, str(cwd), env, module=module)
 
@@ -272,8 +294,10 @@ def run_script(
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         if isinstance(process, subprocess.Popen):
-            process.kill()
-            process.communicate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.communicate(timeout=DRAIN_TIMEOUT)
         raise
     assert process.returncode is not None
     return subprocess.CompletedProcess(

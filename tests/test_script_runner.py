@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,44 @@ def test_one_server_serves_each_start_up_environment() -> None:
     assert key({**ENV, "PORT": "0"}) == key(ENV)
     assert key({**ENV, "PYTHONWARNINGS": "ignore"}) != key(ENV)
     assert key({**ENV, "LANG": "C"}) != key(ENV)
+
+
+def test_the_docs_server_preimports_top_level_packages_only() -> None:
+    # A submodule imported before the fork is an attribute of its package in the child:
+    # a page using juno_bind_trio.testing after a bare `import juno_bind_trio` would pass.
+    import script_server
+
+    assert all("." not in name for name in script_server.PREIMPORT)
+
+
+@pytest.mark.parametrize("runner", ["fork", "subprocess"])
+def test_a_timed_out_script_is_killed_with_what_it_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runner: str
+) -> None:
+    # A child of the script's own holds stdout open: killed with the script's group, it
+    # does not keep the caller waiting for the pipes' end.
+    if runner == "subprocess":
+        monkeypatch.setenv(RUNNER_ENV, "subprocess")
+    script = tmp_path / "starts_a_child.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print('up', flush=True)\n"
+        "time.sleep(120)\n",
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_script(script, cwd=tmp_path, env=ENV, timeout=2)
+    assert time.monotonic() - started < 20
+
+
+def test_a_server_that_died_is_replaced() -> None:
+    first = script_runner.fork_server_for({**ENV, "REPLACED": "1"})
+    assert first is not None
+    first.process.kill()
+    first.process.wait()
+    second = script_runner.fork_server_for({**ENV, "REPLACED": "1"})
+    assert second is not None
+    assert second is not first
+    assert second.process.poll() is None

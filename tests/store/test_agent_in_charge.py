@@ -19,7 +19,7 @@ import pytest
 
 from juno_bind_trio.agent import Agent, agent_in_charge, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
-from juno_bind_trio.store import SCHEMA_VERSION, RunStore, SqliteRunStore
+from juno_bind_trio.store import SCHEMA_VERSION, RunStore, SqliteRunStore, _migrations
 from juno_bind_trio.store.__main__ import main
 from juno_bind_trio.store._migrations import MIGRATIONS
 
@@ -111,9 +111,12 @@ def _transcript(switched: bool) -> str:
     )
 
 
+@pytest.mark.parametrize("page", [1, 2, 200])
 async def test_a_version_4_database_is_upgraded_and_its_runs_name_the_agent_in_charge(
-    store_factory: Any, store: RunStore, store_kind: str
+    store_factory: Any, store: RunStore, store_kind: str, page: int, monkeypatch: Any
 ) -> None:
+    # The fill-in reads the transcripts a page at a time: every page size names the same.
+    monkeypatch.setattr(_migrations, "_FILL_PAGE", page)
     for table in (
         "juno_pending",
         "juno_receipts",

@@ -94,7 +94,7 @@ async def test_open_run_with_a_prompt_and_decisions_on_a_waiting_conversation_is
     shop = Shop()
     await shop.agent(store, "w1").run("refund order 17", conversation="t", run_id="r1")
     entered = False
-    with pytest.raises(UsageError, match="'r1'"):
+    with pytest.raises(UsageError, match=r"^Agent\.open_run: run 'r1'"):
         async with shop.agent(store, "w2").open_run(
             "and more", conversation="t", approvals={"c1": True}
         ):

@@ -346,7 +346,12 @@ class OpenRun(AbstractAsyncContextManager["AgentRun[OutputT]"], Generic[OutputT]
             )
         self._entered = True
         # Decisions on a conversation continue its waiting run: its id, from the start.
-        await continue_in_conversation(self._core)
+        try:
+            await continue_in_conversation(self._core, "Agent.open_run")
+        except BaseException:
+            self._pipe.close()  # no run started: nothing will write to it, or read it
+            self._pipe.close_reader()
+            raise
         manager = self._manager = open_agent_run(self._core, self._pipe)
         return await manager.__aenter__()
 

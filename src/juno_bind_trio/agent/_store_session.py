@@ -95,7 +95,7 @@ async def conversation_waiting_run(store: StoreSpec, conversation: str) -> str |
     return waiting_run(history)
 
 
-async def continue_in_conversation(core: Any) -> None:
+async def continue_in_conversation(core: Any, owner: str = "Agent.run") -> None:
     """Decisions on a conversation: the run continued is the one whose calls wait at the
     conversation's end, resumed from the store (its decisions written first, each
     approved call run under its receipt), not a new run copying it.
@@ -117,7 +117,7 @@ async def continue_in_conversation(core: Any) -> None:
         return  # nothing waits: the decisions are refused naming their ids (with_history)
     if core.prompted:
         raise UsageError(
-            f"Agent.run: run {found!r} of conversation {conversation!r} waits for these "
+            f"{owner}: run {found!r} of conversation {conversation!r} waits for these "
             "decisions; continue it with them and no prompt "
             f"(agent.run(conversation={conversation!r}, approvals=...)), then send the prompt"
         )

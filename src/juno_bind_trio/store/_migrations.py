@@ -146,16 +146,31 @@ def fill_in(ex: Callable[[str, Sequence[Any]], Any], version: int) -> None:
     """
     if version != IN_CHARGE_VERSION:
         return
-    rows = ex(
-        "SELECT run_id, messages FROM juno_runs WHERE messages LIKE ?", ("%transferred_to%",)
-    ).fetchall()
-    for run_id, text in rows:
-        try:
-            messages = json.loads(text)
-        except (TypeError, ValueError, RecursionError):
-            continue
-        if not isinstance(messages, list):
-            continue
-        name = in_charge([m for m in messages if isinstance(m, dict)])
-        if name is not None:
-            ex("UPDATE juno_runs SET agent_in_charge = ? WHERE run_id = ?", (name, run_id))
+    # A page of transcripts at a time, by run id: a large store is never held in memory.
+    after = ""
+    while True:
+        rows = ex(
+            "SELECT run_id, messages FROM juno_runs WHERE messages LIKE ? AND run_id > ? "
+            f"ORDER BY run_id LIMIT {_FILL_PAGE}",
+            ("%transferred_to%", after),
+        ).fetchall()
+        for run_id, text in rows:
+            _fill_one(ex, run_id, text)
+        if len(rows) < _FILL_PAGE:
+            return
+        after = rows[-1][0]
+
+
+_FILL_PAGE: Final = 200
+
+
+def _fill_one(ex: Callable[[str, Sequence[Any]], Any], run_id: str, text: object) -> None:
+    try:
+        messages = json.loads(text)  # type: ignore[arg-type]  # a TypeError is caught
+    except (TypeError, ValueError, RecursionError):
+        return
+    if not isinstance(messages, list):
+        return
+    name = in_charge([m for m in messages if isinstance(m, dict)])
+    if name is not None:
+        ex("UPDATE juno_runs SET agent_in_charge = ? WHERE run_id = ?", (name, run_id))
