@@ -11,14 +11,17 @@ import juno_bind_trio
 
 PACKAGE = Path(juno_bind_trio.__file__).resolve().parent
 SPLIT = [
+    "_errors.py",
     "agent/_agent.py",
     "agent/_output_modes.py",
     "agent/_run.py",
     "agent/_tool.py",
     "loop/_loop.py",
+    "mcp/_toolset.py",
     "store/_core.py",
     "store/_durable.py",
     # and what came out of them
+    "_errors_base.py",
     "agent/_agent_args.py",
     "agent/_agent_runs.py",
     "agent/_handle.py",
@@ -34,6 +37,7 @@ SPLIT = [
     "agent/_tool_nulls.py",
     "agent/_tool_report.py",
     "agent/_tool_signature.py",
+    "mcp/_connect.py",
     "store/_codec.py",
     "store/_guarded.py",
     "store/_lease.py",

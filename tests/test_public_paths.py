@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 import juno_bind_trio
+from juno_bind_trio._public import publish
 from juno_bind_trio.loop import ToolLoop
 from test_public_api import SUBPACKAGES
 
@@ -55,6 +56,17 @@ def test_exceptions_live_at_the_top_level_wherever_they_are_re_exported() -> Non
     assert StreamStallError.__module__ == "juno_bind_trio"
     assert AllRoutesFailedError.__module__ == "juno_bind_trio"
     assert ToolLoop.__module__ == "juno_bind_trio.loop"
+
+
+@pytest.mark.parametrize("defined_in", ["juno_bind_trio._errors", "juno_bind_trio._errors_base"])
+def test_a_subpackage_publishing_an_exception_first_leaves_it_to_the_top_level(
+    defined_in: str,
+) -> None:
+    probe = type("Probe", (Exception,), {"__module__": defined_in})
+    publish("juno_bind_trio.completion", {"Probe": probe}, ["Probe"])
+    assert probe.__module__ == defined_in
+    publish("juno_bind_trio", {"Probe": probe}, ["Probe"])
+    assert probe.__module__ == "juno_bind_trio"
 
 
 def test_traceback_and_pickle_name_the_public_path() -> None:

@@ -17,6 +17,9 @@ from typing import Any
 
 __all__ = ["publish"]
 
+# The modules the exception tree is defined in (``_errors`` and the part it re-exports).
+_ERROR_MODULES = frozenset({"juno_bind_trio._errors", "juno_bind_trio._errors_base"})
+
 
 def _is_private(module: str) -> bool:
     return any(part.startswith("_") for part in module.split("."))
@@ -38,7 +41,7 @@ def publish(module: str, namespace: MutableMapping[str, Any], names: Iterable[st
             continue
         if not _is_private(current) or getattr(obj, "__name__", None) != name:
             continue
-        if current == "juno_bind_trio._errors" and module != "juno_bind_trio":
+        if current in _ERROR_MODULES and module != "juno_bind_trio":
             # The exception tree's home is the top level, whichever subpackage
             # happens to be imported (and re-export an exception) first.
             continue

@@ -16,13 +16,13 @@ from juno_bind_trio._errors import MCPConnectionError as MCPConnectionError  # n
 from juno_bind_trio._errors import MCPToolError as MCPToolError  # noqa: E402
 from juno_bind_trio._public import publish as _publish  # noqa: E402
 
+from ._connect import open_mcp_client as open_mcp_client  # noqa: E402
+from ._connect import open_mcp_http as open_mcp_http  # noqa: E402
+from ._connect import open_mcp_stdio as open_mcp_stdio  # noqa: E402
 from ._convert import DEFAULT_MAX_RESULT_CHARS as DEFAULT_MAX_RESULT_CHARS  # noqa: E402
 from ._convert import MCPToolInfo as MCPToolInfo  # noqa: E402
 from ._toolset import IDEMPOTENCY_KEY_META as IDEMPOTENCY_KEY_META  # noqa: E402
 from ._toolset import MCPToolset as MCPToolset  # noqa: E402
-from ._toolset import open_mcp_client as open_mcp_client  # noqa: E402
-from ._toolset import open_mcp_http as open_mcp_http  # noqa: E402
-from ._toolset import open_mcp_stdio as open_mcp_stdio  # noqa: E402
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
