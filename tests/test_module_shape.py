@@ -18,6 +18,8 @@ SPLIT = [
     "loop/_loop.py",
     "store/_core.py",
     "store/_durable.py",
+    "store/_store.py",
+    "web/_runs.py",
     # and what came out of them
     "agent/_agent_args.py",
     "agent/_agent_runs.py",
@@ -36,8 +38,11 @@ SPLIT = [
     "agent/_tool_signature.py",
     "store/_codec.py",
     "store/_guarded.py",
+    "store/_lane.py",
     "store/_lease.py",
+    "store/_protocol.py",
     "store/_resume.py",
+    "web/_live_run.py",
 ]
 
 
