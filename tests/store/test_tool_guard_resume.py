@@ -105,3 +105,59 @@ async def test_an_approved_call_the_guard_now_refuses_has_no_receipt(store: RunS
     receipts = await store.receipts("r2")
     assert [(r.tool_call_id, r.state) for r in receipts] == [("c_a", "succeeded")]
     assert sorted(asked) == ["a", "a", "b", "b"]  # at the request, then at the resume
+
+
+async def test_a_crash_resumed_call_of_a_tool_its_step_hid_has_no_receipt(store: RunStore) -> None:
+    """The same for a call of a tool the step did not offer (``prepare_tools``): it never
+    starts, so it has no receipt; the model reads ``not_found``, as in the loop."""
+    launched: list[str] = []
+
+    def fn(turn: ModelTurn) -> ModelTurnResult:
+        if turn.iteration > 1:
+            return ModelTurnResult(content="done")
+        return ModelTurnResult(
+            tool_calls=(
+                {
+                    "id": "c_a",
+                    "type": "function",
+                    "function": {"name": "launch", "arguments": "{}"},
+                },
+                {
+                    "id": "c_h",
+                    "type": "function",
+                    "function": {"name": "hidden", "arguments": "{}"},
+                },
+            )
+        )
+
+    async def launch() -> str:
+        """Launch."""
+        launched.append("launch")
+        return "launched"
+
+    async def hidden() -> str:
+        """Never offered."""
+        launched.append("hidden")
+        return "hidden ran"
+
+    def only_launch(ctx: RunContext[None], defs: list[Any]) -> list[Any]:
+        return [d for d in defs if d.name == "launch"]
+
+    def agent_on(on: RunStore) -> Agent[None, str]:
+        return Agent(
+            FunctionModel(fn),
+            tools=[tool(launch), tool(hidden)],
+            prepare_tools=only_launch,
+            store=on,
+            store_owner="w1",
+        )
+
+    crashing = CrashingStore(store, "after_model_answer", 1)
+    assert await run_until_crash(lambda: agent_on(crashing).run("go", run_id="r3"))
+    result = await agent_on(store).resume("r3")
+    assert (result.output, launched) == ("done", ["launch"])
+    answers = {m["tool_call_id"]: m["content"] for m in result.messages if m["role"] == "tool"}
+    assert json.loads(answers["c_h"])["kind"] == "not_found"
+    assert answers["c_a"] == "launched"
+    receipts = await store.receipts("r3")
+    assert [(r.tool_call_id, r.state) for r in receipts] == [("c_a", "succeeded")]

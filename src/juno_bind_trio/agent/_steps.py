@@ -15,14 +15,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from juno_bind_trio._errors import ToolFailureError
-from juno_bind_trio.run import ToolCall, tool_call_name
-
 from ._context import RunContext
 from ._prepare import StepTools
 from ._processors import run_processors
 from ._tool import run_tools
-from ._tool_report import tool_failed
+from ._tool_guards import not_offered
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import ModelTurn, ToolCallOutcome
@@ -85,19 +82,10 @@ def offered_only(core: _RunCore[Any], inner: _Port) -> _Port:
         return inner
 
     async def run_tool_call(given: ToolCallLike) -> ToolCallOutcome:
-        offered = core.offered
-        name = tool_call_name(given)
-        if offered is None or name in offered or name in core.agent.output.tool_names:
-            return await inner(given)
-        error = ToolFailureError(
-            "not_found",
-            f"there is no tool named {name!r} at this step; the tools are: "
-            + (", ".join(sorted(offered)) or "none"),
-        )
-        if core.emit is not None:
-            call = ToolCall.of(given)
-            core.emit(tool_failed(core.iteration, call.id, name, error, "not_found"))
-        raise error
+        error = not_offered(core, given)
+        if error is not None:
+            raise error
+        return await inner(given)
 
     return run_tool_call
 

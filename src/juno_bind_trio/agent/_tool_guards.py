@@ -28,7 +28,7 @@ from juno_bind_trio._errors import ToolFailureError, UsageError
 from juno_bind_trio._validate import is_async_callable, shown
 from juno_bind_trio.loop import ToolCallOutcome
 from juno_bind_trio.plugins import tool_error_text, tool_failure_message
-from juno_bind_trio.run import ToolCall
+from juno_bind_trio.run import ToolCall, tool_call_name
 
 from ._approvals import validated_arguments
 from ._context import RunContext
@@ -47,6 +47,7 @@ __all__ = [
     "after_guards",
     "check_tool_guards",
     "has_after_guards",
+    "not_offered",
     "open_turn_guards",
     "refusing_calls",
 ]
@@ -214,6 +215,26 @@ def refusing_calls(
     return guarded
 
 
+def not_offered(core: _RunCore[Any], given: ToolCallLike) -> ToolFailureError | None:
+    """The ``not_found`` failure (reported) of a call to a tool its step did not offer, or
+    ``None`` when the tool was offered (or every tool is, with no per-step tools)."""
+    offered = core.offered
+    if core.step_tools is None or offered is None:
+        return None
+    name = tool_call_name(given)
+    if name in offered or name in core.agent.output.tool_names:
+        return None
+    error = ToolFailureError(
+        "not_found",
+        f"there is no tool named {name!r} at this step; the tools are: "
+        + (", ".join(sorted(offered)) or "none"),
+    )
+    if core.emit is not None:
+        call = ToolCall.of(given)
+        core.emit(tool_failed(core.iteration, call.id, name, error, "not_found"))
+    return error
+
+
 @final
 class OpenTurnGuards:
     """The ``before`` guards of a resumed run's open turn, checked before any receipt.
@@ -234,12 +255,15 @@ class OpenTurnGuards:
         self.passed: set[str] = set()
 
     async def screen(self, given: ToolCallLike) -> ToolCallOutcome | None:
-        """The refusal's answer for *given* (kind ``authz``), or ``None``: dispatch it."""
+        """The answer for *given* when it never starts: a tool its step did not offer
+        (kind ``not_found``) or a guard's refusal (kind ``authz``); else ``None``,
+        dispatch it."""
         core = self._core
         call = ToolCall.of(given)
-        offered = core.offered
-        if core.step_tools is not None and offered is not None and call.name not in offered:
-            return None  # not offered at its step: the port answers it not found
+        missing = not_offered(core, call)
+        if missing is not None:
+            text = tool_error_text(missing)
+            return ToolCallOutcome(tool_message=tool_failure_message(call.id, text, "not_found"))
         error = await _refusal(core, call)
         if error is None:
             self.passed.add(call.id)
@@ -251,7 +275,7 @@ class OpenTurnGuards:
 def open_turn_guards(core: _RunCore[Any]) -> OpenTurnGuards | None:
     """The screen a store session shows a resumed open turn's calls, when any may meet a
     ``before`` guard."""
-    return OpenTurnGuards(core) if _any_guards(core) else None
+    return OpenTurnGuards(core) if _any_guards(core) or core.step_tools is not None else None
 
 
 async def after_guards(
