@@ -20,6 +20,8 @@ SPLIT = [
     "mcp/_toolset.py",
     "store/_core.py",
     "store/_durable.py",
+    "store/_store.py",
+    "web/_runs.py",
     # and what came out of them
     "_errors_base.py",
     "agent/_agent_args.py",
@@ -40,8 +42,11 @@ SPLIT = [
     "mcp/_connect.py",
     "store/_codec.py",
     "store/_guarded.py",
+    "store/_lane.py",
     "store/_lease.py",
+    "store/_protocol.py",
     "store/_resume.py",
+    "web/_live_run.py",
 ]
 
 

@@ -24,7 +24,7 @@ from juno_bind_trio.store import Lease, ReceiptRecord, RunStore, StoredRun
 from juno_bind_trio.store.__main__ import _show
 from juno_bind_trio.testing import CrashingStore, SimulatedCrash, run_until_crash
 from juno_bind_trio.web import LiveRuns
-from juno_bind_trio.web._runs import _new_run_id
+from juno_bind_trio.web._live_run import _new_run_id
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from asgi_driver import Client
 from scripted_agent import ScriptedAgent, Wire, reset, text, turn_ended
 
-import juno_bind_trio.web._runs as runs_module
+import juno_bind_trio.web._live_run as runs_module
 from juno_bind_trio.web import LiveRuns, create_app
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from asgi_driver import Client
 
 from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
 from juno_bind_trio.web import LiveRuns, create_app
-from juno_bind_trio.web._runs import _new_run_id
+from juno_bind_trio.web._live_run import _new_run_id
 from module_files import load_file
 
 pytestmark = pytest.mark.anyio

@@ -31,6 +31,7 @@ from ._lease import open_durable_run as open_durable_run
 from ._migrations import SCHEMA_VERSION as SCHEMA_VERSION
 from ._owner import default_owner as default_owner
 from ._postgres import PostgresRunStore as PostgresRunStore
+from ._protocol import RunStore as RunStore
 from ._records import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
 from ._records import RESUMABLE_STATUSES as RESUMABLE_STATUSES
 from ._records import RUN_STATUSES as RUN_STATUSES
@@ -44,7 +45,6 @@ from ._records import StoredRun as StoredRun
 from ._resume import WORKER_STOPPED_TOOL_CALL_MESSAGE as WORKER_STOPPED_TOOL_CALL_MESSAGE
 from ._resume import OpenTurnAnswer as OpenTurnAnswer
 from ._sqlite import SqliteRunStore as SqliteRunStore
-from ._store import RunStore as RunStore
 from ._worker import serve_runs as serve_runs
 
 __all__ = [

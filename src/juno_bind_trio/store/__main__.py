@@ -70,6 +70,7 @@ from juno_bind_trio._validate import is_async_callable
 from ._lease import open_durable_run
 from ._owner import default_owner
 from ._postgres import PostgresRunStore
+from ._protocol import RunStore
 from ._records import (
     RUN_STATUSES,
     ConversationRecord,
@@ -78,7 +79,7 @@ from ._records import (
     RunRecord,
 )
 from ._sqlite import SqliteRunStore
-from ._store import RunStore, ThreadedRunStore
+from ._store import ThreadedRunStore
 
 __all__ = ["main"]
 

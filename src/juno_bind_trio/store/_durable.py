@@ -45,6 +45,7 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.transcript import HealChange
 
+from ._protocol import RunStore
 from ._records import (
     Lease,
     PendingCallRecord,
@@ -52,7 +53,6 @@ from ._records import (
     StoredRun,
 )
 from ._resume import OpenTurnAnswer, Screen, answer_open_turn
-from ._store import RunStore
 
 __all__ = ["DurableRun"]
 

@@ -16,8 +16,8 @@ from juno_bind_trio.transcript import HealResult, heal_transcript
 
 from ._durable import DurableRun, _never, _non_repeatable
 from ._owner import holder_is_gone
+from ._protocol import RunStore
 from ._records import DEFAULT_LEASE_TTL, RESUMABLE_STATUSES, Lease, RunStatus, StoredRun
-from ._store import RunStore
 
 __all__ = ["open_durable_run"]
 

@@ -1,4 +1,4 @@
-"""The run store protocol, and the base both database stores share.
+"""The base both database stores share: each call checked, then run as one transaction.
 
 Every call of a store runs its database work in an anyio worker thread
 (``anyio.to_thread.run_sync``), so the event loop never blocks on disk or
@@ -17,21 +17,8 @@ guards, so that either outcome is safe: a ``started`` receipt that committed
 for a call whose dispatch the cancel then prevented reads, on resume, as a
 call that may have run, which is the cautious reading.
 
-Group commit
-------------
-
-The writes a loop iteration makes (the open turn, the receipts, the
-transcript) go through one *write lane* per store. A writer that finds the
-lane idle leads: it lets the tasks already runnable reach the lane (a
-scheduler turn or two, shielded), takes every write queued by then, and applies them
-in **one** worker-thread hop and one commit; writes that arrive while that
-commit is under way wait, and the first of them to run leads the next. Each
-write keeps its own lease check and its own outcome (a write refused for a
-lost lease raises `LeaseLostError` to its caller alone), and each caller is
-released only after the commit that holds its write. A caller cancelled
-while its write is still queued takes it out: nothing of it is written, and
-the cancel is raised. Once a commit has taken the write, the caller waits for
-that commit (shielded) and then sees the cancel, as with any store call.
+The write lane that group-commits a run's hot writes is in ``_lane.py``,
+the protocol the stores implement in ``_protocol.py``.
 """
 
 from __future__ import annotations
@@ -41,21 +28,20 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import outcome
-import sniffio
 
-from juno_bind_trio._errors import StoreDataError, StoreError, UsageError
+from juno_bind_trio._errors import StoreDataError, UsageError
 from juno_bind_trio._pending import CallDecision, PendingToolCall
 from juno_bind_trio._transfers import in_charge
 from juno_bind_trio._validate import error_kind
 from juno_bind_trio.run import ChainRef, EffectResumability, ToolCallReceiptKey, root_chain
 
 from . import _codec, _conversations, _core, _guarded, _waiting
+from ._lane import WriteLane, _Queued
 from ._records import (
     RUN_STATUSES,
     ConversationRecord,
@@ -67,229 +53,11 @@ from ._records import (
     StoredRun,
 )
 
-__all__ = ["RunStore"]
+__all__ = ["ThreadedRunStore"]
 
 T = TypeVar("T")
 
 _log = logging.getLogger("juno_bind_trio.store")
-
-
-@runtime_checkable
-class RunStore(Protocol):
-    """Where runs, their transcripts, receipts, leases and lineage live.
-
-    [SqliteRunStore][juno_bind_trio.store.SqliteRunStore] and
-    [PostgresRunStore][juno_bind_trio.store.PostgresRunStore] implement it.
-    Open a store with ``async with``; every write that belongs to a run's
-    worker takes the worker's [Lease][juno_bind_trio.store.Lease] and is
-    refused with [LeaseLostError][juno_bind_trio.store.LeaseLostError], in
-    the same transaction, when the lease no longer holds.
-    """
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(self, *exc_info: object) -> None: ...
-
-    def now(self) -> float:
-        """The store's clock, which lease times are in (seconds)."""
-        ...
-
-    async def create_run(
-        self,
-        run_id: str,
-        *,
-        messages: Sequence[Mapping[str, Any]],
-        chain: ChainRef | None = None,
-        agent: str | None = None,
-        conversation_id: str | None = None,
-    ) -> RunRecord:
-        """Store a new run, ``"pending"``, with its first transcript and its lineage.
-
-        *conversation_id*: the conversation the run answers in, whose hold the
-        run took with [claim_conversation][juno_bind_trio.store.RunStore.claim_conversation]
-        (refused with [ConversationBusy][juno_bind_trio.ConversationBusy] if it
-        did not)."""
-        ...
-
-    async def get_run(self, run_id: str) -> RunRecord:
-        """The run's record. Raises ``RunNotFoundError``."""
-        ...
-
-    async def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        parent_run_id: str | None = None,
-        limit: int = 100,
-    ) -> list[RunRecord]:
-        """Runs, oldest first, optionally only those with *status* or children of a run."""
-        ...
-
-    async def load(self, run_id: str) -> StoredRun:
-        """The run's transcript, its open turn and that turn's receipts, checked."""
-        ...
-
-    async def receipts(self, run_id: str) -> list[ReceiptRecord]:
-        """Every receipt of the run, by iteration and call order."""
-        ...
-
-    async def load_with_receipts(self, run_id: str) -> tuple[StoredRun, list[ReceiptRecord]]:
-        """``load(run_id)`` and ``receipts(run_id)`` as of one moment, in one read.
-
-        Two calls are two transactions: a worker's commit between them gives
-        receipts newer than the run (a call settled that the transcript does not
-        answer yet). A reader showing a run whole (the CLI's ``show``, the web
-        view) reads it with this instead."""
-        ...
-
-    async def claim_run(
-        self, run_id: str, *, owner: str, ttl: float, take_over: str | None = None
-    ) -> Lease:
-        """Take the run's lease for *ttl* seconds, unless another worker holds it.
-
-        *take_over*: the owner of a lease known to be dead (a process of this
-        host that is no longer running): the lease is taken from it even
-        before it expires. Its fencing token moves on, so if that holder was
-        alive after all, each of its writes is refused."""
-        ...
-
-    async def claim_next(self, *, owner: str, ttl: float) -> Lease | None:
-        """Take the lease of the oldest runnable run: pending, running with an expired
-        lease, or running under *owner*'s own name (a worker restarted under the same
-        name takes its runs back at once). ``None`` when there is none.
-
-        So *owner* must name one worker: two workers sharing a name would take
-        each other's runs (safely, by the fencing token, but for nothing).
-
-        A run whose row cannot be read is not handed out: it is recorded
-        ``"failed"`` (why, naming the column, in its ``detail``; its data
-        otherwise left as it is), logged on the ``juno_bind_trio.store``
-        logger, and passed over for the next."""
-        ...
-
-    async def renew_lease(self, lease: Lease, *, ttl: float, progress: object = None) -> Lease:
-        """Extend the lease by *ttl* from now; record the heartbeat and *progress*."""
-        ...
-
-    async def release(self, lease: Lease, *, status: RunStatus, detail: str | None = None) -> None:
-        """Set the run's status and give its lease up; *detail* says how the hold ended
-        where the status does not (``RunRecord.detail``)."""
-        ...
-
-    async def save_turn(
-        self, lease: Lease, *, iteration: int, assistant: Mapping[str, Any]
-    ) -> None:
-        """Record the assistant message whose tool calls are about to run."""
-        ...
-
-    async def start_call(
-        self,
-        lease: Lease,
-        *,
-        iteration: int,
-        key: ToolCallReceiptKey,
-        resumability: EffectResumability,
-    ) -> ReceiptRecord:
-        """Write the call's ``"started"`` receipt; call it before dispatching the call."""
-        ...
-
-    async def settle_call(
-        self,
-        lease: Lease,
-        *,
-        iteration: int,
-        tool_call_id: str,
-        state: str,
-        message: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Record how a started call ended: ``"succeeded"``/``"failed"`` with its answer,
-        or ``"interrupted"``."""
-        ...
-
-    async def save_transcript(
-        self, lease: Lease, messages: Sequence[Mapping[str, Any]], *, iteration: int
-    ) -> None:
-        """Replace the run's transcript, atomically, as of the end of *iteration*."""
-        ...
-
-    # --- calls waiting for a decision (a person's approval, a host's result) ---
-
-    async def suspend_run(
-        self, lease: Lease, *, iteration: int, calls: Sequence[PendingToolCall]
-    ) -> None:
-        """Release the run ``"suspended"`` on *calls* of its open turn *iteration*, which
-        stays open (its receipts kept), in one transaction; a call already held keeps
-        its row and any decision it has."""
-        ...
-
-    async def pending_calls(self, run_id: str) -> list[PendingToolCall]:
-        """The calls the suspended run waits on now (undecided, their deadline not
-        passed), in call order; ``[]`` for a run that waits on nothing."""
-        ...
-
-    async def list_waiting(self, *, limit: int = 100) -> list[RunRecord]:
-        """Suspended runs with at least one call waiting for a decision, oldest first."""
-        ...
-
-    async def decide_calls(
-        self, run_id: str, decisions: Mapping[str, CallDecision], *, owner: str | None = None
-    ) -> list[PendingCallRecord]:
-        """Record *decisions* by call id, stamped with the store's time: all or nothing.
-
-        A decision holds from then on, whichever worker resumes the run. An id
-        that waits for nothing (unknown, already decided, past its deadline), a
-        decision of the wrong sort (``"approved"``/``"denied"`` for an approval,
-        ``"result"``/``"error"`` for an external call), or a run cancelled while
-        it waited raises [UsageError][juno_bind_trio.UsageError] naming it, and
-        nothing is written. A run another worker is resuming (its lease live)
-        raises [RunLeasedError][juno_bind_trio.RunLeasedError] and nothing is
-        written: decide again once the run waits. *owner*, the worker about to
-        resume the run, is not refused by its own lease (one left live by a
-        crash of a worker under the same name, which takes its runs back)."""
-        ...
-
-    async def call_decisions(self, run_id: str) -> list[PendingCallRecord]:
-        """Every call the run waited on, with who decided what and when (the audit),
-        by iteration and call order."""
-        ...
-
-    # --- conversations (Agent.run(conversation=...)) ---
-
-    async def claim_conversation(
-        self, conversation_id: str, *, run_id: str, ttl: float
-    ) -> list[dict[str, Any]]:
-        """Hold the conversation (created if new) for *run_id* and return its transcript.
-
-        The hold lasts *ttl* seconds, then as long as the run's own lease. Refused
-        with [ConversationBusy][juno_bind_trio.ConversationBusy] while another run
-        holds it, or, for a stored run of it being resumed, when the conversation
-        has moved on since that run began."""
-        ...
-
-    async def append_conversation(
-        self, lease: Lease, *, conversation_id: str, messages: Sequence[Mapping[str, Any]]
-    ) -> None:
-        """Make *messages* (the run's whole transcript) the conversation's, and give the
-        hold up: one transaction, under the run's *lease*."""
-        ...
-
-    async def release_conversation(self, conversation_id: str, *, run_id: str) -> None:
-        """Give *run_id*'s hold on the conversation up, the conversation unchanged."""
-        ...
-
-    async def list_conversations(self, *, limit: int = 100) -> list[ConversationRecord]:
-        """The stored conversations, oldest first."""
-        ...
-
-    async def conversation_messages(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The conversation's transcript so far (``[]`` for one never answered, or unknown)."""
-        ...
-
-    async def delete_conversation(self, conversation_id: str) -> bool:
-        """Delete the conversation and every run of it (receipts included); ``False`` when
-        there was none. Refused with [ConversationBusy][juno_bind_trio.ConversationBusy]
-        while a run holds it."""
-        ...
 
 
 def _text(where: str, value: object) -> str:
@@ -316,18 +84,7 @@ def _lease(where: str, value: object) -> Lease:
     return value
 
 
-class _Queued:
-    """A write waiting in the lane, and, once a commit has taken it, how it ended."""
-
-    __slots__ = ("flight", "result", "write")
-
-    def __init__(self, write: _guarded.Write) -> None:
-        self.write = write
-        self.flight: anyio.Event | None = None  # the commit that took it
-        self.result: outcome.Outcome[Any] | None = None
-
-
-class ThreadedRunStore:
+class ThreadedRunStore(WriteLane):
     """The public methods of both stores: check the arguments, then run one transaction
     in a worker thread. Subclasses supply ``_open``, ``_close``, ``_transaction`` and
     ``_commit_group``."""
@@ -359,13 +116,6 @@ class ThreadedRunStore:
         """Run *fn* in one transaction. A read (``write=False``) sees one snapshot of
         the database across all its statements, whatever other connections commit
         meanwhile, so a reader next to a working worker never sees a mixed run."""
-        raise NotImplementedError
-
-    def _commit_group(self, writes: Sequence[_guarded.Write]) -> list[outcome.Outcome[Any]]:
-        """Apply *writes* with one commit where possible; one outcome per write, in order.
-
-        A write that fails (its lease lost, its data refused) fails alone: the
-        others still commit."""
         raise NotImplementedError
 
     def now(self) -> float:
@@ -412,75 +162,6 @@ class ThreadedRunStore:
         # finished; the caller sees it now, with the transaction already whole.
         await anyio.lowlevel.checkpoint_if_cancelled()
         return result
-
-    async def _write(self, write: _guarded.Write) -> Any:
-        """Apply one of a run's hot writes through the lane (see "Group commit" above)."""
-        self._check_open()
-        await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing written
-        item = _Queued(write)
-        self._queue.append(item)
-        try:
-            while item.result is None:
-                if self._flight is None:
-                    await self._fly()
-                else:
-                    await self._flight.wait()
-        except BaseException:
-            if item.result is None:
-                if item.flight is None:  # still queued: out it goes, nothing written
-                    self._queue.remove(item)
-                    raise
-                with anyio.CancelScope(shield=True):  # taken: wait for its commit
-                    await item.flight.wait()
-            if item.result is None or isinstance(item.result, outcome.Value):
-                raise
-            # It failed in the database: that error says more than the cancel,
-            # which stays pending and reaches the caller at its next checkpoint.
-            return item.result.unwrap()
-        # A cancel that arrived while the commit was under way was held until it
-        # ended; the caller sees it now, with the write already whole.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        return item.result.unwrap()
-
-    async def _fly(self) -> None:
-        flight = self._flight = anyio.Event()
-        taken: list[_Queued] = []
-        try:
-            # Scheduler turns, shielded, so writers already runnable (a batch's calls
-            # starting together, results arriving together) join this commit. One
-            # on asyncio, whose ready queue is first in, first out. Two on trio: it
-            # orders each turn's tasks at random, so a writer woken in the same turn
-            # as the leader may run after it in the next, and is queued by the one
-            # after.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
-            if sniffio.current_async_library() == "trio":
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-            taken = list(self._queue)  # the leader's own write is among them
-            self._queue.clear()
-            for item in taken:
-                item.flight = flight
-            writes = [item.write for item in taken]
-            try:
-                # Shielded whole: the thread cannot be stopped, and once it is asked
-                # for, the writers it carries wait for what it did.
-                with anyio.CancelScope(shield=True):
-                    results = await anyio.to_thread.run_sync(self._commit_group, writes)
-            except Exception as exc:  # the lane itself failed: every write in it fails
-                results = [outcome.Error(exc) for _ in taken]
-            self._commits += 1
-            for item, result in zip(taken, results, strict=True):
-                item.result = result
-        finally:
-            for item in taken:
-                if item.result is None:  # pragma: no cover - a BaseException in the lane
-                    item.result = outcome.Error(
-                        StoreError(
-                            f"{type(self).__name__}: the write's commit was interrupted; "
-                            "whether it landed is not known"
-                        )
-                    )
-            self._flight = None
-            flight.set()
 
     # --- runs ---
 

@@ -15,8 +15,8 @@ from juno_bind_trio.run import EffectResumability
 
 from ._durable import DurableRun
 from ._lease import _open_durable_run
+from ._protocol import RunStore
 from ._records import DEFAULT_LEASE_TTL
-from ._store import RunStore
 
 __all__ = ["serve_runs"]
 

@@ -61,15 +61,15 @@ from ._endpoints import create_agui_app as create_agui_app  # noqa: E402
 from ._endpoints import (  # noqa: E402
     create_ui_message_stream_app as create_ui_message_stream_app,
 )
+from ._live_run import DEFAULT_MAX_KEPT_EVENTS as DEFAULT_MAX_KEPT_EVENTS  # noqa: E402
+from ._live_run import LiveRun as LiveRun  # noqa: E402
+from ._live_run import RunHandle as RunHandle  # noqa: E402
+from ._live_run import RunSource as RunSource  # noqa: E402
+from ._live_run import RunStatus as RunStatus  # noqa: E402
+from ._live_run import WireEvent as WireEvent  # noqa: E402
 from ._runs import DEFAULT_MAX_ACTIVE_RUNS as DEFAULT_MAX_ACTIVE_RUNS  # noqa: E402
-from ._runs import DEFAULT_MAX_KEPT_EVENTS as DEFAULT_MAX_KEPT_EVENTS  # noqa: E402
 from ._runs import DEFAULT_MAX_KEPT_RUNS as DEFAULT_MAX_KEPT_RUNS  # noqa: E402
-from ._runs import LiveRun as LiveRun  # noqa: E402
 from ._runs import LiveRuns as LiveRuns  # noqa: E402
-from ._runs import RunHandle as RunHandle  # noqa: E402
-from ._runs import RunSource as RunSource  # noqa: E402
-from ._runs import RunStatus as RunStatus  # noqa: E402
-from ._runs import WireEvent as WireEvent  # noqa: E402
 from ._serve import serve as serve  # noqa: E402
 from ._ui_request import UIMessageError as UIMessageError  # noqa: E402
 from ._ui_request import chat_from_ui_messages as chat_from_ui_messages  # noqa: E402

@@ -86,7 +86,8 @@ from juno_bind_trio.agent import (
     TurnEndedEvent,
 )
 
-from ._runs import RunHandle, last_turn_calls
+from ._live_run import RunHandle
+from ._runs import last_turn_calls
 
 __all__ = ["AGUIEncoder", "agui_events"]
 

@@ -60,7 +60,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from juno_bind_trio._errors import RunLimitError, UsageError
 
-from ._runs import LiveRun, LiveRuns
+from ._live_run import LiveRun
+from ._runs import LiveRuns
 
 __all__ = [
     "DEFAULT_ALLOWED_HOSTS",

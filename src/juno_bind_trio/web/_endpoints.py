@@ -52,7 +52,8 @@ from ._app import (
     _read_body,
     _refuse,
 )
-from ._runs import DEFAULT_MAX_ACTIVE_RUNS, RunHandle
+from ._live_run import RunHandle
+from ._runs import DEFAULT_MAX_ACTIVE_RUNS
 from ._ui_request import chat_from_ui_messages
 from ._ui_stream import UI_MESSAGE_STREAM_HEADERS, ui_message_stream
 
