@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import pytest
+from fallback_cases import fallback_model, lookup_loop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from juno_bind_trio.completion import ListSink
-from juno_bind_trio.loop import LoopState, ToolCallOutcome, ToolLoop
+from juno_bind_trio.loop import LoopState, ToolLoop
 from juno_bind_trio.providers import PROVIDER_STATE_KEY, RoutedModel
 from juno_bind_trio.providers.anthropic import AnthropicAdapter, open_anthropic_client
 from juno_bind_trio.providers.openai import (
@@ -45,13 +45,6 @@ from juno_bind_trio.testing import (
 
 pytestmark = pytest.mark.anyio
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-    },
-}
 ORIGIN = "https://gemini.example/v1beta/openai/"
 
 
@@ -66,11 +59,6 @@ def call(call_id: str, **extra: Any) -> dict[str, Any]:
 
 def signature_of(call: dict[str, Any]) -> object:
     return call.get("extra_content", {}).get("google", {}).get("thought_signature")
-
-
-async def lookup(tool_call: Any) -> ToolCallOutcome:
-    await anyio.sleep(0.5)
-    return ToolCallOutcome.from_content(tool_call["id"], "found")
 
 
 def two_calls(first: str, second: str) -> StreamResponse:
@@ -98,34 +86,21 @@ async def claude_then_gemini(
         open_openai_client(base_url=gemini.base_url, api_key="g") as gemini_client,
     ):
         gemini.gemini_signatures = True
-        model = RoutedModel(
-            plan=RoutePlan(
-                [
-                    RouteStage("claude-test", [Candidate("anthropic")]),
-                    # A proxy in front of Gemini: its host does not say so.
-                    RouteStage("gemini-3-pro", [Candidate("gemini-compat")]),
-                ],
-                max_retries=0,
+        model = fallback_model(
+            ("claude-test", "anthropic", AnthropicAdapter(claude_client)),
+            # A proxy in front of Gemini: its host does not say so.
+            (
+                "gemini-3-pro",
+                "gemini-compat",
+                OpenAIChatAdapter(gemini_client, gemini_compat=gemini_compat),
             ),
-            adapters={
-                "anthropic": AnthropicAdapter(claude_client),
-                "gemini-compat": OpenAIChatAdapter(gemini_client, gemini_compat=gemini_compat),
-            },
             request_options={"max_tokens": 256},
         )
         yield model, claude, gemini
 
 
 def tool_loop(model: RoutedModel, state: LoopState) -> ToolLoop:
-    return ToolLoop(
-        state=state,
-        max_iterations=4,
-        call_model=model,
-        run_tool_call=lookup,
-        build_tools=lambda: [TOOL],
-        text_sink=ListSink(),
-        run_id="r",
-    )
+    return lookup_loop(model, state, ListSink())
 
 
 async def test_anthropic_dies_mid_tool_loop_and_gemini_compat_takes_its_calls() -> None:

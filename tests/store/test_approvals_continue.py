@@ -104,6 +104,28 @@ async def test_open_run_with_a_prompt_and_decisions_on_a_waiting_conversation_is
     assert shop.effects.count(("refund", 500)) == 0
 
 
+async def test_open_run_on_a_conversation_cancelled_on_entry_leaves_the_run_waiting(
+    store: RunStore,
+) -> None:
+    # The block's entry reads the store for the waiting run: a cancel there (its first
+    # checkpoint) starts nothing, writes nothing, and the run still waits.
+    shop = Shop()
+    await shop.agent(store, "w1").run("refund order 17", conversation="t", run_id="r1")
+    entered = False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with shop.agent(store, "w2").open_run(conversation="t", approvals={"c1": True}):
+            entered = True
+    assert scope.cancelled_caught
+    assert not entered
+    assert await waiting_ids(store) == ["r1"]
+    assert shop.effects.count(("refund", 500)) == 0
+    assert {c.id for c in await store.pending_calls("r1")} == {"c1", "c3"}
+    # The same decision, given again, goes through.
+    done = await shop.agent(store, "w3").run(conversation="t", approvals={"c1": True})
+    assert (done.run_id, shop.effects.count(("refund", 500))) == ("r1", 1)
+
+
 async def test_decisions_on_a_conversation_resume_its_waiting_run(store: RunStore) -> None:
     shop = Shop()
     agent = shop.agent(store, "w1")

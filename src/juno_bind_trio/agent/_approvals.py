@@ -27,6 +27,7 @@ of the history).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import time
@@ -667,23 +668,10 @@ def bind_gate(core: Any) -> None:
 
     *core* is the run (``_run._RunCore``), read for its tools, deps and lineage.
     """
-    from ._context import RunContext
+    from ._context import call_context
 
-    def context_for(call: ToolCall) -> RunContext[Any]:
-        # A call's RunContext before it runs: what an approval predicate reads.
-        return RunContext(
-            deps=core.deps,
-            run_id=core.run_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            iteration=core.iteration,
-            chain=core.chain,
-            arguments=call.arguments,
-            call=call,
-            children=core.children,
-        )
-
-    core.gate.bind(core.tools, context_for, run_id=core.run_id)
+    # A call's RunContext before it runs: what an approval predicate reads.
+    core.gate.bind(core.tools, functools.partial(call_context, core), run_id=core.run_id)
     # A run on a conversation is checked once its history is read (_run.with_history).
     if (core.settings.store is None or not core.resuming) and core.conversation is None:
         check_continuation(

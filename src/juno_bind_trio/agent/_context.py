@@ -98,6 +98,22 @@ class RunContext(Generic[DepsT]):
         return tool_call_idempotency_key(tool_call_receipt_key(self.run_id, call))
 
 
+def call_context(core: Any, call: ToolCall) -> RunContext[Any]:
+    """The context of *call* in run *core* (``_run._RunCore``) before it runs, at the run's
+    current iteration: what an approval predicate and a tool guard's ``before`` read."""
+    return RunContext(
+        deps=core.deps,
+        run_id=core.run_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        iteration=core.iteration,
+        chain=core.chain,
+        arguments=call.arguments,
+        call=call,
+        children=core.children,
+    )
+
+
 def run_context(core: Any, iteration: int) -> RunContext[Any]:
     """The context of run *core* (``_run._RunCore``) itself, at no tool call: what its
     instructions function is given."""

@@ -31,7 +31,7 @@ from juno_bind_trio.plugins import tool_error_text, tool_failure_message
 from juno_bind_trio.run import ToolCall, tool_call_name
 
 from ._approvals import validated_arguments
-from ._context import RunContext
+from ._context import RunContext, call_context
 from ._tool_report import tool_failed
 from ._verdict import GuardrailResult
 
@@ -164,17 +164,7 @@ async def _refusal(core: _RunCore[Any], call: ToolCall) -> ToolFailureError | No
         arguments = validated_arguments(found, call.parsed)
     except Exception:
         return None  # the tool refuses it, for the model to fix
-    ctx: RunContext[Any] = RunContext(
-        deps=core.deps,
-        run_id=core.run_id,
-        tool_call_id=call.id,
-        tool_name=call.name,
-        iteration=core.iteration,
-        chain=core.chain,
-        arguments=call.arguments,
-        call=call,
-        children=core.children,
-    )
+    ctx = call_context(core, call)
     for guard in befores:
         assert guard.before is not None
         verdict = await _call(guard.before, ctx, dict(arguments))
