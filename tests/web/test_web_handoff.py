@@ -1,19 +1,32 @@
-"""The live view says which agent is speaking: a handoff goes out as its own frame (#32)."""
+"""The live view says which agent is speaking: a handoff goes out as its own frame (#32).
+
+A run in memory follows its events (each turn's ``agent``, a handoff's
+``toAgent``); a run read back from the store names the agent its record
+names (``RunRecord.agent_in_charge``, SQLite and PostgreSQL).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ag_ui.core import CustomEvent
 from asgi_driver import Client
 
-from juno_bind_trio.agent import Agent, HandoffEvent
+from juno_bind_trio.agent import Agent, HandoffEvent, agent_in_charge, tool
 from juno_bind_trio.loop import ModelTurn, ModelTurnResult
-from juno_bind_trio.web import AGUIEncoder, LiveRuns, UIMessageStreamEncoder, create_app
+from juno_bind_trio.store import PostgresRunStore, RunStore, SqliteRunStore
+from juno_bind_trio.web import AGUIEncoder, LiveRun, LiveRuns, UIMessageStreamEncoder, create_app
+from module_files import load_file
 
 pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+store_helpers = load_file(
+    "web_handoff_store_helpers", ROOT / "tests" / "store" / "store_helpers.py"
+)
 
 
 async def triage_model(turn: ModelTurn) -> ModelTurnResult:
@@ -60,24 +73,141 @@ async def test_a_served_run_sends_the_handoff_between_the_two_agents_turns() -> 
     assert [turn.get("agent") for turn in snapshot["turns"]] == ["triage", "billing"]
 
 
-async def test_a_stored_runs_snapshot_names_the_agent_in_charge(tmp_path: Path) -> None:
-    """Read back from the store after a restart: the transcript says who took over."""
-    path = tmp_path / "runs.db"
-    billing = Agent(billing_model, name="billing")
-    triage = Agent(triage_model, name="triage", handoffs=[billing], store=path)
-    runs = LiveRuns(triage)
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        path = tmp_path / "runs.db"
+        return lambda: SqliteRunStore(path)
+    dsn = store_helpers.postgres_dsn()
+    return lambda: PostgresRunStore(dsn)
+
+
+async def served_to_the_end(runs: LiveRuns) -> str:
+    """Start a run through the app and read its events to the end; its id."""
     async with runs.running():
         client = Client(create_app(runs))
         response = await client.request("POST", "/runs", json_body={"prompt": "refund"})
-        run_id = response.json()["runId"]
+        assert response.status == 201, response.body
+        run_id: str = response.json()["runId"]
         async with client.stream(f"/runs/{run_id}/events") as stream:
             [frame async for frame in stream.frames()]
-    again = LiveRuns(triage)  # a new process: nothing in memory
-    async with again.running():
-        client = Client(create_app(again))
-        snapshot = (await client.request("GET", f"/runs/{run_id}")).json()
+    return run_id
+
+
+async def stored_snapshot(runs: LiveRuns, run_id: str) -> dict[str, Any]:
+    """``GET /runs/{id}`` from a new process's app: nothing in memory, the run read back."""
+    async with runs.running():
+        client = Client(create_app(runs))
+        response = await client.request("GET", f"/runs/{run_id}")
+    assert response.status == 200, response.body
+    snapshot: dict[str, Any] = response.json()
     assert "stored" in snapshot
+    return snapshot
+
+
+async def test_a_stored_runs_snapshot_names_the_agent_in_charge(make_store: Any) -> None:
+    """Read back from the store after a restart: the record says who took over."""
+    async with make_store() as store:
+        billing = Agent(billing_model, name="billing")
+        triage = Agent(triage_model, name="triage", handoffs=[billing], store=store)
+        run_id = await served_to_the_end(LiveRuns(triage))
+        snapshot = await stored_snapshot(LiveRuns(triage), run_id)
+        assert (await store.get_run(run_id)).agent_in_charge == "billing"
     assert snapshot["agent"] == "billing"
+
+
+async def test_a_stored_run_that_never_handed_off_names_the_agent_that_started_it(
+    make_store: Any,
+) -> None:
+    """As the live run's snapshot does once a turn ended: a name, not ``None``."""
+    async with make_store() as store:
+        billing = Agent(billing_model, name="billing", store=store)
+        run_id = await served_to_the_end(LiveRuns(billing))
+        snapshot = await stored_snapshot(LiveRuns(billing), run_id)
+    assert snapshot["agent"] == "billing"
+    assert agent_in_charge(snapshot["transcript"]) is None  # the transcript alone says nothing
+
+
+async def test_the_stores_record_is_the_truth_where_the_transcript_disagrees(
+    make_store: Any,
+) -> None:
+    """The web view reads the record, not its own reading of the messages."""
+    async with make_store() as store:
+        billing = Agent(billing_model, name="billing")
+        triage = Agent(triage_model, name="triage", handoffs=[billing], store=store)
+        run_id = await served_to_the_end(LiveRuns(triage))
+        store_helpers.raw_execute(
+            store, "UPDATE juno_runs SET agent_in_charge = ? WHERE run_id = ?", ("audit", run_id)
+        )
+        assert (await store.get_run(run_id)).agent_in_charge == "audit"
+        snapshot = await stored_snapshot(LiveRuns(triage), run_id)
+    assert agent_in_charge(snapshot["transcript"]) == "billing"
+    assert snapshot["agent"] == "audit"
+
+
+def call(call_id: str, name: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+@tool(requires_approval=True)
+async def refund() -> str:
+    """Refund the order."""
+    return "refunded"
+
+
+async def billing_refunds(turn: ModelTurn) -> ModelTurnResult:
+    if turn.messages[-1].get("tool_call_id") == "r1":
+        return ModelTurnResult(content="Refunded.")
+    return ModelTurnResult(tool_calls=[call("r1", "refund")])
+
+
+def refund_desk(store: RunStore | None) -> Agent[None, str]:
+    """Triage hands off to billing, whose refund waits for an approval: the run suspends
+    in billing's hands."""
+    billing = Agent(billing_refunds, name="billing", tools=[refund])
+    return Agent(triage_model, name="triage", handoffs=[billing], store=store)
+
+
+async def ended(run: LiveRun) -> None:
+    while not run.ended:
+        await run.wait_for_more(run.last_event_id)
+
+
+async def test_a_decided_stored_run_names_the_agent_in_charge_before_its_first_event(
+    make_store: Any,
+) -> None:
+    async with make_store() as store:
+        desk = refund_desk(store)
+        run_id = await served_to_the_end(LiveRuns(desk))
+        again = LiveRuns(desk)
+        async with again.running():
+            found = await again.find(run_id)
+            assert found is not None
+            assert (found.snapshot()["agent"], [c["id"] for c in found.pending]) == (
+                "billing",
+                ["r1"],
+            )
+            going_on = again.decide(found, {"r1": True}, principal="alice")
+            # No checkpoint since: the run has not started, and already names billing.
+            assert going_on.last_event_id == 0
+            assert going_on.snapshot()["agent"] == "billing"
+            await ended(going_on)
+        assert going_on.reason == "completed"
+        assert going_on.snapshot()["agent"] == "billing"
+
+
+async def test_a_run_decided_in_memory_goes_on_naming_the_agent_in_charge() -> None:
+    runs = LiveRuns(refund_desk(None))
+    async with runs.running():
+        first = runs.start("refund", owner="alice")
+        await ended(first)
+        assert (first.reason, first.snapshot()["agent"]) == ("suspended", "billing")
+        going_on = runs.decide(first, {"r1": True}, principal="alice")
+        assert going_on.last_event_id == 0
+        assert going_on.snapshot()["agent"] == "billing"
+        await ended(going_on)
+    assert going_on.reason == "completed"
+    assert going_on.snapshot()["agent"] == "billing"
 
 
 def test_the_protocol_encoders_pass_a_handoff_on() -> None:

@@ -26,7 +26,7 @@ import attrs
 
 from juno_bind_trio._errors import RunLimitError, RunNotFoundError, UsageError
 from juno_bind_trio._validate import error_kind
-from juno_bind_trio.agent import Deny, agent_in_charge
+from juno_bind_trio.agent import Deny
 from juno_bind_trio.store import ReceiptRecord, RunStore, SqliteRunStore, StoredRun
 
 from ._live_run import (
@@ -106,7 +106,7 @@ def _stored_run(
     """A run read back from the store, as far as the store knows it: its saved
     transcript, each assistant message's text as a final turn (turn ``n`` of
     the run is ``"{run_id}:{n}"``, as the loop names it), its tool calls with
-    their receipts, and where it stands."""
+    their receipts, where it stands, and the agent in charge its record names."""
     record = stored.record
     messages = [dict(m) for m in stored.messages]
     assistants = [m for m in messages if m.get("role") == "assistant"]
@@ -157,7 +157,9 @@ def _stored_run(
         "status": run.status,
         "reason": run.reason,
         "lastEventId": 0,
-        "agent": agent_in_charge(messages),  # None: no handoff, the starting agent speaks
+        # The store's record names who speaks (written with each saved transcript): the
+        # target of the last handoff, else the agent that started the run.
+        "agent": record.agent_in_charge,
         "turns": turns,
         "toolCalls": calls,
         "transcript": messages,
@@ -408,6 +410,10 @@ class LiveRuns:
                 f"LiveRuns.decide: {self._max_active} runs are already going", self._max_active
             )
         owner = run.owner if run.owner is not None else principal
+        # The run goes on under the agent in charge where it stopped: until its own
+        # first turn or handoff says so, its snapshot names that agent (not no one).
+        before = run.snapshot()
+        speaking = before["agent"]
         self._forget_old()
         if _resumes_durably(self._source):
             same = LiveRun(
@@ -416,6 +422,7 @@ class LiveRuns:
             same._resuming = (decided, principal)
             same._continues = (run, list(run._pending))
             same._decisions = record
+            same._agent = speaking
             run._pending = []  # decided: a second decision here is refused (409)
             self._runs[run.run_id] = same
             tasks.start_soon(same._drive, self._source, name=f"live run {run.run_id[:6]}…")
@@ -423,8 +430,9 @@ class LiveRuns:
         new = LiveRun(
             run_id=_new_run_id(owner), owner=owner, prompt=run.prompt, max_events=self._max_events
         )
-        new._going_on = (run.snapshot()["transcript"], decided)
+        new._going_on = (before["transcript"], decided)
         new._decisions = record
+        new._agent = speaking
         run._pending = []  # decided: a second decision of these calls is refused
         self._runs[new.run_id] = new
         tasks.start_soon(new._drive, self._source, name=f"live run {new.run_id[:6]}…")
