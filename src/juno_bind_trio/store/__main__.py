@@ -7,12 +7,16 @@ or a libpq ``key=value`` string); a DSN's password is never printed.
 Exit statuses, for every command: 0 when it did what it says; 2, with
 ``error: ...`` naming the value, for a usage error: an argument the command
 cannot take (``--limit 0``, a ``--handler`` that cannot be loaded, is not
-callable or is an Agent on another database), an id that is not there (a
-run, a conversation), or a database that is not there or cannot be opened
-(a path with no database, a DSN that does not connect); 1, with ``error:
-...``, when the command could not finish for another reason (a stored run
-that cannot be read, a run another worker holds, a handler that failed, a
-conversation a run holds).
+callable or is an Agent on another database), an id given on the command
+line that is not there (a run, a conversation), or a database that is not
+there or cannot be opened (a path with no database, a DSN that does not
+connect); 1, with ``error: ...``, when the command could not finish for
+another reason (a stored run that cannot be read, a run another worker
+holds, a handler that failed, a conversation a run holds, a database whose
+schema version is newer than this package's). A run the handler's own code
+does not find (a ``RunNotFoundError`` raised while ``--handler`` runs) is
+such a failure: ``error: --handler MODULE:NAME failed: no run 'ID' is
+stored``, exit 1, for the id typed was found.
 
 * ``list [--status STATUS] [--limit N]``: one line per run, tab-separated:
   id, status, iteration, lease holder (``-`` for none; ``(expired)`` once its
@@ -64,7 +68,12 @@ from typing import Any, Final, TextIO
 
 import anyio
 
-from juno_bind_trio._errors import JunoBindError, RunNotFoundError, StoreDataError
+from juno_bind_trio._errors import (
+    JunoBindError,
+    RunNotFoundError,
+    SchemaVersionError,
+    StoreDataError,
+)
 from juno_bind_trio._validate import is_async_callable
 
 from ._lease import open_durable_run
@@ -87,6 +96,21 @@ __all__ = ["main"]
 class _Usage(ValueError):
     """A usage error (see the module's docstring): an argument the command cannot take,
     or what it names is not there (an id, the database itself): exit 2."""
+
+
+class _Failed(Exception):
+    """The command could not finish, and not for what the command line says (see the
+    module's docstring): exit 1."""
+
+
+def _not_there(exc: RunNotFoundError) -> _Usage:
+    """The run id given on the command line is not stored: a usage error."""
+    return _Usage(str(exc))
+
+
+def _handler_failed(handler: str, exc: RunNotFoundError) -> _Failed:
+    """The handler's code looked up a run that is not there: its failure, not the user's."""
+    return _Failed(f"--handler {handler!r} failed: {exc}")
 
 
 # A libpq "key=value ..." connection string starts with a parameter name and "=".
@@ -319,10 +343,17 @@ async def _resume_agent(
             f"--handler {handler!r} is an Agent whose store ({spec!r}) is not {database!r}; "
             "the command line resumes an agent's run on the agent's own store"
         )
+    try:
+        await store.get_run(run_id)  # the id typed: not there is a usage error
+    except RunNotFoundError as exc:
+        raise _not_there(exc) from None
     async with AsyncExitStack() as stack:
         if isinstance(spec, ThreadedRunStore) and not spec._opened:
             await stack.enter_async_context(spec)  # built at import, opened by nobody yet
-        result = await agent.resume(run_id)
+        try:
+            result = await agent.resume(run_id)
+        except RunNotFoundError as exc:  # found above: the agent's (the host's) own lookup
+            raise _handler_failed(handler, exc) from exc
     out.write(f"{run_id}\t{result.reason}\n")
 
 
@@ -342,8 +373,15 @@ async def _resume(
             )
         await _resume_agent(store, database, run_id, handler, handle, out)
         return
-    async with open_durable_run(store, run_id, owner=owner or default_owner()) as run:
-        await handle(run)
+    claimed = False
+    try:
+        async with open_durable_run(store, run_id, owner=owner or default_owner()) as run:
+            claimed = True
+            await handle(run)
+    except RunNotFoundError as exc:
+        if not claimed:  # the claim of the id typed
+            raise _not_there(exc) from None
+        raise _handler_failed(handler, exc) from exc
     record = await store.get_run(run_id)
     out.write(f"{run_id}\t{record.status}\n")
 
@@ -354,6 +392,9 @@ async def _main(args: argparse.Namespace, out: TextIO) -> None:
     async with AsyncExitStack() as stack:
         try:
             store = await stack.enter_async_context(_open(args.database, args.connect_timeout))
+        except SchemaVersionError as exc:
+            # There, and opened: made by a newer package. Not the command line's mistake.
+            raise _Failed(str(exc)) from None
         except (JunoBindError, ValueError, TypeError) as exc:
             raise _Usage(str(exc)) from None  # not there, or not a database to open
         if args.command == "conversations":
@@ -364,12 +405,16 @@ async def _main(args: argparse.Namespace, out: TextIO) -> None:
             await _delete_conversation(store, args.conversation_id, out)
         elif args.command == "list":
             await _list(store, args.status, args.limit, out)
-        elif args.command == "show":
-            await _show(store, args.run_id, out)
+        elif args.command in ("show", "pending"):
+            try:
+                if args.command == "show":
+                    await _show(store, args.run_id, out)
+                else:
+                    await _pending(store, args.run_id, out)
+            except RunNotFoundError as exc:
+                raise _not_there(exc) from None
         elif args.command == "waiting":
             await _waiting(store, args.limit, out)
-        elif args.command == "pending":
-            await _pending(store, args.run_id, out)
         else:
             await _resume(store, args.database, args.run_id, args.handler, args.owner, out)
 
@@ -428,10 +473,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     backend = getattr(args, "backend", "trio")
     try:
         anyio.run(_main, args, sys.stdout if out is None else out, backend=backend)
-    except (_Usage, RunNotFoundError) as exc:  # the run named is not there: a usage error
+    except _Usage as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (JunoBindError, ValueError, TypeError) as exc:
+    except (_Failed, JunoBindError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
