@@ -49,12 +49,26 @@ def startup_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _sigint_as_at_a_terminal() -> None:
-    # In the child, before exec: SIGINT at its default and unblocked, whatever this
-    # pytest worker inherited or another test left. An ignored or blocked SIGINT is
-    # inherited across exec, and the script would then never see a Ctrl-C.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+# A child starts with SIGINT as at a terminal: at its default and unblocked, whatever
+# this pytest worker inherited or another test left. An ignored or blocked SIGINT is
+# inherited across exec, and the script would then never see a Ctrl-C. Not with a
+# preexec_fn: that runs Python in the child between fork and exec, which is not safe in
+# a process with threads (a pytest worker has some); nor with restore_signals, which
+# leaves an ignored SIGINT ignored. The child is first this bare interpreter (-I -S: no
+# site, no environment read), which resets SIGINT and execs the real command in place:
+# same pid, same descriptors, a few milliseconds of start-up.
+_SIGINT_TRAMPOLINE = (
+    "import os, signal, sys; "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def with_sigint_as_at_a_terminal(argv: Sequence[str]) -> list[str]:
+    """*argv* (its program's path first: ``[sys.executable, ...]``) started so that its
+    process has SIGINT at its default and unblocked: give the result to ``Popen``."""
+    return [sys.executable, "-I", "-S", "-c", _SIGINT_TRAMPOLINE, *argv]
 
 
 class _Server:
@@ -63,13 +77,14 @@ class _Server:
         self.lock = threading.Lock()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, str(SERVER), str(theirs.fileno()), *preimport],
+                with_sigint_as_at_a_terminal(
+                    [sys.executable, str(SERVER), str(theirs.fileno()), *preimport]
+                ),
                 env=dict(env),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
-                preexec_fn=_sigint_as_at_a_terminal,
             )
         finally:
             theirs.close()
@@ -266,13 +281,12 @@ def start_script(
     server = fork_server_for(env, preimport)
     if server is None:
         return subprocess.Popen(
-            [sys.executable, *(["-m"] if module else []), *argv],
+            with_sigint_as_at_a_terminal([sys.executable, *(["-m"] if module else []), *argv]),
             cwd=cwd,
             env=dict(env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_sigint_as_at_a_terminal,
             start_new_session=True,  # as a forked script: a group of its own, killed whole
         )
     return ForkedScript(server, argv, str(cwd), env, module=module)

@@ -14,6 +14,7 @@ import subprocess
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,7 @@ print(json.dumps({
     "file": __file__,
     "env": dict(os.environ),
     "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    "sigint_blocked": signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []),
     "filters": [(f[0], f[2].__name__) for f in warnings.filters[:3]],
     "stdout": [sys.stdout.encoding, sys.stdout.isatty()],
     "conftest": importable,
@@ -198,6 +200,47 @@ def test_a_script_starts_with_ctrl_c_on_though_this_process_ignores_it(
         for server in script_runner._servers.values():
             server.close()
     assert json.loads(forked.stdout)["sigint"] is json.loads(fresh.stdout)["sigint"] is True
+
+
+def test_a_script_starts_with_ctrl_c_unblocked_though_this_thread_blocks_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A blocked signal is inherited by a child and across exec, as an ignored one is:
+    # both roads (the fork server started from this thread, and a plain subprocess)
+    # give the script SIGINT unblocked, and the test leaves the mask as it found it.
+    monkeypatch.setattr(script_runner, "_servers", {})
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forked, fresh = both_ways(monkeypatch, PROBE, tmp_path, "0")
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for server in script_runner._servers.values():
+            server.close()
+    seen = [json.loads(forked.stdout), json.loads(fresh.stdout)]
+    assert [(s["sigint"], s["sigint_blocked"]) for s in seen] == [(True, False), (True, False)]
+
+
+def test_no_child_is_started_with_a_preexec_fn(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A preexec_fn runs Python between fork and exec: not safe in a process with threads.
+    started: list[dict[str, object]] = []
+    real = subprocess.Popen
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        started.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(script_runner, "_servers", {})
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    try:
+        forked, fresh = both_ways(monkeypatch, PROBE, tmp_path, "0")
+    finally:
+        for server in script_runner._servers.values():
+            server.close()
+    assert len(started) == 2  # the fork server's, then the plain subprocess's
+    assert [kwargs.get("preexec_fn") for kwargs in started] == [None, None]
+    assert json.loads(forked.stdout) == json.loads(fresh.stdout)
 
 
 def test_a_script_past_its_timeout_is_killed(tmp_path: Path) -> None:

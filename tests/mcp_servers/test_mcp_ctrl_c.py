@@ -31,6 +31,8 @@ import anyio
 import pytest
 from reference_servers import everything_http, everything_stdio, tapped, tcp_tap
 
+from script_runner import with_sigint_as_at_a_terminal
+
 pytestmark = [pytest.mark.mcp_process, pytest.mark.one_backend_by_default]
 
 CLIENT = Path(__file__).resolve().with_name("ctrl_c_client.py")
@@ -68,25 +70,20 @@ def wait_for_count(sent: Callable[[], bytes], needle: bytes, count: int, what: s
         time.sleep(0.01)
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def interrupt_every_round(
     backend: str, server: list[str], sent: Callable[[], bytes], env: dict[str, str]
 ) -> None:
     # The child starts with SIGINT at its default and unblocked, whatever this
     # worker process inherited or another test left: an ignored SIGINT is
     # inherited across exec, and Python then never raises KeyboardInterrupt.
+    # Through script_runner's trampoline, not a preexec_fn (unsafe with threads).
     parent_state = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
     process = subprocess.Popen(
-        [sys.executable, str(CLIENT), backend, str(ROUNDS), *server],
+        with_sigint_as_at_a_terminal([sys.executable, str(CLIENT), backend, str(ROUNDS), *server]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=_default_sigint,
     )
     try:
         lines = Lines(process)
