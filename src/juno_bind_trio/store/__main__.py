@@ -15,8 +15,8 @@ another reason (a stored run that cannot be read, a run another worker
 holds, a handler that failed, a conversation a run holds, a database whose
 schema version is newer than this package's). A run the handler's own code
 does not find (a ``RunNotFoundError`` raised while ``--handler`` runs) is
-such a failure: ``error: --handler MODULE:NAME failed: no run 'ID' is
-stored``, exit 1, for the id typed was found.
+such a failure, not a mistake on the command line (the run typed was
+found): ``error: --handler 'MODULE:NAME' failed: no run 'ID' is stored``, exit 1.
 
 * ``list [--status STATUS] [--limit N]``: one line per run, tab-separated:
   id, status, iteration, lease holder (``-`` for none; ``(expired)`` once its
