@@ -92,7 +92,7 @@ start matching ``BadRequestError`` inside a routing failure.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Final, Generic, Literal, NoReturn, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NoReturn, TypeAlias, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -173,8 +173,30 @@ class SkippedCandidate:
     candidate: Candidate
 
 
+# The facts of one attempt as the executor notes them: (cursor, candidate,
+# outcome, action, adjusted), an AttemptRecord's fields in its order.
+_Facts: TypeAlias = tuple[
+    RouteCursor,
+    Candidate,
+    AttemptSuccess[Any] | AttemptFailure,
+    RouteAction | None,
+    AdjustmentReason | None,
+]
+
+
+class _LazyTrail:
+    """The slot a [`RouteResult`][juno_bind_trio.routing.RouteResult] keeps its trail's facts in.
+
+    Not an attrs field (so not in the result's equality, repr, hash or
+    pickle): the executor fills it and leaves ``attempts`` unset, and the
+    records are built from it the first time the trail is read.
+    """
+
+    __slots__ = ("_facts",)
+
+
 @attrs.frozen
-class RouteResult(Generic[T]):
+class RouteResult(_LazyTrail, Generic[T]):
     """What [`execute_route_plan()`][juno_bind_trio.routing.execute_route_plan] returns, however the
     route ended.
 
@@ -203,6 +225,22 @@ class RouteResult(Generic[T]):
         assert self.error is not None
         raise self.error
 
+    if not TYPE_CHECKING:  # at run time only: to mypy, a missing attribute stays an error
+
+        def __getattr__(self, name: str) -> Any:
+            # Python calls this only when the ordinary lookup failed: here, a
+            # result from the executor whose trail (and, if exhausted, error)
+            # has not been read yet. Built once, then read from the slots.
+            if name in _LAZY_FIELDS:
+                try:
+                    facts = _FACTS_GET(self)
+                except AttributeError:
+                    pass
+                else:
+                    _fill_trail(self, facts)
+                    return _FIELD_GET[name](self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
 
 def _bad_outcome(value: object) -> NoReturn:
     raise TypeError(
@@ -211,38 +249,85 @@ def _bad_outcome(value: object) -> NoReturn:
     )
 
 
-# The per-attempt path builds a record, and the route a result.
-# attrs' frozen __init__ writes each slot through object.__setattr__; writing
-# the slots through their descriptors is the same fully built, frozen value at
-# a fraction of the cost, and it is what keeps the executor within 1.5x of
-# calling the attempt function directly (benchmarks/bench_routing.py).
+# A route notes plain facts per attempt and hands them to its result unbuilt:
+# the AttemptRecords, and an exhausted route's AllRoutesFailedError, are made
+# on the first read of the trail (most callers read only the value). attrs'
+# frozen __init__ writes each slot through object.__setattr__; writing the
+# slots through their descriptors is the same fully built, frozen value at a
+# fraction of the cost (benchmarks/bench_routing.py).
 _new: Final = object.__new__
 
 
-def _slot_setters(cls: type, *names: str) -> tuple[Callable[[object, object], None], ...]:
-    return tuple(cls.__dict__[name].__set__ for name in names)
+def _slot(cls: type, name: str) -> Any:
+    return cls.__dict__[name]
 
 
-_RECORD_SET: Final = _slot_setters(
-    AttemptRecord, "cursor", "candidate", "outcome", "action", "adjusted"
+_RECORD_SET: Final = tuple(
+    _slot(AttemptRecord, name).__set__
+    for name in ("cursor", "candidate", "outcome", "action", "adjusted")
 )
-_RESULT_SET: Final = _slot_setters(RouteResult, "status", "value", "error", "attempts", "skipped")
+_SET_STATUS: Final = _slot(RouteResult, "status").__set__
+_SET_VALUE: Final = _slot(RouteResult, "value").__set__
+_GET_ERROR: Final = _slot(RouteResult, "error").__get__
+_SET_ERROR: Final = _slot(RouteResult, "error").__set__
+_SET_ATTEMPTS: Final = _slot(RouteResult, "attempts").__set__
+_GET_SKIPPED: Final = _slot(RouteResult, "skipped").__get__
+_SET_SKIPPED: Final = _slot(RouteResult, "skipped").__set__
+_FACTS_GET: Final = _LazyTrail.__dict__["_facts"].__get__
+_SET_FACTS: Final = _LazyTrail.__dict__["_facts"].__set__
+_DEL_FACTS: Final = _LazyTrail.__dict__["_facts"].__delete__
+_LAZY_FIELDS: Final = frozenset({"attempts", "error", "skipped"})
+_FIELD_GET: Final = {name: _slot(RouteResult, name).__get__ for name in _LAZY_FIELDS}
+
+
+def _records(facts: list[_Facts]) -> tuple[AttemptRecord[Any], ...]:
+    """The trail's records, built from the facts noted per attempt, in order."""
+    set_cursor, set_candidate, set_outcome, set_action, set_adjusted = _RECORD_SET
+    records = []
+    for cursor, candidate, outcome, action, adjusted in facts:
+        record: AttemptRecord[Any] = _new(AttemptRecord)
+        set_cursor(record, cursor)
+        set_candidate(record, candidate)
+        set_outcome(record, outcome)
+        set_action(record, action)
+        set_adjusted(record, adjusted)
+        records.append(record)
+    return tuple(records)
+
+
+def _fill_trail(result: RouteResult[Any], facts: list[_Facts]) -> None:
+    """Build what the executor left unbuilt: the records, and the fields they imply."""
+    attempts = _records(facts)
+    _SET_ATTEMPTS(result, attempts)
+    try:
+        skipped = _GET_SKIPPED(result)
+    except AttributeError:  # set only if a breaker refused something
+        skipped = ()
+        _SET_SKIPPED(result, skipped)
+    try:
+        _GET_ERROR(result)
+    except AttributeError:
+        status = result.status
+        error: Exception | None = None
+        if status == "exhausted":
+            # The same tuple in the error as in the result, as an eager build gave.
+            error = AllRoutesFailedError(attempts, skipped)
+        elif status != "succeeded":  # propagated or clamped: the last failure's cause
+            error = attempts[-1].error
+        _SET_ERROR(result, error)
+    _DEL_FACTS(result)
 
 
 def _result(
-    status: RouteStatus,
-    value: T | None,
-    error: Exception | None,
-    attempts: tuple[AttemptRecord[T], ...],
-    skipped: tuple[SkippedCandidate, ...],
-) -> RouteResult[T]:
-    result: RouteResult[T] = _new(RouteResult)
-    s0, s1, s2, s3, s4 = _RESULT_SET
-    s0(result, status)
-    s1(result, value)
-    s2(result, error)
-    s3(result, attempts)
-    s4(result, skipped)
+    status: RouteStatus, facts: list[_Facts], skipped: list[SkippedCandidate] | None
+) -> RouteResult[Any]:
+    """A failed route's result, its trail and error unbuilt."""
+    result: RouteResult[Any] = _new(RouteResult)
+    _SET_STATUS(result, status)
+    _SET_VALUE(result, None)
+    if skipped:
+        _SET_SKIPPED(result, tuple(skipped))
+    _SET_FACTS(result, facts)
     return result
 
 
@@ -273,121 +358,110 @@ async def execute_route_plan(
             f"execute_route_plan: breaker must be a CircuitBreaker or None, got {breaker!r}"
         )
 
-    trail: list[AttemptRecord[T]] = []
-    skipped: list[SkippedCandidate] = []
-    # The record's slot setters as locals: one record per attempt, built inline.
-    set_cursor, set_candidate, set_outcome, set_action, set_adjusted = _RECORD_SET
-    cursors = plan._cursors
+    facts: list[_Facts] = []
+    note = facts.append
+    skipped: list[SkippedCandidate] | None = None  # made on the first candidate refused
     overall = 0
+    skip_stage = -1
     # Resolved on the second attempt, once per route: the cheapest probe for
     # the running backend (a route that succeeds at once never needs it).
     checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
 
-    for stage_index, stage in enumerate(plan._schedule):
-        next_stage = False
-        for candidate_index, candidate, budget, model in stage:
-            on_candidate = 0
-            while True:
-                if overall:
-                    # Routing moves on only if the turn is not cancelled, even when
-                    # the previous attempt returned without reaching a checkpoint.
-                    # Checked before the breaker is asked, so that an open breaker
-                    # cannot turn a cancelled turn into an "exhausted" result. (The
-                    # first attempt needs no check: its own first checkpoint raises.)
-                    if checkpoint_if_cancelled is None:
-                        checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
-                    await checkpoint_if_cancelled()
-                permit: BreakerPermit | None = None
-                if breaker is not None:
-                    permit = breaker.admit(candidate.endpoint)
-                    if permit is None:
-                        skipped.append(SkippedCandidate(stage_index, candidate_index, candidate))
-                        break
-                on_candidate += 1
-                overall += 1
-                key = (stage_index, candidate_index, on_candidate, overall)
-                cursor = cursors.get(key)
-                if cursor is None:
-                    cursor = cursors[key] = RouteCursor(*key, model)
-                try:
-                    outcome: object = await attempt(candidate, cursor)
-                except BaseException:
-                    # Cancelled, or the attempt function raised: no verdict on the
-                    # endpoint. Released, never recorded as a failure, and re-raised
-                    # untouched.
-                    if permit is not None and breaker is not None:
-                        breaker.release(permit)
-                    raise
-
-                if isinstance(outcome, AttemptSuccess):
-                    if permit is not None and breaker is not None:
-                        breaker.record_success(permit)
-                    record: AttemptRecord[T] = _new(AttemptRecord)
-                    set_cursor(record, cursor)
-                    set_candidate(record, candidate)
-                    set_outcome(record, outcome)
-                    set_action(record, None)
-                    set_adjusted(record, None)
-                    return _result(
-                        "succeeded",
-                        outcome.value,
-                        None,
-                        (*trail, record) if trail else (record,),
-                        tuple(skipped) if skipped else (),
-                    )
-                if not isinstance(outcome, AttemptFailure):
-                    if permit is not None and breaker is not None:
-                        breaker.release(permit)
-                    _bad_outcome(outcome)
-
-                verdict = outcome.error
-                action = verdict.action
-                adjusted: AdjustmentReason | None = None
-                if action is _RETRY:
-                    if on_candidate > budget:
-                        action, adjusted = _NEXT, "retry_budget_spent"
-                    elif (
-                        verdict.retry_after is not None
-                        and verdict.retry_after > plan.max_retry_wait
-                    ):
-                        action, adjusted = _NEXT, "retry_wait_too_long"
+    for stage_index, candidate_index, candidate, budget, model, position, first in plan._flat:
+        if stage_index == skip_stage:
+            continue
+        on_candidate = 0
+        while True:
+            if overall:
+                # Routing moves on only if the turn is not cancelled, even when
+                # the previous attempt returned without reaching a checkpoint.
+                # Checked before the breaker is asked, so that an open breaker
+                # cannot turn a cancelled turn into an "exhausted" result. (The
+                # first attempt needs no check: its own first checkpoint raises.)
+                if checkpoint_if_cancelled is None:
+                    checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
+                await checkpoint_if_cancelled()
+            permit: BreakerPermit | None = None
+            if breaker is not None:
+                permit = breaker.admit(candidate.endpoint)
+                if permit is None:
+                    if skipped is None:
+                        skipped = []
+                    skipped.append(SkippedCandidate(stage_index, candidate_index, candidate))
+                    break
+            on_candidate += 1
+            if overall == position and on_candidate == 1:
+                cursor = first  # on the plan's straight path: nothing skipped or retried yet
+            else:
+                key = (stage_index, candidate_index, on_candidate, overall + 1)
+                cursor = plan._cursors.get(key) or plan._cursors.setdefault(
+                    key, RouteCursor(*key, model)
+                )
+            overall += 1
+            try:
+                outcome: object = await attempt(candidate, cursor)
+            except BaseException:
+                # Cancelled, or the attempt function raised: no verdict on the
+                # endpoint. Released, never recorded as a failure, and re-raised
+                # untouched.
                 if permit is not None and breaker is not None:
-                    # Only "this endpoint failed" counts against it; see _breaker.
-                    if action is _NEXT:
-                        breaker.record_failure(permit, retry_after=verdict.retry_after)
-                    else:
-                        breaker.release(permit)
-                if outcome.produced_output and action is not _STOP:
-                    action, adjusted = _STOP, "produced_output"
-                record = _new(AttemptRecord)
-                set_cursor(record, cursor)
-                set_candidate(record, candidate)
-                set_outcome(record, outcome)
-                set_action(record, action)
-                set_adjusted(record, adjusted)
-                trail.append(record)
+                    breaker.release(permit)
+                raise
 
-                if action is _STOP:
-                    status: RouteStatus = (
-                        "clamped" if adjusted == "produced_output" else "propagated"
-                    )
-                    return _result(status, None, verdict.cause, tuple(trail), tuple(skipped))
-                if action is _RETRY:
-                    if verdict.retry_after:
-                        await anyio.sleep(verdict.retry_after)
-                    continue
-                if action is _STAGE:
-                    next_stage = True
-                break  # _NEXT, or _STAGE out of this candidate
-            if next_stage:
+            if isinstance(outcome, AttemptSuccess):
+                if permit is not None and breaker is not None:
+                    breaker.record_success(permit)
+                note((cursor, candidate, outcome, None, None))
+                # Built here, not by _result, for the one path most routes take.
+                result: RouteResult[T] = _new(RouteResult)
+                _SET_STATUS(result, "succeeded")
+                _SET_VALUE(result, outcome.value)
+                if skipped:
+                    _SET_SKIPPED(result, tuple(skipped))
+                _SET_FACTS(result, facts)
+                return result
+            if not isinstance(outcome, AttemptFailure):
+                if permit is not None and breaker is not None:
+                    breaker.release(permit)
+                _bad_outcome(outcome)
+
+            verdict = outcome.error
+            action = verdict.action
+            adjusted: AdjustmentReason | None = None
+            if action is _RETRY:
+                if on_candidate > budget:
+                    action, adjusted = _NEXT, "retry_budget_spent"
+                elif verdict.retry_after is not None and verdict.retry_after > plan.max_retry_wait:
+                    action, adjusted = _NEXT, "retry_wait_too_long"
+            if permit is not None and breaker is not None:
+                # Only "this endpoint failed" counts against it; see _breaker.
+                if action is _NEXT:
+                    breaker.record_failure(permit, retry_after=verdict.retry_after)
+                else:
+                    breaker.release(permit)
+            if outcome.produced_output and action is not _STOP:
+                action, adjusted = _STOP, "produced_output"
+            note((cursor, candidate, outcome, action, adjusted))
+
+            if action is _NEXT:
                 break
+            if action is _RETRY:
+                if verdict.retry_after:
+                    await anyio.sleep(verdict.retry_after)
+                continue
+            if action is _STOP:
+                status: RouteStatus = "clamped" if adjusted == "produced_output" else "propagated"
+                return _result(status, facts, skipped)
+            skip_stage = stage_index  # _STAGE: on to the first candidate of the next
+            break
 
-    attempts = tuple(trail)
-    skips = tuple(skipped)
-    if not attempts:
+    if not facts:
         # Every endpoint refused by its breaker. Still a checkpoint: a caller
         # looping on a plan whose breakers are all open must not spin forever
         # without letting the rest of the program run.
         await anyio.lowlevel.checkpoint()
-        return _result("no_viable_endpoint", None, NoViableEndpointError(skips), attempts, skips)
-    return _result("exhausted", None, AllRoutesFailedError(attempts, skips), attempts, skips)
+        result = _result("no_viable_endpoint", facts, skipped)
+        _SET_ERROR(result, NoViableEndpointError(result.skipped))
+        return result
+    # The AllRoutesFailedError is built with the trail, when either is first read.
+    return _result("exhausted", facts, skipped)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeAlias
 
 import attrs
 
@@ -191,6 +191,10 @@ def _plan_stages(value: Iterable[RouteStage]) -> tuple[RouteStage, ...]:
     return _STAGES.check("RoutePlan: stages", value)
 
 
+_Step: TypeAlias = "tuple[int, int, Candidate, int, str, int, RouteCursor]"
+"""One candidate as the executor walks the plan: see ``RoutePlan._flat``."""
+
+
 @attrs.frozen
 class RoutePlan:
     """Everything routing may try for one request, in order.
@@ -220,29 +224,32 @@ class RoutePlan:
         converter=_plan_max_retry_wait,
     )
 
-    # The executor's view of the plan, computed once: per stage, per candidate,
-    # (candidate index, candidate, retry budget, model to send). A plan is built
-    # once and routed many times, so this keeps the per-attempt path to lookups.
-    _schedule: tuple[tuple[tuple[int, Candidate, int, str], ...], ...] = attrs.field(
-        init=False, eq=False, hash=False, repr=False
-    )
+    # The executor's view of the plan, computed once: every candidate in plan
+    # order, flat, as (stage index, candidate index, candidate, retry budget,
+    # model to send, position in the flat order, the cursor of its first attempt
+    # when no attempt before it was skipped or retried). A plan is built once and
+    # routed many times, so this keeps the per-attempt path to a few local reads.
+    _flat: tuple[_Step, ...] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     # Cursors are values, so every turn routed through this plan can share them:
     # keyed by (stage, candidate, attempt on it, attempt overall), bounded by the
-    # square of max_attempts(), and it spares the hot path building one per attempt.
+    # square of max_attempts(); the cursors off the plan's straight path (after a
+    # retry or a skipped candidate) are built here on first use.
     _cursors: dict[tuple[int, int, int, int], RouteCursor] = attrs.field(
         init=False, factory=dict, eq=False, hash=False, repr=False
     )
 
     def __attrs_post_init__(self) -> None:
-        schedule = tuple(
-            tuple(
-                (index, candidate, self.retry_budget(candidate), candidate.model or stage.model)
-                for index, candidate in enumerate(stage.candidates)
-            )
-            for stage in self.stages
-        )
-        object.__setattr__(self, "_schedule", schedule)
+        flat: list[_Step] = []
+        for stage_index, stage in enumerate(self.stages):
+            for candidate_index, candidate in enumerate(stage.candidates):
+                model = candidate.model or stage.model
+                position = len(flat)
+                first = RouteCursor(stage_index, candidate_index, 1, position + 1, model)
+                budget = self.retry_budget(candidate)
+                step = (stage_index, candidate_index, candidate, budget, model, position, first)
+                flat.append(step)
+        object.__setattr__(self, "_flat", tuple(flat))
 
     def retry_budget(self, candidate: Candidate) -> int:
         """Same-endpoint retries *candidate* gets after its first attempt."""
