@@ -32,7 +32,7 @@ from ._agent_runs import (
     run_in_own_loop,
 )
 from ._agent_runs import Unset as _Unset
-from ._approvals import Approve, Deny
+from ._approval_types import Approve, Deny
 from ._compaction import Compaction
 from ._context import DepsT, RunContext
 from ._guardrails import GuardrailFunction, InputGuardrail, OutputGuardrail
