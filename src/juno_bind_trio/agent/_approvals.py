@@ -58,6 +58,7 @@ from ._approval_placeholders import (
     waiting_run,
 )
 from ._approval_types import PendingKind, PendingToolCall
+from ._context import call_context
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import ToolCallLike
@@ -411,8 +412,6 @@ def bind_gate(core: Any) -> None:
 
     *core* is the run (``_run._RunCore``), read for its tools, deps and lineage.
     """
-    from ._context import call_context
-
     # A call's RunContext before it runs: what an approval predicate reads.
     core.gate.bind(core.tools, functools.partial(call_context, core), run_id=core.run_id)
     # A run on a conversation is checked once its history is read (_run.with_history).
