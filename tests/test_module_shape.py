@@ -13,6 +13,7 @@ PACKAGE = Path(juno_bind_trio.__file__).resolve().parent
 SPLIT = [
     "_errors.py",
     "agent/_agent.py",
+    "agent/_approvals.py",
     "agent/_output_modes.py",
     "agent/_run.py",
     "agent/_tool.py",
@@ -26,6 +27,8 @@ SPLIT = [
     "_errors_base.py",
     "agent/_agent_args.py",
     "agent/_agent_runs.py",
+    "agent/_approval_decisions.py",
+    "agent/_approval_placeholders.py",
     "agent/_handle.py",
     "agent/_instructions.py",
     "agent/_output_build.py",

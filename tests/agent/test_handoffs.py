@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Any, Generic
 
 import anyio
 import pydantic
@@ -390,6 +391,21 @@ def test_handoffs_are_checked_when_the_agent_is_built() -> None:
         Handoff("billing")
     a = Agent(model, name="a", handoffs=[b])
     assert [h.agent for h in a.handoffs] == [b]
+
+
+def test_a_handoff_target_is_an_agent_not_something_shaped_like_one() -> None:
+    # _handoff.py sits below Agent and checks against the class Agent registers with: an
+    # object with an agent's name and settings is still no target, and Agent has no new base.
+    b = Agent(ScriptedModel([]), name="b")
+    lookalike = types.SimpleNamespace(
+        name="b", _settings=b._settings, _settings_now=b._settings_now
+    )
+    with pytest.raises(TypeError, match="agent must be an Agent"):
+        Handoff(lookalike)
+    with pytest.raises(TypeError, match=r"handoffs\[0\] must be an Agent or a Handoff"):
+        Agent(ScriptedModel([]), name="a", handoffs=[lookalike])  # type: ignore[list-item]
+    assert Handoff(b).agent is b
+    assert Agent.__mro__ == (Agent, Generic, object)
 
 
 async def test_an_input_filter_that_returns_no_messages_is_a_usage_error() -> None:

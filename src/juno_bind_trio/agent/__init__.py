@@ -21,10 +21,9 @@ from juno_bind_trio.completion import ToolCallDeltaEvent as ToolCallDeltaEvent
 
 from ._agent import DEFAULT_MAX_ITERATIONS as DEFAULT_MAX_ITERATIONS
 from ._agent import Agent as Agent
-from ._approvals import Approve as Approve
-from ._approvals import Deny as Deny
-from ._approvals import ExternalTool as ExternalTool
-from ._approvals import PendingToolCall as PendingToolCall
+from ._approval_types import Approve as Approve
+from ._approval_types import Deny as Deny
+from ._approval_types import PendingToolCall as PendingToolCall
 from ._compaction import DEFAULT_COMPACTION_INSTRUCTIONS as DEFAULT_COMPACTION_INSTRUCTIONS
 from ._compaction import Compaction as Compaction
 from ._context import RunContext as RunContext
@@ -57,6 +56,7 @@ from ._result import AgentResult as AgentResult
 from ._session import InMemorySession as InMemorySession
 from ._session import RunSession as RunSession
 from ._store_session import StoreSession as StoreSession
+from ._tool import ExternalTool as ExternalTool
 from ._tool import Tool as Tool
 from ._tool import Toolset as Toolset
 from ._tool_function import tool as tool

@@ -32,12 +32,12 @@ from ._agent_runs import (
     run_in_own_loop,
 )
 from ._agent_runs import Unset as _Unset
-from ._approvals import Approve, Deny
+from ._approval_types import Approve, Deny
 from ._compaction import Compaction
 from ._context import DepsT, RunContext
 from ._guardrails import GuardrailFunction, InputGuardrail, OutputGuardrail
 from ._handle import AgentRun, OpenRun
-from ._handoff import Handoff
+from ._handoff import Handoff, HandoffTarget
 from ._limits import UsageLimits
 from ._output_modes import NativeOutput, PromptedOutput, ToolOutput
 from ._pipe import EventPipe
@@ -594,3 +594,6 @@ class Agent(Generic[DepsT, OutputT]):
         core = self._core("Agent.open_resume", locals(), prompt="", pipe=EventPipe())
         core.resuming = True
         return OpenRun(core, cast("EventPipe", core.pipe))
+
+
+HandoffTarget.register(Agent)  # what a Handoff accepts (_handoff.py cannot import Agent)

@@ -20,7 +20,7 @@ from juno_bind_trio.run import StopSignal
 from juno_bind_trio.transcript import heal_transcript
 
 from ._agent_args import agent_settings, check_limits
-from ._approvals import read_decisions
+from ._approval_decisions import read_decisions
 from ._context import RunContext
 from ._history import check_message_history
 from ._limits import UsageLimits

@@ -32,15 +32,12 @@ import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 import outcome
-import pydantic_core
 
 from juno_bind_trio._errors import ToolFailureError, UsageError
-from juno_bind_trio._pending import CallDecision
-from juno_bind_trio._validate import error_kind
 from juno_bind_trio.loop import ToolCallOutcome
 from juno_bind_trio.plugins import (
     SuspendDirective,
@@ -48,16 +45,20 @@ from juno_bind_trio.plugins import (
     tool_error_text,
     tool_failure_message,
 )
-from juno_bind_trio.run import ToolBatch, ToolCall, tool_message
+from juno_bind_trio.run import ToolBatch, ToolCall
 
-from ._approval_types import (
-    ApprovalPredicate,
-    Approve,
-    Deny,
-    PendingKind,
-    PendingToolCall,
-    check_approval_options,
+from ._approval_decisions import Decision, decision_message
+from ._approval_placeholders import (
+    held_outcome,
+    pending_of,
+    trailing_calls,
+    trailing_indices,
+    trailing_waiting,
+    waiting_in,
+    waiting_run,
 )
+from ._approval_types import PendingKind, PendingToolCall
+from ._context import call_context
 
 if TYPE_CHECKING:
     from juno_bind_trio.run import ToolCallLike
@@ -66,245 +67,17 @@ if TYPE_CHECKING:
     from ._tool import Tool
 
 __all__ = [
-    "APPROVAL_DENIED_MESSAGE",
-    "APPROVAL_TIMED_OUT_MESSAGE",
     "ApprovalGate",
-    "ApprovalPredicate",
-    "Approve",
-    "Decision",
-    "Deny",
-    "ExternalTool",
-    "PendingKind",
-    "PendingToolCall",
-    "check_approval_options",
-    "decision_message",
-    "read_decisions",
+    "bind_gate",
+    "check_continuation",
+    "result_pending",
+    "validated_arguments",
 ]
-
-
-APPROVAL_DENIED_MESSAGE: Final = "The call was denied by the person reviewing it, and was not run"
-"""What a denied call's answer says before the reason (``kind: "authz"``)."""
-
-APPROVAL_TIMED_OUT_MESSAGE: Final = (
-    "The call was denied: no decision was made before its deadline, and it was not run"
-)
-"""What a call whose approval deadline passed is answered (``kind: "authz"``)."""
-
-# The key of the placeholder answer that marks a call as waiting (in its content).
-_AWAITING: Final = "awaiting"
-# The key of the placeholder that names the run the call waits in (a store resumes it).
-_RUN: Final = "run_id"
-# The key of a suspend directive's payload that carries the pending call.
-_PAYLOAD: Final = "pending_tool_call"
 
 
 def _now() -> float:
     """The clock of a run in memory (wall-clock seconds): pending calls may wait days."""
     return time.time()
-
-
-def ExternalTool(  # a constructor by its use: ExternalTool(name, schema)
-    name: str,
-    parameters_schema: Mapping[str, Any],
-    *,
-    description: str | None = None,
-    approval_timeout: float | None = None,
-) -> Tool:
-    """A tool the host runs elsewhere (a browser, a job queue, another service).
-
-    ``ExternalTool("pick_date", {"type": "object", "properties": {...}},
-    description="Ask the user for a date")`` is a [Tool][juno_bind_trio.agent.Tool]
-    the model may call; a call of it never runs here: the run suspends with a
-    [PendingToolCall][juno_bind_trio.agent.PendingToolCall] of kind
-    ``"external"``, and the host answers it with ``results={id: value}`` (the
-    value serialized as JSON, as a local tool's return value is) or
-    ``errors={id: text}`` (a failure of kind ``"external"``).
-    """
-    from ._tool import Tool
-
-    async def never(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
-        raise UsageError(
-            f"ExternalTool {name!r}: an external tool is run by the host, never here; "
-            "answer its call with results= or errors="
-        )
-
-    try:
-        return Tool.from_schema(
-            name=name,
-            description=description,
-            parameters=parameters_schema,
-            handler=never,
-            external=True,
-            approval_timeout=approval_timeout,
-        )
-    except (TypeError, ValueError) as exc:
-        text = str(exc).replace("Tool.from_schema", "ExternalTool", 1)
-        raise type(exc)(text) from None
-
-
-# --- decisions -------------------------------------------------------------------------
-
-Decision = CallDecision  # the agent's name for it: what was decided for one waiting call
-
-
-def decision_message(decision: CallDecision, call_id: str) -> dict[str, Any]:
-    """The tool message answering a decided call (for every kind but ``"approved"``)."""
-    if decision.kind == "denied":
-        return tool_failure_message(
-            call_id, f"{APPROVAL_DENIED_MESSAGE}: {decision.answer}", "authz"
-        )
-    if decision.kind == "expired":
-        return tool_failure_message(call_id, f"{APPROVAL_TIMED_OUT_MESSAGE}.", "authz")
-    if decision.kind == "error":
-        return tool_failure_message(call_id, str(decision.answer), "external")
-    assert decision.kind == "result"
-    value = decision.answer
-    content = value if type(value) is str else pydantic_core.to_json(value).decode()
-    return tool_message(call_id, content)
-
-
-def read_decisions(
-    owner: str,
-    approvals: object,
-    results: object,
-    errors: object,
-    principal: object,
-) -> dict[str, Decision]:
-    """The keywords ``approvals=``, ``results=``, ``errors=`` as one decision per call id."""
-    if principal is not None and (not isinstance(principal, str) or not principal):
-        raise error_kind(principal, str)(
-            f"{owner}: principal must be a non-empty str or None, got {principal!r:.80}"
-        )
-    who = principal
-    decided: dict[str, Decision] = {}
-
-    def add(call_id: object, decision: Decision, keyword: str) -> None:
-        if not isinstance(call_id, str) or not call_id:
-            raise error_kind(call_id, str)(
-                f"{owner}: {keyword} keys must be tool call ids, got {call_id!r:.80}"
-            )
-        if call_id in decided:
-            raise UsageError(f"{owner}: call {call_id!r} is decided twice ({keyword} and another)")
-        decided[call_id] = decision
-
-    for keyword, given in (("approvals", approvals), ("results", results), ("errors", errors)):
-        if given is not None and not isinstance(given, Mapping):
-            raise TypeError(f"{owner}: {keyword} must be a dict by call id, got {given!r:.80}")
-    for call_id, value in (approvals or {}).items():  # type: ignore[attr-defined]
-        if value is True:
-            decision = Decision(kind="approved", principal=who)
-        elif value is False:
-            decision = Decision(kind="denied", answer="denied", principal=who)
-        elif isinstance(value, Approve):
-            decision = Decision(kind="approved", arguments=value.arguments, principal=who)
-        elif isinstance(value, Deny):
-            decision = Decision(kind="denied", answer=value.reason, principal=who)
-        else:
-            raise TypeError(
-                f"{owner}: approvals[{call_id!r}] must be True, False, Approve(...) or "
-                f"Deny(...), got {value!r:.80}"
-            )
-        add(call_id, decision, "approvals")
-    for call_id, value in (results or {}).items():  # type: ignore[attr-defined]
-        try:
-            pydantic_core.to_json(value)
-        except pydantic_core.PydanticSerializationError as exc:
-            raise TypeError(
-                f"{owner}: results[{call_id!r}] cannot be written as JSON ({exc})"
-            ) from None
-        add(call_id, Decision(kind="result", answer=value, principal=who), "results")
-    for call_id, value in (errors or {}).items():  # type: ignore[attr-defined]
-        if not isinstance(value, str) or not value:
-            raise error_kind(value, str)(
-                f"{owner}: errors[{call_id!r}] must be a non-empty str, got {value!r:.80}"
-            )
-        add(call_id, Decision(kind="error", answer=value, principal=who), "errors")
-    return decided
-
-
-# --- the placeholder answer ------------------------------------------------------------
-
-
-def placeholder(call: PendingToolCall, run_id: str | None = None) -> dict[str, Any]:
-    """The answer a waiting call holds in the transcript until it is decided.
-
-    A failure of kind ``"not_run"`` (true: it has not run), with the pending
-    call under ``"awaiting"`` so a continuation in memory finds it again, and
-    the id of the run it waits in under ``"run_id"``: with a store, that run
-    is the one to continue (``Agent.resume``), never a copy of it in memory.
-    """
-    text = (
-        "This call is waiting for a person's approval and has not run yet"
-        if call.kind == "approval"
-        else "This call is run by the host and has not been answered yet"
-    )
-    content: dict[str, Any] = {
-        "success": False,
-        "kind": "not_run",
-        "error": text,
-        _AWAITING: call.to_json(),
-    }
-    if run_id is not None:
-        content[_RUN] = run_id
-    return tool_message(call.id, json.dumps(content))
-
-
-def waiting_run(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The id of the run whose calls wait at the end of *messages* (its placeholders
-    name it), or ``None``: no call waits there, or its placeholder names no run."""
-    for index in sorted(_trailing_indices(messages)):
-        message = messages[index]
-        if waiting_in(message) is None:
-            continue
-        content = message.get("content")
-        try:
-            run_id = json.loads(content).get(_RUN) if isinstance(content, str) else None
-        except (ValueError, AttributeError):
-            run_id = None
-        if isinstance(run_id, str) and run_id:
-            return run_id
-    return None
-
-
-def waiting_in(message: Mapping[str, Any]) -> PendingToolCall | None:
-    """The pending call a placeholder answer holds, or ``None`` for any other message."""
-    if message.get("role") != "tool":
-        return None
-    content = message.get("content")
-    if not isinstance(content, str) or _AWAITING not in content:
-        return None
-    try:
-        value = json.loads(content)
-        held = value[_AWAITING]
-        if value.get("kind") != "not_run" or held["id"] != message.get("tool_call_id"):
-            return None
-        return PendingToolCall.from_json(held)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-def pending_of(suspensions: Sequence[SuspendDirective]) -> tuple[PendingToolCall, ...]:
-    """The pending calls among a suspended run's directives, in call order."""
-    found: list[PendingToolCall] = []
-    for directive in suspensions:
-        held = directive.payload.get(_PAYLOAD)
-        if isinstance(held, Mapping):
-            found.append(PendingToolCall.from_json(held))
-    return tuple(found)
-
-
-def _held(call: PendingToolCall, run_id: str | None) -> ToolCallOutcome:
-    reason = (
-        f"approval required: {call.name}"
-        if call.kind == "approval"
-        else f"external result required: {call.name}"
-    )
-    return ToolCallOutcome(
-        tool_message=placeholder(call, run_id),
-        suspend=SuspendDirective(
-            tool_call_id=call.id, reason=reason, payload={_PAYLOAD: call.to_json()}
-        ),
-    )
 
 
 def _corrected_content(content: object, arguments: dict[str, Any]) -> str:
@@ -465,7 +238,7 @@ class ApprovalGate:
                 )
                 return ToolCallOutcome(tool_message=decision_message(expired, call_id))
             self.held.append(known)
-            return _held(known, self.run_id)
+            return held_outcome(known, self.run_id)
         found = self.tools.get(call.name)
         if found is None or (not found.external and found.requires_approval is False):
             return None
@@ -492,7 +265,7 @@ class ApprovalGate:
         expires = None if timeout is None else self._clock() + timeout
         pending = PendingToolCall(call_id, call.name, arguments, kind, expires)
         self.held.append(pending)
-        return _held(pending, self.run_id)
+        return held_outcome(pending, self.run_id)
 
     def outer(
         self, run_tool_call: Callable[[ToolCallLike], Awaitable[ToolCallOutcome]]
@@ -542,9 +315,9 @@ class ApprovalGate:
         Returns whether any still waits (the run ends ``"suspended"`` then).
         """
         history = messages if end is None else messages[:end]
-        indices = sorted(_trailing_indices(history))
+        indices = sorted(trailing_indices(history))
         to_run: list[tuple[int, ToolCall]] = []
-        calls = _trailing_calls(history)
+        calls = trailing_calls(history)
         for index in indices:
             held = waiting_in(messages[index])
             if held is None:
@@ -563,35 +336,6 @@ class ApprovalGate:
         if not self.held:
             self.forget_turn()
         return bool(self.held)
-
-
-def _trailing_indices(messages: Sequence[Mapping[str, Any]]) -> set[int]:
-    found: set[int] = set()
-    index = len(messages) - 1
-    while index >= 0 and messages[index].get("role") == "tool":
-        found.add(index)
-        index -= 1
-    return found
-
-
-def _trailing_calls(messages: Sequence[Mapping[str, Any]]) -> dict[str, ToolCall]:
-    index = len(messages) - 1
-    while index >= 0 and messages[index].get("role") == "tool":
-        index -= 1
-    if index < 0 or messages[index].get("role") != "assistant":
-        return {}
-    calls = [ToolCall.of(c) for c in messages[index].get("tool_calls") or ()]
-    return {c.id: c for c in calls}
-
-
-def trailing_waiting(messages: Sequence[Mapping[str, Any]]) -> dict[str, PendingToolCall]:
-    """The calls waiting at the end of a transcript (its last turn's placeholders)."""
-    found: dict[str, PendingToolCall] = {}
-    for index in sorted(_trailing_indices(messages)):
-        held = waiting_in(messages[index])
-        if held is not None:
-            found[held.id] = held
-    return found
 
 
 def _answer(call_id: str, result: outcome.Outcome[ToolCallOutcome]) -> dict[str, Any]:
@@ -668,8 +412,6 @@ def bind_gate(core: Any) -> None:
 
     *core* is the run (``_run._RunCore``), read for its tools, deps and lineage.
     """
-    from ._context import call_context
-
     # A call's RunContext before it runs: what an approval predicate reads.
     core.gate.bind(core.tools, functools.partial(call_context, core), run_id=core.run_id)
     # A run on a conversation is checked once its history is read (_run.with_history).

@@ -30,6 +30,7 @@ or the transfer unrecorded.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
@@ -49,6 +50,7 @@ __all__ = [
     "Handoff",
     "HandoffInputFilter",
     "HandoffSpec",
+    "HandoffTarget",
     "Transfer",
     "handoff_specs",
     "handoff_tool_name",
@@ -121,10 +123,18 @@ class Handoff:
             )
 
 
-def _is_agent(value: object) -> bool:
-    from ._agent import Agent
+class HandoffTarget(abc.ABC):  # noqa: B024  # a mark to register with, nothing to implement
+    """What a handoff may hand a run to: an [Agent][juno_bind_trio.agent.Agent], the one class
+    registered (``_agent.py``, ``HandoffTarget.register(Agent)``).
 
-    return isinstance(value, Agent)
+    The agent imports this module, so this module cannot import the agent to ask
+    ``isinstance(value, Agent)``; the agent registers itself here instead, the way
+    ``collections.abc`` is told of a class, and stays as it is (no base class added).
+    """
+
+
+def _is_agent(value: object) -> bool:
+    return isinstance(value, HandoffTarget)
 
 
 @attrs.frozen

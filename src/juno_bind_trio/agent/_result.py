@@ -10,7 +10,7 @@ from typing_extensions import TypeVar
 from juno_bind_trio.loop import LoopEndReason, RunStats
 from juno_bind_trio.plugins import SuspendDirective
 
-from ._approvals import PendingToolCall
+from ._approval_types import PendingToolCall
 from ._events import HandoffEvent
 
 __all__ = ["AgentResult", "OutputT"]

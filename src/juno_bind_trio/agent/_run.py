@@ -61,7 +61,8 @@ from juno_bind_trio.run import (
 )
 from juno_bind_trio.store import DEFAULT_LEASE_TTL, default_owner
 
-from ._approvals import ApprovalGate, Decision, bind_gate, check_continuation, result_pending
+from ._approval_decisions import Decision
+from ._approvals import ApprovalGate, bind_gate, check_continuation, result_pending
 from ._context import RunChildren, RunContext
 from ._events import AgentEvent, ToolCallStartedEvent, TurnEndedEvent
 from ._guardrails import checked_output, guarded_first_request, tripped_result

@@ -35,7 +35,8 @@ from juno_bind_trio.store import (
     open_durable_run,
 )
 
-from ._approvals import ApprovalGate, waiting_run
+from ._approval_placeholders import waiting_run
+from ._approvals import ApprovalGate
 
 if TYPE_CHECKING:
     from juno_bind_trio.loop import LoopEndReason, LoopState, ToolCallOutcome

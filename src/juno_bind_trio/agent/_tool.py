@@ -22,12 +22,13 @@ from juno_bind_trio._errors import SchemaError, ToolCallArgumentsError, ToolFail
 from juno_bind_trio._validate import a_bool, is_async_callable, is_tool_name
 from juno_bind_trio.schema import sanitize_tool_schema
 
-from ._approvals import ApprovalPredicate, check_approval_options
+from ._approval_types import ApprovalPredicate, check_approval_options
 from ._context import RunContext
 from ._prepare import PrepareFn, check_prepare
 from ._tool_guards import ToolGuard
 
 __all__ = [
+    "ExternalTool",
     "Tool",
     "ToolFunction",
     "Toolset",
@@ -297,6 +298,44 @@ class Tool:
             approval_timeout=approval_timeout,
             prepare=prepare,
         )
+
+
+def ExternalTool(  # a constructor by its use: ExternalTool(name, schema)
+    name: str,
+    parameters_schema: Mapping[str, Any],
+    *,
+    description: str | None = None,
+    approval_timeout: float | None = None,
+) -> Tool:
+    """A tool the host runs elsewhere (a browser, a job queue, another service).
+
+    ``ExternalTool("pick_date", {"type": "object", "properties": {...}},
+    description="Ask the user for a date")`` is a [Tool][juno_bind_trio.agent.Tool]
+    the model may call; a call of it never runs here: the run suspends with a
+    [PendingToolCall][juno_bind_trio.agent.PendingToolCall] of kind
+    ``"external"``, and the host answers it with ``results={id: value}`` (the
+    value serialized as JSON, as a local tool's return value is) or
+    ``errors={id: text}`` (a failure of kind ``"external"``).
+    """
+
+    async def never(ctx: RunContext[Any], arguments: dict[str, Any]) -> object:
+        raise UsageError(
+            f"ExternalTool {name!r}: an external tool is run by the host, never here; "
+            "answer its call with results= or errors="
+        )
+
+    try:
+        return Tool.from_schema(
+            name=name,
+            description=description,
+            parameters=parameters_schema,
+            handler=never,
+            external=True,
+            approval_timeout=approval_timeout,
+        )
+    except (TypeError, ValueError) as exc:
+        text = str(exc).replace("Tool.from_schema", "ExternalTool", 1)
+        raise type(exc)(text) from None
 
 
 @typing.runtime_checkable

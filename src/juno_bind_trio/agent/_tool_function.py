@@ -30,7 +30,7 @@ from juno_bind_trio._cancel import cancelled_now
 from juno_bind_trio._errors import AbortedToolCallError, ToolFailureError
 from juno_bind_trio._validate import is_async_callable
 
-from ._approvals import ApprovalPredicate
+from ._approval_types import ApprovalPredicate
 from ._context import RunContext
 from ._prepare import PrepareFn
 from ._tool import (
