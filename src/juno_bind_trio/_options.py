@@ -54,7 +54,8 @@ def checked_request_options(owner: str, value: object, *, or_none: bool = False)
     """*value* as extra request options, or a clear error naming *owner*.
 
     A mapping of str keys, none of them an argument every request sets itself
-    (``RESERVED_REQUEST_OPTIONS``). With *or_none*, ``None`` is accepted, as
+    (``RESERVED_REQUEST_OPTIONS``), and an ``extra_body``, when given, a
+    mapping (the SDKs merge it into the request's JSON). With *or_none*, ``None`` is accepted, as
     no options.
     """
     if value is None and or_none:
@@ -66,6 +67,12 @@ def checked_request_options(owner: str, value: object, *, or_none: bool = False)
     for key in options:
         if not isinstance(key, str):
             raise TypeError(f"{owner}: request_options keys must be strings, got {shown(key)}")
+    extra_body = options.get("extra_body")
+    if extra_body is not None and not isinstance(extra_body, Mapping):
+        raise TypeError(
+            f"{owner}: request_options['extra_body'] must be a mapping of JSON properties, "
+            f"got {shown(extra_body)}"
+        )
     clash = sorted(RESERVED_REQUEST_OPTIONS.intersection(options))
     if clash:
         raise ValueError(

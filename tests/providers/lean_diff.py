@@ -188,7 +188,14 @@ def _ended(gone: float | None, completed: float | None, start: float) -> float |
     # When the exchange ended: the client hung up, or the server wrote it all
     # (which comes first at one instant is the scheduler's choice, not the path's).
     at = gone if gone is not None else completed
-    return None if at is None else at - start
+    return None if at is None else _instant(at - start)
+
+
+def _instant(seconds: float) -> float:
+    # A virtual-clock span, to the microsecond: the same instant reached by
+    # different sums of jumps can differ in the last bit (0.1 against
+    # 0.10000000000000009), which is not a difference between the paths.
+    return round(seconds, 6)
 
 
 async def attempt(
@@ -214,7 +221,7 @@ async def attempt(
                 outcome = wire.raised(error)
             else:
                 outcome = wire.returned(result)
-            ended = anyio.current_time() - start
+            ended = _instant(anyio.current_time() - start)
             await anyio.sleep(1)  # let the server see the client go
     gone = [_ended(r.client_gone_at, r.completed_at, start) for r in server.requests]
     return outcome, [repr(e) for e in sink.events], ended, gone, wire.received(server)

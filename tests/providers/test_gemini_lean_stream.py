@@ -92,7 +92,10 @@ _LINE = st.one_of(
     st.builds(
         lambda field, value: f"{field}{value}".encode(),
         st.sampled_from(["data: ", "data:", "event: ", ": ", "", "{", "}", '{"a": "}', "x"]),
-        st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=8),
+        st.text(
+            alphabet=st.characters(blacklist_characters="\r\n", codec="utf-8"),
+            max_size=8,
+        ),
     ),
     st.just(b""),
     st.sampled_from([b"\xff", b"\xe2\x82", b"caf\xc3\xa9", b'{"error": {', b'"s": "{"', b"}"]),

@@ -90,7 +90,10 @@ def _lean(pieces: Sequence[bytes]) -> tuple[list[tuple[str | None, str]], str | 
 
 _FIELD = st.sampled_from(["data", "event", "id", "retry", "", "dat", ":", "data:"])
 _VALUE = st.one_of(
-    st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=8),
+    st.text(
+        alphabet=st.characters(blacklist_characters="\r\n", codec="utf-8"),
+        max_size=8,
+    ),
     st.sampled_from(["[DONE]", " 5", "7", "thread.run", "a\0b", '{"a": 1}']),
 )
 _LINE = st.one_of(

@@ -132,6 +132,15 @@ def test_request_options_are_read_only_and_checked() -> None:
         OpenAIChatModel(plan=_plan(), clients={"fake": client}, request_options={1: 2})  # type: ignore[dict-item]
     with pytest.raises(TypeError, match=r"OpenAIChatModel: request_options must be a mapping"):
         OpenAIChatModel(plan=_plan(), clients={"fake": client}, request_options=[1])  # type: ignore[arg-type]
+    # The lean path merges a caller's extra_body into the request's JSON: one
+    # that is not a mapping is the host's mistake, refused here and not at the
+    # first request.
+    with pytest.raises(
+        TypeError, match=r"OpenAIChatModel: request_options\['extra_body'\] must be a mapping"
+    ):
+        OpenAIChatModel(plan=_plan(), clients={"fake": client}, request_options={"extra_body": [1]})
+    with pytest.raises(TypeError, match=r"with_request_options: request_options\['extra_body'\]"):
+        model.with_request_options(extra_body="seed=1")
 
 
 _KEYS = st.sampled_from(["temperature", "seed", "top_p", "user", "response_format"])

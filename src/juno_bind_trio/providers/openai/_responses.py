@@ -44,6 +44,7 @@ from juno_bind_trio.loop import ModelTurnResult
 from juno_bind_trio.providers._reader import feed_events, not_an_event_stream
 from juno_bind_trio.routing import Candidate, ClassifiedError, RouteCursor
 
+from ._body import past_the_transform
 from ._responses_convert import RESPONSES_NAME, convert_input, convert_tools, request_arguments
 from ._responses_errors import classify_responses_error
 from ._responses_events import ResponsesEventReader
@@ -200,11 +201,15 @@ async def _read_lean(
     # with_streaming_response: the SDK's request (and its status errors) with
     # the body left unread; the event stream read by the chat path's reader,
     # which follows the SDK's rules (the Responses API streams in the same mode).
+    # The input items and tools this package built go past the SDK's
+    # parameter walk (see _body.py).
+    built: dict[str, Any] = {"input": items}
+    if "tools" in arguments:
+        built["tools"] = arguments["tools"]
     opened = client.responses.with_streaming_response.create(
         model=request.model,
-        input=items,  # type: ignore[arg-type]
         stream=True,
-        **arguments,
+        **past_the_transform(arguments, built),
     )
     async with opened as raw:
         response = raw.http_response

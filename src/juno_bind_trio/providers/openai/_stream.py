@@ -67,6 +67,7 @@ from juno_bind_trio.providers._reader import (
     not_an_event_stream,
 )
 
+from ._body import past_the_transform
 from ._chunks import REASONING_FIELDS, ChunkReader
 from ._sse import SSEDataDecoder, drain_errors, request_errors, timeout_errors
 
@@ -249,12 +250,15 @@ async def _read_lean(
 ) -> ChunkReader:
 
     # with_streaming_response: the SDK's request (and its status errors) with
-    # the body left unread for this function.
+    # the body left unread for this function; the messages and tools this
+    # package built go past the SDK's parameter walk (see _body.py).
+    built: dict[str, Any] = {"messages": messages}
+    if "tools" in options:
+        built["tools"] = options["tools"]
     opened = client.chat.completions.with_streaming_response.create(
         model=model,
-        messages=messages,  # type: ignore[arg-type]
         stream=True,
-        **options,
+        **past_the_transform(options, built),
     )
     async with opened as raw:
         response = raw.http_response
