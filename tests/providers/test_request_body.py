@@ -192,3 +192,61 @@ def test_the_built_values_leave_a_placeholder_in_their_place() -> None:
 def test_a_caller_extra_body_that_is_not_a_mapping_is_refused_naming_it() -> None:
     with pytest.raises(TypeError, match=r"extra_body must be a mapping, got \[1\]"):
         past_the_transform({"extra_body": [1]}, {"messages": []})
+
+
+async def test_the_lean_path_hands_the_sdk_walk_nothing_it_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bytes test above holds whether or not the walk is skipped; this one is what
+    # fails if the built values go back through the SDK's transform on the lean path.
+    import openai.resources.chat.completions.completions as chat_module
+    import openai.resources.responses.responses as responses_module
+
+    walked: list[dict[str, Any]] = []
+
+    def recording(module: Any) -> None:
+        real = module.async_maybe_transform
+
+        async def walk(data: Any, expected_type: Any) -> Any:
+            walked.append(dict(data))
+            return await real(data, expected_type)
+
+        monkeypatch.setattr(module, "async_maybe_transform", walk)
+
+    recording(chat_module)
+    recording(responses_module)
+    messages = [{"role": "user", "content": "hi"}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "f", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
+    script = [StreamResponse.of_text("ok"), StreamResponse.of_text("ok")]
+    async with (
+        open_fake_openai_server(script, validate_history=False) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        for path in ("lean", "sdk"):
+            await stream_chat_completion(
+                client, model="m", messages=messages, tools=tools, stream_path=path
+            )
+    request = ProviderRequest(
+        model="gpt-test",
+        messages=messages,
+        tools=tools,
+        time_to_first_token=30,
+        inter_chunk_timeout=30,
+    )
+    async with (
+        open_fake_responses_server(script, validate_history=False) as responses_server,
+        open_openai_client(base_url=responses_server.base_url, api_key="k") as client,
+    ):
+        for responses_path in ("lean", "sdk"):
+            adapter = OpenAIResponsesAdapter(client, stream_path=responses_path)
+            await adapter.stream_turn(request)
+    chat_lean, chat_sdk, responses_lean, responses_sdk = walked
+    assert (chat_lean["messages"], chat_lean["tools"]) == ([], [])
+    assert (chat_sdk["messages"], len(chat_sdk["tools"])) == (messages, 1)
+    assert (responses_lean["input"], responses_lean["tools"]) == ([], [])
+    assert len(responses_sdk["input"]) == len(responses_sdk["tools"]) == 1
