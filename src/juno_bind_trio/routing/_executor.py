@@ -285,8 +285,9 @@ _FACTS_GET: Final = _LazyTrail.__dict__["_facts"].__get__
 _SET_FACTS: Final = _LazyTrail.__dict__["_facts"].__set__
 _DEL_FACTS: Final = _LazyTrail.__dict__["_facts"].__delete__
 _LAZY_FIELDS: Final = frozenset({"attempts", "error", "skipped"})
-# Taken only on a result's first read of its trail, never by the executor.
-_TRAIL_LOCK: Final = threading.Lock()
+# Taken only on a result's first read of its trail, never by the executor; re-entrant, so
+# that a build which ever came to read another result's trail could not hang on itself.
+_TRAIL_LOCK: Final = threading.RLock()
 _FIELD_GET: Final = {name: _slot(RouteResult, name).__get__ for name in _LAZY_FIELDS}
 
 
