@@ -302,11 +302,16 @@ def _unfrozen(value: Any) -> Any:
     return value
 
 
+class _Items(list[Any]):
+    """A host's own list type: written as a list, its items looked at."""
+
+
 _FROZEN_JSON: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**6), 10**6) | _TEXT,
     lambda inner: (
         st.lists(inner, max_size=3)
         | st.lists(inner, max_size=3).map(tuple)
+        | st.lists(inner, max_size=3).map(_Items)
         | st.dictionaries(_NAME, inner, max_size=3)
         | st.dictionaries(_NAME, inner, max_size=3).map(types.MappingProxyType)
     ),

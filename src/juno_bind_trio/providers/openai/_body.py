@@ -95,4 +95,7 @@ def _plain(value: Any) -> Any:
         return value if changed is None else changed
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):  # a subclass: written as a list, its items looked at
+        items = [_plain(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
