@@ -57,6 +57,7 @@ from juno_bind_trio.routing import (
     RouteResult,
     execute_route_plan,
 )
+from juno_bind_trio.routing._executor import attempt_count
 
 from ._adapter import PROVIDER_STATE_KEY, ProviderAdapter, ProviderRequest
 
@@ -263,7 +264,8 @@ class Router:
             raise
         if spans is not None:
             spans.settle(result.attempts)
-        if len(result.attempts) > 1 or not result.ok:
+        # Counted without building the trail: a plain success never reads it.
+        if not result.ok or attempt_count(result) > 1:
             _log_route(result)
         self.last_route[0] = result
         if self.on_route is not None:
