@@ -389,7 +389,6 @@ async def execute_route_plan(
     # first outcome that asks for anything else (a retry, the next stage, a
     # stop, output produced, a subclass) hands the walk to _route, which
     # carries on from that very outcome by the same rules.
-    note = facts.append
     # Resolved on the second attempt, once per route: the cheapest probe for
     # the running backend (a route that succeeds at once never needs it).
     checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
@@ -402,7 +401,7 @@ async def execute_route_plan(
         outcome: object = await attempt(candidate, cursor)
         kind = type(outcome)
         if kind is AttemptSuccess:
-            note(outcome)
+            facts.append(outcome)
             # Built here, not by _result, for the one path most routes take.
             result: RouteResult[T] = _new(RouteResult)
             _SET_STATUS(result, "succeeded")
@@ -415,10 +414,14 @@ async def execute_route_plan(
             or outcome.produced_output  # type: ignore[attr-defined]
         ):
             return await _route(plan, attempt, None, facts, position, outcome)
-        note(outcome)
+        facts.append(outcome)
     # Every candidate failed over to the next: the AllRoutesFailedError is
     # built with the trail, when either is first read.
-    return _result("exhausted", facts, None)
+    result = _new(RouteResult)
+    _SET_STATUS(result, "exhausted")
+    _SET_VALUE(result, None)
+    _SET_FACTS(result, facts)
+    return result
 
 
 async def _route(
