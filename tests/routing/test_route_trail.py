@@ -246,6 +246,7 @@ def test_the_lazy_trail_is_the_trail_an_eager_executor_builds(
     assert result is not None
     assert type(result) is RouteResult
     assert attempt_count(result) == len(reference.attempts)  # counted before the trail is built
+    assert result.attempt_count == attempt_count(result)
 
     if read_error_first:  # whichever lazy field is read first builds the others alike
         same_error(result.error, reference.error)

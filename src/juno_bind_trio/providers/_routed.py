@@ -57,7 +57,6 @@ from juno_bind_trio.routing import (
     RouteResult,
     execute_route_plan,
 )
-from juno_bind_trio.routing._executor import attempt_count
 
 from ._adapter import PROVIDER_STATE_KEY, ProviderAdapter, ProviderRequest
 
@@ -265,7 +264,7 @@ class Router:
         if spans is not None:
             spans.settle(result.attempts)
         # Counted without building the trail: a plain success never reads it.
-        if not result.ok or attempt_count(result) > 1:
+        if not result.ok or result.attempt_count > 1:
             _log_route(result)
         self.last_route[0] = result
         if self.on_route is not None:

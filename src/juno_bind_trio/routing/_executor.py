@@ -227,6 +227,17 @@ class RouteResult(_LazyTrail, Generic[T]):
         """Whether an attempt succeeded."""
         return self.status == "succeeded"
 
+    @property
+    def attempt_count(self) -> int:
+        """How many attempts the route made: ``len(attempts)``, without building the records.
+
+        The trail of a result from the executor is built the first time it is
+        read; a caller that only needs its length (to log a route that retried
+        or fell back, say) reads this instead, and a plain success then builds
+        no records at all.
+        """
+        return attempt_count(self)
+
     def unwrap(self) -> T:
         """The value, or raise [`error`][juno_bind_trio.routing.RouteResult.error]."""
         if self.status == "succeeded":
