@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 from route_scripts import Script, connection_error, fail, plan, status_error
 
@@ -257,6 +258,44 @@ async def test_a_cancel_the_attempt_did_not_notice_is_not_turned_into_a_routing_
     assert script.visited == [(0, 0, 1)]
     # Refused only because the turn was still routing, not counted after the cancel.
     assert breaker.statistics().endpoints["p01"].rejected == 0
+
+
+@pytest.mark.parametrize(
+    ("first", "with_breaker"),
+    [
+        (NEXT, False),  # the straight path, without a breaker
+        (RETRY, False),  # handed from the straight path to the full walk
+        (NEXT, True),  # the full walk from the start
+    ],
+)
+async def test_a_cancel_made_while_the_attempt_was_resuming_stops_the_next_attempt(
+    first: RouteAction, with_breaker: bool
+) -> None:
+    # Another task wakes the attempt and cancels its scope in the same step: the
+    # attempt resumes normally (it was scheduled already; on asyncio anyio holds
+    # the cancel back from a task whose wait is over) and returns without another
+    # checkpoint. The scope has no deadline, so only its cancel says it.
+    started: list[RouteCursor] = []
+    wake = anyio.Event()
+    with anyio.CancelScope() as scope:
+        assert scope.deadline == float("inf")
+
+        async def attempt(candidate: Candidate, cursor: RouteCursor) -> AttemptFailure:
+            started.append(cursor)
+            await wake.wait()
+            return fail(first)
+
+        async def wake_then_cancel() -> None:
+            await anyio.lowlevel.checkpoint()
+            wake.set()
+            scope.cancel()
+
+        breaker = CircuitBreaker() if with_breaker else None
+        async with anyio.create_task_group() as group:
+            group.start_soon(wake_then_cancel)
+            await execute_route_plan(plan([3]), attempt, breaker=breaker)
+    assert scope.cancelled_caught
+    assert [cursor.attempt for cursor in started] == [1]
 
 
 async def test_a_scope_cancelled_before_the_call_stops_at_the_first_checkpoint() -> None:

@@ -45,6 +45,7 @@ from juno_bind_trio.routing import (
     _executor,
     execute_route_plan,
 )
+from juno_bind_trio.routing._executor import attempt_count
 
 RETRY = RouteAction.RETRY_SAME_ENDPOINT
 NEXT = RouteAction.NEXT_CANDIDATE
@@ -244,6 +245,8 @@ def test_the_lazy_trail_is_the_trail_an_eager_executor_builds(
         return
     assert result is not None
     assert type(result) is RouteResult
+    assert attempt_count(result) == len(reference.attempts)  # counted before the trail is built
+    assert result.attempt_count == attempt_count(result)
 
     if read_error_first:  # whichever lazy field is read first builds the others alike
         same_error(result.error, reference.error)
@@ -265,6 +268,47 @@ def test_the_lazy_trail_is_the_trail_an_eager_executor_builds(
         assert result == reference
         assert hash(result) == hash(reference)
     assert repr(copy.copy(result)) == repr(reference)  # through attrs' __getstate__
+    assert attempt_count(result) == len(reference.attempts)  # and after
+
+
+@attrs.frozen
+class OwnSuccess(AttemptSuccess[int]):
+    """An outcome of a subclass: routed by isinstance, as any AttemptSuccess."""
+
+
+@attrs.frozen
+class OwnFailure(AttemptFailure):
+    pass
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("subclassed", ["success", "failure", "both"])
+async def test_outcomes_of_subclasses_route_and_record_as_their_base_classes(
+    subclassed: str,
+) -> None:
+    failure = fail(NEXT)
+    if subclassed != "success":
+        failure = OwnFailure(failure.error, produced_output=False)
+    success = OwnSuccess(7) if subclassed != "failure" else AttemptSuccess(7)
+    schedule: list[AttemptSuccess[int] | AttemptFailure] = [failure, failure, success]
+    route = plan([3])
+    result, calls, _ = await play(execute_route_plan, route, schedule, None, None)
+    reference, reference_calls, _ = await play(eager_route, route, schedule, None, None)
+    assert result is not None
+    assert calls == reference_calls
+    assert attempt_count(result) == 3
+    assert result == reference
+    assert [record.outcome for record in result.attempts] == schedule
+    assert all(type(r.outcome) is type(o) for r, o in zip(result.attempts, schedule, strict=True))
+    assert [record.action for record in result.attempts] == [NEXT, NEXT, None]
+
+
+def test_attempt_count_of_a_result_built_by_hand_is_its_trail_length() -> None:
+    record = AttemptRecord(
+        RouteCursor(0, 0, 1, 1, "m"), Candidate("p"), AttemptSuccess(1), None, None
+    )
+    assert attempt_count(RouteResult("succeeded", 1, None, (record,))) == 1
+    assert attempt_count(RouteResult("succeeded", 1, None, ())) == 0
 
 
 async def exhausted_route() -> RouteResult[str]:

@@ -263,7 +263,8 @@ class Router:
             raise
         if spans is not None:
             spans.settle(result.attempts)
-        if len(result.attempts) > 1 or not result.ok:
+        # Counted without building the trail: a plain success never reads it.
+        if not result.ok or result.attempt_count > 1:
             _log_route(result)
         self.last_route[0] = result
         if self.on_route is not None:

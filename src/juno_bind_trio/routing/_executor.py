@@ -184,6 +184,14 @@ _Facts: TypeAlias = tuple[
     AdjustmentReason | None,
 ]
 
+# A route's trail as the executor hands it over: first the plan's straight
+# path (RoutePlan._straight), then one item per attempt, in order. An item is
+# _Facts, or, for an attempt on the straight path that needed no adjusting,
+# its bare outcome: an exact AttemptSuccess (action None) or an exact
+# AttemptFailure that moved on to the next candidate. Such attempts come
+# first, so the n-th item's cursor and candidate are the straight path's n-th.
+_Trail: TypeAlias = list[Any]
+
 
 class _LazyTrail:
     """The slot a [`RouteResult`][juno_bind_trio.routing.RouteResult] keeps its trail's facts in.
@@ -218,6 +226,17 @@ class RouteResult(_LazyTrail, Generic[T]):
     def ok(self) -> bool:
         """Whether an attempt succeeded."""
         return self.status == "succeeded"
+
+    @property
+    def attempt_count(self) -> int:
+        """How many attempts the route made: ``len(attempts)``, without building the records.
+
+        The trail of a result from the executor is built the first time it is
+        read; a caller that only needs its length (to log a route that retried
+        or fell back, say) reads this instead, and a plain success then builds
+        no records at all.
+        """
+        return attempt_count(self)
 
     def unwrap(self) -> T:
         """The value, or raise [`error`][juno_bind_trio.routing.RouteResult.error]."""
@@ -291,11 +310,21 @@ _TRAIL_LOCK: Final = threading.RLock()
 _FIELD_GET: Final = {name: _slot(RouteResult, name).__get__ for name in _LAZY_FIELDS}
 
 
-def _records(facts: list[_Facts]) -> tuple[AttemptRecord[Any], ...]:
+def _records(facts: _Trail) -> tuple[AttemptRecord[Any], ...]:
     """The trail's records, built from the facts noted per attempt, in order."""
     set_cursor, set_candidate, set_outcome, set_action, set_adjusted = _RECORD_SET
     records = []
-    for cursor, candidate, outcome, action, adjusted in facts:
+    straight = facts[0]
+    action: RouteAction | None
+    adjusted: AdjustmentReason | None
+    for index in range(1, len(facts)):
+        fact = facts[index]
+        if type(fact) is tuple:
+            cursor, candidate, outcome, action, adjusted = fact
+        else:
+            candidate, cursor, _ = straight[index - 1]
+            outcome, adjusted = fact, None
+            action = None if type(fact) is AttemptSuccess else _NEXT
         record: AttemptRecord[Any] = _new(AttemptRecord)
         set_cursor(record, cursor)
         set_candidate(record, candidate)
@@ -306,7 +335,7 @@ def _records(facts: list[_Facts]) -> tuple[AttemptRecord[Any], ...]:
     return tuple(records)
 
 
-def _fill_trail(result: RouteResult[Any], facts: list[_Facts]) -> None:
+def _fill_trail(result: RouteResult[Any], facts: _Trail) -> None:
     """Build what the executor left unbuilt: the records, and the fields they imply."""
     attempts = _records(facts)
     _SET_ATTEMPTS(result, attempts)
@@ -330,7 +359,7 @@ def _fill_trail(result: RouteResult[Any], facts: list[_Facts]) -> None:
 
 
 def _result(
-    status: RouteStatus, facts: list[_Facts], skipped: list[SkippedCandidate] | None
+    status: RouteStatus, facts: _Trail, skipped: list[SkippedCandidate] | None
 ) -> RouteResult[Any]:
     """A failed route's result, its trail and error unbuilt."""
     result: RouteResult[Any] = _new(RouteResult)
@@ -340,6 +369,10 @@ def _result(
         _SET_SKIPPED(result, tuple(skipped))
     _SET_FACTS(result, facts)
     return result
+
+
+_NONE: Final = object()
+"""``_route``'s *pending* when no attempt's outcome is waiting for its verdict."""
 
 
 async def execute_route_plan(
@@ -364,66 +397,130 @@ async def execute_route_plan(
         raise TypeError(f"execute_route_plan: plan must be a RoutePlan, got {plan!r}")
     if not callable(attempt):
         raise TypeError(f"execute_route_plan: attempt must be an async callable, got {attempt!r}")
-    if breaker is not None and not isinstance(breaker, CircuitBreaker):
-        raise TypeError(
-            f"execute_route_plan: breaker must be a CircuitBreaker or None, got {breaker!r}"
-        )
+    facts: _Trail = [plan._straight]
+    if breaker is not None:
+        if not isinstance(breaker, CircuitBreaker):
+            raise TypeError(
+                f"execute_route_plan: breaker must be a CircuitBreaker or None, got {breaker!r}"
+            )
+        return await _route(plan, attempt, breaker, facts, 0, _NONE)
 
-    facts: list[_Facts] = []
-    note = facts.append
-    skipped: list[SkippedCandidate] | None = None  # made on the first candidate refused
-    overall = 0
-    skip_stage = -1
+    # The straight path, without a breaker: each candidate once, in plan order,
+    # for as long as every failure says "next candidate" and nothing needs
+    # adjusting. Most routes end here (at once, or after a fail-over); the
+    # first outcome that asks for anything else (a retry, the next stage, a
+    # stop, output produced, a subclass) hands the walk to _route, which
+    # carries on from that very outcome by the same rules.
     # Resolved on the second attempt, once per route: the cheapest probe for
     # the running backend (a route that succeeds at once never needs it).
     checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
+    for candidate, cursor, position in plan._straight:
+        if position:
+            # The same probe, in the same place, as _route's: see there.
+            if checkpoint_if_cancelled is None:
+                checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
+            await checkpoint_if_cancelled()
+        outcome: object = await attempt(candidate, cursor)
+        kind = type(outcome)
+        if kind is AttemptSuccess:
+            facts.append(outcome)
+            # Built here, not by _result, for the one path most routes take.
+            result: RouteResult[T] = _new(RouteResult)
+            _SET_STATUS(result, "succeeded")
+            _SET_VALUE(result, outcome.value)  # type: ignore[attr-defined]
+            _SET_FACTS(result, facts)
+            return result
+        if (
+            kind is not AttemptFailure
+            or outcome.error.action is not _NEXT  # type: ignore[attr-defined]
+            or outcome.produced_output  # type: ignore[attr-defined]
+        ):
+            return await _route(plan, attempt, None, facts, position, outcome)
+        facts.append(outcome)
+    # Every candidate failed over to the next: the AllRoutesFailedError is
+    # built with the trail, when either is first read.
+    result = _new(RouteResult)
+    _SET_STATUS(result, "exhausted")
+    _SET_VALUE(result, None)
+    _SET_FACTS(result, facts)
+    return result
 
-    for stage_index, candidate_index, candidate, budget, model, position, first in plan._flat:
+
+async def _route(
+    plan: RoutePlan,
+    attempt: AttemptFn[T],
+    breaker: CircuitBreaker | None,
+    facts: _Trail,
+    start: int,
+    pending: object,
+) -> RouteResult[T]:
+    """Walk *plan* from its flat step *start*, by every rule: retries, stages, breaker, clamp.
+
+    *facts* holds the attempts made before step *start*, all on the plan's
+    straight path (see ``_Trail``). Unless *pending* is ``_NONE``, it is the outcome of step
+    *start*'s first attempt, already made: routing begins by reading it.
+    """
+    note = facts.append
+    skipped: list[SkippedCandidate] | None = None  # made on the first candidate refused
+    overall = start
+    skip_stage = -1
+    checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
+
+    for stage_index, candidate_index, candidate, budget, model, position, first in plan._flat[
+        start:
+    ]:
         if stage_index == skip_stage:
             continue
         on_candidate = 0
         while True:
-            if overall:
-                # Routing moves on only if the turn is not cancelled, even when
-                # the previous attempt returned without reaching a checkpoint.
-                # Checked before the breaker is asked, so that an open breaker
-                # cannot turn a cancelled turn into an "exhausted" result. (The
-                # first attempt needs no check: its own first checkpoint raises.)
-                if checkpoint_if_cancelled is None:
-                    checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
-                await checkpoint_if_cancelled()
             permit: BreakerPermit | None = None
-            if breaker is not None:
-                permit = breaker.admit(candidate.endpoint)
-                if permit is None:
-                    if skipped is None:
-                        skipped = []
-                    skipped.append(SkippedCandidate(stage_index, candidate_index, candidate))
-                    break
-            on_candidate += 1
-            if overall == position and on_candidate == 1:
-                cursor = first  # on the plan's straight path: nothing skipped or retried yet
+            if pending is not _NONE:
+                # The straight path made this attempt; its verdict is read here.
+                outcome, pending = pending, _NONE
+                cursor = first
+                on_candidate = 1
+                overall += 1
             else:
-                key = (stage_index, candidate_index, on_candidate, overall + 1)
-                cursor = plan._cursors.get(key) or plan._cursors.setdefault(
-                    key, RouteCursor(*key, model)
-                )
-            overall += 1
-            try:
-                outcome: object = await attempt(candidate, cursor)
-            except BaseException:
-                # Cancelled, or the attempt function raised: no verdict on the
-                # endpoint. Released, never recorded as a failure, and re-raised
-                # untouched.
-                if permit is not None and breaker is not None:
-                    breaker.release(permit)
-                raise
+                if overall:
+                    # Routing moves on only if the turn is not cancelled, even
+                    # when the previous attempt returned without reaching a
+                    # checkpoint. Checked before the breaker is asked, so that
+                    # an open breaker cannot turn a cancelled turn into an
+                    # "exhausted" result. (The first attempt needs no check:
+                    # its own first checkpoint raises.)
+                    if checkpoint_if_cancelled is None:
+                        checkpoint_if_cancelled = checkpoint_if_cancelled_fn()
+                    await checkpoint_if_cancelled()
+                if breaker is not None:
+                    permit = breaker.admit(candidate.endpoint)
+                    if permit is None:
+                        if skipped is None:
+                            skipped = []
+                        skipped.append(SkippedCandidate(stage_index, candidate_index, candidate))
+                        break
+                on_candidate += 1
+                if overall == position and on_candidate == 1:
+                    cursor = first  # on the plan's straight path: nothing skipped or retried yet
+                else:
+                    key = (stage_index, candidate_index, on_candidate, overall + 1)
+                    cursor = plan._cursors.get(key) or plan._cursors.setdefault(
+                        key, RouteCursor(*key, model)
+                    )
+                overall += 1
+                try:
+                    outcome = await attempt(candidate, cursor)
+                except BaseException:
+                    # Cancelled, or the attempt function raised: no verdict on
+                    # the endpoint. Released, never recorded as a failure, and
+                    # re-raised untouched.
+                    if permit is not None and breaker is not None:
+                        breaker.release(permit)
+                    raise
 
             if isinstance(outcome, AttemptSuccess):
                 if permit is not None and breaker is not None:
                     breaker.record_success(permit)
                 note((cursor, candidate, outcome, None, None))
-                # Built here, not by _result, for the one path most routes take.
                 result: RouteResult[T] = _new(RouteResult)
                 _SET_STATUS(result, "succeeded")
                 _SET_VALUE(result, outcome.value)
@@ -466,7 +563,7 @@ async def execute_route_plan(
             skip_stage = stage_index  # _STAGE: on to the first candidate of the next
             break
 
-    if not facts:
+    if len(facts) == 1:
         # Every endpoint refused by its breaker. Still a checkpoint: a caller
         # looping on a plan whose breakers are all open must not spin forever
         # without letting the rest of the program run.
@@ -476,3 +573,11 @@ async def execute_route_plan(
         return result
     # The AllRoutesFailedError is built with the trail, when either is first read.
     return _result("exhausted", facts, skipped)
+
+
+def attempt_count(result: RouteResult[Any]) -> int:
+    """How many attempts *result*'s route made: ``len(result.attempts)``, without building them."""
+    try:
+        return len(_FACTS_GET(result)) - 1
+    except AttributeError:  # built already, or a result made by hand
+        return len(result.attempts)

@@ -231,6 +231,12 @@ class RoutePlan:
     # routed many times, so this keeps the per-attempt path to a few local reads.
     _flat: tuple[_Step, ...] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
+    # The same walk with only what a route without a breaker, retries or skips
+    # reads: (candidate, the cursor of its first attempt, position).
+    _straight: tuple[tuple[Candidate, RouteCursor, int], ...] = attrs.field(
+        init=False, eq=False, hash=False, repr=False
+    )
+
     # Cursors are values, so every turn routed through this plan can share them:
     # keyed by (stage, candidate, attempt on it, attempt overall), bounded by the
     # square of max_attempts(); the cursors off the plan's straight path (after a
@@ -250,6 +256,8 @@ class RoutePlan:
                 step = (stage_index, candidate_index, candidate, budget, model, position, first)
                 flat.append(step)
         object.__setattr__(self, "_flat", tuple(flat))
+        straight = tuple((step[2], step[6], step[5]) for step in flat)
+        object.__setattr__(self, "_straight", straight)
 
     def retry_budget(self, candidate: Candidate) -> int:
         """Same-endpoint retries *candidate* gets after its first attempt."""
