@@ -6,7 +6,10 @@ and decoding it once more), which is most of what a streamed turn costs the
 client; the turn needs only the parts, and a ``dict`` has them. So by default
 (``GeminiAdapter(stream_path="lean")``):
 
-* **The request is the SDK's.** Its own request builder makes the body, the
+* **The request is the SDK's**, but for its largest values: the contents,
+  the system instruction and the function declarations are built in the
+  wire's shape here (``_wire.py``, the same bytes) and the SDK's builder is
+  given placeholders in their place. Its own request builder makes the body, the
   URL, the headers (the API key, ``x-goog-api-client``, the user agent) and
   the timeout exactly as ``generate_content_stream`` would
   (``types._GenerateContentParameters``, ``models._GenerateContentParameters_to_mldev``
