@@ -64,7 +64,10 @@ def main(backend: str, rounds: int, server: list[str]) -> None:
             try:
                 anyio.run(one_round, round_, server, errlog, backend=backend)
             except BaseException as exc:  # what left the run is the finding
-                print(f"LEFT {round_} {type(exc).__name__}", flush=True)
+                # An interrupt is named alone (the test expects exactly that);
+                # anything else says why, so that a failed round can be read.
+                said = "" if isinstance(exc, KeyboardInterrupt) else f": {exc}"
+                print(f"LEFT {round_} {type(exc).__name__}{said}", flush=True)
         anyio.run(one_round, rounds - 1, server, errlog, backend=backend)
 
 

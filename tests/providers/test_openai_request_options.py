@@ -14,7 +14,8 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from juno_bind_trio.providers.openai import OpenAIChatModel, open_openai_client
+from juno_bind_trio.providers import RoutedModel
+from juno_bind_trio.providers.openai import OpenAIChatAdapter, OpenAIChatModel, open_openai_client
 from juno_bind_trio.routing import Candidate, CircuitBreaker, RoutePlan, RouteStage
 from juno_bind_trio.testing import StreamResponse, open_fake_openai_server
 
@@ -118,6 +119,28 @@ def test_a_candidate_option_the_package_sets_itself_is_refused_at_construction()
     client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
     with pytest.raises(ValueError, match=r"candidate 'fake' for 'm' set \['stream'\]"):
         OpenAIChatModel(plan=_plan(stream=False), clients={"fake": client})
+
+
+def test_a_candidate_extra_body_that_is_not_a_mapping_is_refused_at_construction() -> None:
+    # A candidate's options are merged over the model's for its attempts: a
+    # non-mapping extra_body there is the same host mistake as in request_options,
+    # named where it is, not a TypeError from inside the first request.
+    import openai
+
+    client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
+    with pytest.raises(
+        TypeError,
+        match=r"^OpenAIChatModel: the options of candidate 'fake' for 'm' set extra_body to "
+        r"\[1\]; it must be a mapping of JSON properties or None$",
+    ):
+        OpenAIChatModel(plan=_plan(extra_body=[1]), clients={"fake": client})
+    with pytest.raises(TypeError, match=r"^RoutedModel: the options of candidate 'fake'"):
+        RoutedModel(
+            plan=_plan(extra_body="seed=1"),
+            adapters={"fake": OpenAIChatAdapter(client)},
+        )
+    for fine in (None, {"seed": 1}, types.MappingProxyType({"seed": 1})):
+        OpenAIChatModel(plan=_plan(extra_body=fine), clients={"fake": client})
 
 
 def test_request_options_are_read_only_and_checked() -> None:

@@ -11,6 +11,7 @@ response it leaves unread.
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import hypothesis.strategies as st
@@ -192,3 +193,149 @@ def test_the_built_values_leave_a_placeholder_in_their_place() -> None:
 def test_a_caller_extra_body_that_is_not_a_mapping_is_refused_naming_it() -> None:
     with pytest.raises(TypeError, match=r"extra_body must be a mapping, got \[1\]"):
         past_the_transform({"extra_body": [1]}, {"messages": []})
+
+
+async def test_the_lean_path_hands_the_sdk_walk_nothing_it_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bytes test above holds whether or not the walk is skipped; this one is what
+    # fails if the built values go back through the SDK's transform on the lean path.
+    import openai.resources.chat.completions.completions as chat_module
+    import openai.resources.responses.responses as responses_module
+
+    walked: list[dict[str, Any]] = []
+
+    def recording(module: Any) -> None:
+        real = module.async_maybe_transform
+
+        async def walk(data: Any, expected_type: Any) -> Any:
+            walked.append(dict(data))
+            return await real(data, expected_type)
+
+        monkeypatch.setattr(module, "async_maybe_transform", walk)
+
+    recording(chat_module)
+    recording(responses_module)
+    messages = [{"role": "user", "content": "hi"}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "f", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
+    script = [StreamResponse.of_text("ok"), StreamResponse.of_text("ok")]
+    async with (
+        open_fake_openai_server(script, validate_history=False) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        for path in ("lean", "sdk"):
+            await stream_chat_completion(
+                client, model="m", messages=messages, tools=tools, stream_path=path
+            )
+    request = ProviderRequest(
+        model="gpt-test",
+        messages=messages,
+        tools=tools,
+        time_to_first_token=30,
+        inter_chunk_timeout=30,
+    )
+    async with (
+        open_fake_responses_server(script, validate_history=False) as responses_server,
+        open_openai_client(base_url=responses_server.base_url, api_key="k") as client,
+    ):
+        for responses_path in ("lean", "sdk"):
+            adapter = OpenAIResponsesAdapter(client, stream_path=responses_path)
+            await adapter.stream_turn(request)
+    chat_lean, chat_sdk, responses_lean, responses_sdk = walked
+    assert (chat_lean["messages"], chat_lean["tools"]) == ([], [])
+    assert (chat_sdk["messages"], len(chat_sdk["tools"])) == (messages, 1)
+    assert (responses_lean["input"], responses_lean["tools"]) == ([], [])
+    assert len(responses_sdk["input"]) == len(responses_sdk["tools"]) == 1
+
+
+async def test_messages_and_tools_of_any_mapping_type_are_sent_as_the_sdk_sends_them() -> None:
+    # The SDK's walk made a dict of every Mapping it met; the JSON encoder after it
+    # takes dicts only. Read-only views of a host's transcript and schemas (here
+    # MappingProxyType, at the top and nested) go out the same on both paths.
+    frozen = types.MappingProxyType
+    messages = [
+        frozen({"role": "system", "content": "be brief"}),
+        {"role": "user", "content": (frozen({"type": "text", "text": "hi"}),)},
+    ]
+    tools = [
+        frozen(
+            {
+                "type": "function",
+                "function": frozen(
+                    {"name": "f", "parameters": frozen({"type": "object", "properties": {}})}
+                ),
+            }
+        )
+    ]
+    script = [StreamResponse.of_text("ok"), StreamResponse.of_text("ok")]
+    async with (
+        open_fake_openai_server(script, validate_history=False) as server,
+        open_openai_client(base_url=server.base_url, api_key="k") as client,
+    ):
+        for path in ("lean", "sdk"):
+            await stream_chat_completion(
+                client, model="m", messages=messages, tools=tools, stream_path=path
+            )
+    lean, sdk = server.requests
+    _same_request(lean, sdk)
+    assert lean.json["messages"][1]["content"] == [{"type": "text", "text": "hi"}]
+    assert lean.json["tools"][0]["function"]["name"] == "f"
+    assert type(messages[0]) is frozen  # the caller's own values are left as they were
+
+
+def test_plain_json_values_are_sent_as_they_are_not_copied() -> None:
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    arguments = past_the_transform({}, {"messages": messages})
+    assert arguments["extra_body"]["messages"] is messages
+
+
+def _unfrozen(value: Any) -> Any:
+    if isinstance(value, types.MappingProxyType | dict):
+        return {k: _unfrozen(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_unfrozen(v) for v in value]
+    return value
+
+
+class _Items(list[Any]):
+    """A host's own list type: written as a list, its items looked at."""
+
+
+_FROZEN_JSON: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.lists(inner, max_size=3).map(_Items)
+        | st.dictionaries(_NAME, inner, max_size=3)
+        | st.dictionaries(_NAME, inner, max_size=3).map(types.MappingProxyType)
+    ),
+    max_leaves=10,
+)
+
+
+@given(value=_FROZEN_JSON)
+def test_any_mapping_in_a_built_value_goes_out_as_the_dict_it_reads_as(value: Any) -> None:
+    import json
+
+    before = repr(value)
+    sent = past_the_transform({}, {"messages": value})["extra_body"]["messages"]
+    assert json.loads(json.dumps(sent)) == _unfrozen(value)
+    assert repr(value) == before  # the caller's value untouched
+    if not _holds_a_view(value):
+        assert sent is value  # nothing to copy: not copied
+
+
+def _holds_a_view(value: Any) -> bool:
+    if isinstance(value, types.MappingProxyType):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_a_view(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_a_view(v) for v in value)
+    return False

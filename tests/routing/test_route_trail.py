@@ -12,6 +12,7 @@ results no reader can tell apart.
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import anyio
@@ -41,6 +42,7 @@ from juno_bind_trio.routing import (
     RouteStage,
     RouteStatus,
     SkippedCandidate,
+    _executor,
     execute_route_plan,
 )
 
@@ -344,3 +346,41 @@ async def test_a_propagated_route_hands_back_the_failure_itself() -> None:
     (record,) = result.attempts
     assert record.outcome is failure
     assert record.error is cause
+
+
+@pytest.mark.anyio
+async def test_a_trail_read_from_two_threads_at_once_is_built_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A result handed to a worker thread (anyio.to_thread, a sync callback) may be
+    # read there while this thread's first read is still building the records. The
+    # other thread's read here falls inside that window: it must wait for the one
+    # build, not make a second trail (or find the facts gone and the fields unset).
+    result = await exhausted_route()
+    real = _executor._records
+    seen: dict[str, Any] = {}
+
+    def other_read() -> None:
+        try:
+            seen["error"] = result.error
+        except BaseException as exc:  # shown in the assertion below
+            seen["raised"] = exc
+
+    other = threading.Thread(target=other_read)
+
+    def records_while_another_thread_reads(facts: Any) -> Any:
+        if not other.is_alive() and "error" not in seen:
+            other.start()
+            # Long enough for the other read to run to its end if nothing holds it
+            # back; with the build held by one reader, it waits the whole time.
+            other.join(timeout=0.05)
+        return real(facts)
+
+    monkeypatch.setattr(_executor, "_records", records_while_another_thread_reads)
+    attempts = result.attempts
+    other.join()
+    assert "raised" not in seen, seen
+    assert seen["error"] is result.error
+    error = result.error
+    assert isinstance(error, AllRoutesFailedError)
+    assert error.attempts is attempts is result.attempts

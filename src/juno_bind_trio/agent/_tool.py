@@ -19,7 +19,7 @@ import pydantic
 
 from juno_bind_trio._calls import ToolCall, parse_arguments
 from juno_bind_trio._errors import SchemaError, ToolCallArgumentsError, ToolFailureError, UsageError
-from juno_bind_trio._validate import a_bool, is_async_callable, is_tool_name
+from juno_bind_trio._validate import a_bool, is_async_callable, is_tool_name, shown
 from juno_bind_trio.schema import sanitize_tool_schema
 
 from ._approval_types import ApprovalPredicate, check_approval_options
@@ -48,6 +48,8 @@ _MAX_SHOWN: Final = 60
 
 
 def check_name(owner: str, name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{owner}: a tool name must be a str, got {shown(name)}")
     if not is_tool_name(name):
         raise ValueError(
             f"{owner}: a tool name must be 1 to 64 letters, digits, '_' or '-' "

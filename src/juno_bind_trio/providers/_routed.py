@@ -327,6 +327,18 @@ def check_model_settings(
             f"{owner}: the options of candidate {provider!r} for "
             f"{model!r} set {clash!r}, which every request sets itself"
         )
+    for stage in plan.stages:
+        for candidate in stage.candidates:
+            # Merged over the request's options for this candidate's attempts: the
+            # same check as a model's own request_options, not a TypeError from
+            # inside the first request this candidate sends.
+            extra_body = candidate.options.get("extra_body")
+            if extra_body is not None and not isinstance(extra_body, Mapping):
+                raise TypeError(
+                    f"{owner}: the options of candidate {candidate.provider!r} for "
+                    f"{stage.model!r} set extra_body to {shown(extra_body)}; it must be a "
+                    "mapping of JSON properties or None"
+                )
     return plan
 
 

@@ -91,6 +91,7 @@ start matching ``BadRequestError`` inside a routing failure.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NoReturn, TypeAlias, TypeVar
 
@@ -230,15 +231,22 @@ class RouteResult(_LazyTrail, Generic[T]):
         def __getattr__(self, name: str) -> Any:
             # Python calls this only when the ordinary lookup failed: here, a
             # result from the executor whose trail (and, if exhausted, error)
-            # has not been read yet. Built once, then read from the slots.
+            # has not been read yet. Built once, then read from the slots. Under
+            # a lock: a result read from two threads at once must not be built
+            # twice (the second build would replace the first's records and find
+            # the facts gone); the one that waited finds the fields filled.
             if name in _LAZY_FIELDS:
-                try:
-                    facts = _FACTS_GET(self)
-                except AttributeError:
-                    pass
-                else:
-                    _fill_trail(self, facts)
-                    return _FIELD_GET[name](self)
+                with _TRAIL_LOCK:
+                    try:
+                        facts = _FACTS_GET(self)
+                    except AttributeError:
+                        pass
+                    else:
+                        _fill_trail(self, facts)
+                    try:
+                        return _FIELD_GET[name](self)
+                    except AttributeError:
+                        pass  # not from the executor, and the field unset: as Python says
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
@@ -277,6 +285,9 @@ _FACTS_GET: Final = _LazyTrail.__dict__["_facts"].__get__
 _SET_FACTS: Final = _LazyTrail.__dict__["_facts"].__set__
 _DEL_FACTS: Final = _LazyTrail.__dict__["_facts"].__delete__
 _LAZY_FIELDS: Final = frozenset({"attempts", "error", "skipped"})
+# Taken only on a result's first read of its trail, never by the executor; re-entrant, so
+# that a build which ever came to read another result's trail could not hang on itself.
+_TRAIL_LOCK: Final = threading.RLock()
 _FIELD_GET: Final = {name: _slot(RouteResult, name).__get__ for name in _LAZY_FIELDS}
 
 
