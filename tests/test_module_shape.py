@@ -50,6 +50,7 @@ SPLIT = [
     "store/_protocol.py",
     "store/_resume.py",
     "web/_live_run.py",
+    "providers/google/_wire.py",
 ]
 
 

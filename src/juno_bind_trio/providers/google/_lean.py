@@ -6,7 +6,10 @@ and decoding it once more), which is most of what a streamed turn costs the
 client; the turn needs only the parts, and a ``dict`` has them. So by default
 (``GeminiAdapter(stream_path="lean")``):
 
-* **The request is the SDK's.** Its own request builder makes the body, the
+* **The request is the SDK's**, but for its largest values: the contents,
+  the system instruction and the function declarations are built in the
+  wire's shape here (``_wire.py``, the same bytes) and the SDK's builder is
+  given placeholders in their place. Its own request builder makes the body, the
   URL, the headers (the API key, ``x-goog-api-client``, the user agent) and
   the timeout exactly as ``generate_content_stream`` would
   (``types._GenerateContentParameters``, ``models._GenerateContentParameters_to_mldev``
@@ -53,6 +56,8 @@ import anyio.lowlevel
 
 from juno_bind_trio.providers._reader import EVENTS_PER_CHECKPOINT
 
+from ._wire import wire_contents, wire_system, wire_tools
+
 if TYPE_CHECKING:
     import httpx2
     from google import genai
@@ -92,6 +97,23 @@ def _request(
     from google.genai import _common, models, types
 
     api: Any = client._api_client  # no public request builder
+    # The large values are built here (_wire.py); the SDK gets a placeholder in their place.
+    built: dict[str, Any] = {}
+    wire = wire_contents(contents) if contents else None
+    if wire is not None:
+        built["contents"] = wire
+        contents = [{"parts": [], "role": "user"}]  # a placeholder, cheap to validate
+    system = config.get("system_instruction")
+    tools = config.get("tools")
+    if system.__class__ is str or tools:
+        config = dict(config)
+        if system.__class__ is str:
+            built["systemInstruction"] = wire_system(system)
+            config["system_instruction"] = "."
+        wire = wire_tools(tools) if tools else None
+        if wire is not None:
+            built["tools"] = wire
+            config["tools"] = []
     parameters = types._GenerateContentParameters(
         model=model,
         contents=contents,
@@ -111,6 +133,8 @@ def _request(
     options = parameters.config.http_options if parameters.config is not None else None
     body = _common.convert_to_dict(body)
     body = _common.encode_unserializable_types(body)
+    for key, value in built.items():
+        body[key] = value  # in the placeholder's place: the key order is the SDK's
     return api._build_request("post", path, body, options)
 
 
