@@ -42,8 +42,8 @@ ways to the fake server and compares the bytes it received.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeAlias
 
 __all__ = ["wire_contents", "wire_system", "wire_tools"]
 
@@ -63,11 +63,6 @@ _PART_KEYS: Final = frozenset(
         "thought_signature",
     }
 )
-_CALL_KEYS: Final = frozenset({"id", "args", "name"})
-_RESPONSE_KEYS: Final = frozenset({"id", "name", "response"})
-_FILE_KEYS: Final = ("display_name", "file_uri", "mime_type")
-_BLOB_KEYS: Final = frozenset({"data", "display_name", "mime_type"})
-_DECLARATION_KEYS: Final = frozenset({"description", "name", "parameters"})
 
 _TYPES: Final = frozenset(
     {"TYPE_UNSPECIFIED", "STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"}
@@ -123,7 +118,7 @@ def wire_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | Non
     if len(tool) != 1 or declarations.__class__ is not list or not declarations:
         return None
     try:
-        return [{"functionDeclarations": [_declaration(d) for d in declarations]}]
+        return [{"functionDeclarations": [_dumped(d, _DECLARATION) for d in declarations]}]
     except _NotOurs:
         return None
 
@@ -162,42 +157,16 @@ def _part(part: object) -> dict[str, Any]:
     out: dict[str, Any] = {}
     value = get("file_data")
     if value is not None:
-        file = _object(value, frozenset(_FILE_KEYS))
-        out["fileData"] = {k: _text(file[k]) for k in _FILE_KEYS if file.get(k) is not None}
+        out["fileData"] = _dumped(value, _FILE)
     value = get("function_call")
     if value is not None:
-        call = _object(value, _CALL_KEYS)
-        wire: dict[str, Any] = {}
-        if call.get("id") is not None:
-            wire["id"] = _text(call["id"])
-        args = call.get("args")
-        if args is not None:
-            wire["args"] = _json_object(args)
-        if call.get("name") is not None:
-            wire["name"] = _text(call["name"])
-        out["functionCall"] = wire
+        out["functionCall"] = _dumped(value, _CALL)
     value = get("function_response")
     if value is not None:
-        response = _object(value, _RESPONSE_KEYS)
-        wire = {}
-        if response.get("id") is not None:
-            wire["id"] = _text(response["id"])
-        if response.get("name") is not None:
-            wire["name"] = _text(response["name"])
-        body = response.get("response")
-        if body is not None:
-            wire["response"] = _json_object(body)
-        out["functionResponse"] = wire
+        out["functionResponse"] = _dumped(value, _RESPONSE)
     value = get("inline_data")
     if value is not None:
-        blob = _object(value, _BLOB_KEYS)
-        wire = {}
-        if blob.get("data") is not None:
-            wire["data"] = _b64(blob["data"])
-        for key in ("display_name", "mime_type"):
-            if blob.get(key) is not None:
-                wire[key] = _text(blob[key])
-        out["inlineData"] = wire
+        out["inlineData"] = _dumped(value, _BLOB)
     value = get("text")
     if value is not None:
         out["text"] = _text(value)
@@ -212,23 +181,19 @@ def _part(part: object) -> dict[str, Any]:
     return out
 
 
+def _dumped(value: object, model: _Model) -> dict[str, Any]:
+    """*value* as the SDK dumps the model it sets from it: the fields in the model's order,
+    each converted, those that are ``None`` left out."""
+    fields, keys = model
+    given = _object(value, keys)
+    return {name: convert(given[name]) for name, convert in fields if given.get(name) is not None}
+
+
 def _json_object(value: object) -> dict[str, Any]:
     # A dict[str, Any] field: validated, its values kept as they are (JSON here).
     if value.__class__ is not dict or not all(k.__class__ is str for k in value):
         raise _NotOurs
     return value
-
-
-def _declaration(declaration: object) -> dict[str, Any]:
-    given = _object(declaration, _DECLARATION_KEYS)
-    out: dict[str, Any] = {}
-    for key in ("description", "name"):
-        if given.get(key) is not None:
-            out[key] = _text(given[key])
-    parameters = given.get("parameters")
-    if parameters is not None:
-        out["parameters"] = _schema(parameters)
-    return out
 
 
 def _schema(node: object) -> dict[str, Any]:
@@ -277,3 +242,19 @@ def _value(kind: int, value: Any) -> Any:
     if cls is not str or value.upper() not in _TYPES:
         raise _NotOurs
     return value.upper()
+
+
+# The models the SDK sets and dumps, as (their fields in declared order, each with
+# what its value must be; the field names), after the converters they name.
+_Model: TypeAlias = "tuple[tuple[tuple[str, Callable[[Any], Any]], ...], frozenset[str]]"
+
+
+def _model(*fields: tuple[str, Callable[[Any], Any]]) -> _Model:
+    return fields, frozenset(name for name, _convert in fields)
+
+
+_FILE: Final = _model(("display_name", _text), ("file_uri", _text), ("mime_type", _text))
+_CALL: Final = _model(("id", _text), ("args", _json_object), ("name", _text))
+_RESPONSE: Final = _model(("id", _text), ("name", _text), ("response", _json_object))
+_BLOB: Final = _model(("data", _b64), ("display_name", _text), ("mime_type", _text))
+_DECLARATION: Final = _model(("description", _text), ("name", _text), ("parameters", _schema))
